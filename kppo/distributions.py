@@ -1,0 +1,116 @@
+"""The action distribution, chosen once from the action space (SB3's `make_proba_distribution` idea).
+
+Rollout, losses and the policy call only this interface, never branch on the action type:
+
+    params = actor(obs)                      # what the actor head outputs, see `param_size`
+    action = dist.sample(params, key)        # the stored action (Gaussian: pre-squash u)
+    dist.log_prob(params, action), dist.entropy(params), dist.mode(params)
+    env_action = dist.to_env(action)         # env units
+
+Box actions are always normalized: the policy acts in [-1, 1] per dimension and `to_env` maps
+u -> low + (f(u) + 1) / 2 * (high - low) with f = tanh (squash) or clip to [-1, 1]. The Gaussian's log-prob and
+entropy are those of u (rex semantics: no tanh correction, the stored sample is u).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import gymnasium as gym
+import numpy as np
+import tensorflow_probability as tfp
+
+from kppo._tf import tf
+
+tfd = tfp.distributions
+
+
+class ActionDistribution(abc.ABC):
+    """Interface between an actor's outputs and actions."""
+
+    #: Outputs of the actor head (logits, or Gaussian means).
+    param_size: int
+    #: Whether the actor also outputs a log-std (Gaussian).
+    has_log_std: bool = False
+    #: Shape of one stored action, and its dtype.
+    action_shape: tuple[int, ...]
+    action_dtype: tf.DType
+
+    @abc.abstractmethod
+    def distribution(self, params) -> tfd.Distribution:
+        """The TFP distribution over stored actions (event shape = action_shape)."""
+
+    def sample(self, params, key: tf.Tensor) -> tf.Tensor:
+        """Stateless sample with seed `key` (int32 [2])."""
+        return self.distribution(params).sample(seed=key)
+
+    def log_prob(self, params, action: tf.Tensor) -> tf.Tensor:
+        return self.distribution(params).log_prob(action)
+
+    def entropy(self, params) -> tf.Tensor:
+        return self.distribution(params).entropy()
+
+    @abc.abstractmethod
+    def mode(self, params) -> tf.Tensor:
+        """Deterministic action (stored-action units)."""
+
+    @abc.abstractmethod
+    def to_env(self, action: tf.Tensor) -> tf.Tensor:
+        """Maps stored actions to env units."""
+
+
+class Categorical(ActionDistribution):
+    """Discrete(n) actions (with `start`): int32 index, logits from the actor."""
+
+    def __init__(self, space: gym.spaces.Discrete):
+        self.param_size = int(space.n)
+        self.start = int(space.start)
+        self.action_shape = ()
+        self.action_dtype = tf.int32
+
+    def distribution(self, params):
+        return tfd.Categorical(logits=params, dtype=tf.int32)
+
+    def mode(self, params):
+        return tf.argmax(params, axis=-1, output_type=tf.int32)
+
+    def to_env(self, action):
+        return action + self.start
+
+
+class DiagGaussian(ActionDistribution):
+    """Box actions: independent Normal per dimension over u, mapped to [low, high] by tanh or clipping."""
+
+    has_log_std = True
+
+    def __init__(self, space: gym.spaces.Box, squash: bool):
+        if len(space.shape) != 1:
+            raise ValueError(f"action_space: expected a 1-D Box, got a Box of shape {space.shape}")
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(f"action_space: expected a bounded Box (actions are normalized), got {space}")
+        self.param_size = int(space.shape[0])
+        self.action_shape = (self.param_size,)
+        self.action_dtype = tf.float32
+        self.squash = bool(squash)
+        self.low = tf.constant(space.low, tf.float32)
+        self.high = tf.constant(space.high, tf.float32)
+
+    def distribution(self, params):
+        mean, log_std = params
+        return tfd.Independent(tfd.Normal(mean, tf.exp(log_std)), reinterpreted_batch_ndims=1)
+
+    def mode(self, params):
+        return params[0]
+
+    def to_env(self, action):
+        unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
+        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+
+
+def make_distribution(action_space: gym.spaces.Space, squash: bool = False) -> ActionDistribution:
+    """Picks the distribution for `action_space` (ValueError naming the space if unsupported)."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return Categorical(action_space)
+    if isinstance(action_space, gym.spaces.Box):
+        return DiagGaussian(action_space, squash)
+    raise ValueError(f"action_space: expected Discrete or Box, got {action_space}")

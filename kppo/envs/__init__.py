@@ -1,0 +1,97 @@
+"""TF-native vectorized environments: `make(name)` for the built-in tasks, `wrap(task)` for your own."""
+
+from __future__ import annotations
+
+from kppo._tf import tf
+from kppo.envs.acrobot import Acrobot
+from kppo.envs.base import StepResult, Task, VecEnv
+from kppo.envs.cartpole import CartPole
+from kppo.envs.mountain_car import MountainCar, MountainCarContinuous
+from kppo.envs.pendulum import Pendulum
+from kppo.envs.wrappers import (
+    EnvState,
+    EpisodeStatistics,
+    EpisodeStatsState,
+    FixedInit,
+    OffsetStep,
+    TimeLimitAutoReset,
+    wrap,
+)
+
+#: Built-in tasks by gymnasium id; `make` also accepts the lower-case short names ("cartpole", ...).
+TASKS: dict[str, type[Task]] = {
+    "CartPole-v1": CartPole,
+    "Acrobot-v1": Acrobot,
+    "MountainCar-v0": MountainCar,
+    "MountainCarContinuous-v0": MountainCarContinuous,
+    "Pendulum-v1": Pendulum,
+}
+_SHORT_NAMES = {
+    "cartpole": "CartPole-v1",
+    "acrobot": "Acrobot-v1",
+    "mountaincar": "MountainCar-v0",
+    "mountaincar_continuous": "MountainCarContinuous-v0",
+    "pendulum": "Pendulum-v1",
+}
+
+
+def resolve_name(name: str) -> str:
+    """Maps a short name or gymnasium id to the gymnasium id of a built-in task (ValueError otherwise)."""
+    if name in TASKS:
+        return name
+    key = name.lower().replace("-", "_")
+    if key in _SHORT_NAMES:
+        return _SHORT_NAMES[key]
+    raise ValueError(f"env: expected one of {sorted(TASKS) + sorted(_SHORT_NAMES)}, got {name!r}")
+
+
+def make(
+    name: str,
+    *,
+    dtype: tf.DType = tf.float32,
+    max_episode_steps: int | None = None,
+    fixed_init: bool = False,
+    offset_step: bool = False,
+    episode_statistics: bool = True,
+) -> VecEnv:
+    """Builds a built-in TF-native environment by gymnasium id (e.g. "CartPole-v1") or short name ("cartpole").
+
+    Args:
+        name: gymnasium id or short name of a built-in task.
+        dtype: float dtype of observations, rewards and the physics. Defaults to `tf.float32`
+            (`tf.float64` reproduces gymnasium's dynamics to 1e-9).
+        max_episode_steps: time limit; defaults to gymnasium's for that id.
+        fixed_init: restart each env from its own first initial state (rex FIXED_INIT).
+        offset_step: stagger the step counters (rex OFFSET_STEP).
+        episode_statistics: track episode returns/lengths in the state. Defaults to True.
+    """
+    task = TASKS[resolve_name(name)](dtype=dtype)
+    return wrap(
+        task,
+        max_episode_steps=max_episode_steps,
+        fixed_init=fixed_init,
+        offset_step=offset_step,
+        episode_statistics=episode_statistics,
+    )
+
+
+__all__ = [
+    "Acrobot",
+    "CartPole",
+    "EnvState",
+    "EpisodeStatistics",
+    "EpisodeStatsState",
+    "FixedInit",
+    "MountainCar",
+    "MountainCarContinuous",
+    "OffsetStep",
+    "Pendulum",
+    "StepResult",
+    "TASKS",
+    "Task",
+    "TimeLimitAutoReset",
+    "VecEnv",
+    "make",
+    "resolve_name",
+    "wrap",
+]

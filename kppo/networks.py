@@ -1,0 +1,200 @@
+"""Keras 3 actor and critic towers (separate, as SB3's default MlpPolicy and purejaxrl).
+
+Orthogonal initialization follows SB3/CleanRL: gain sqrt(2) on hidden layers, 0.01 on the policy head, 1.0 on the
+value head, zero biases (https://iclr-blog-track.github.io/2022/03/25/ppo-implementation-details/, detail 2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+
+from kppo._tf import tf
+
+_ALIASES = {"kaiming_normal": "he_normal", "kaiming_uniform": "he_uniform",
+            "xavier_normal": "glorot_normal", "xavier_uniform": "glorot_uniform"}
+_ACTIVATIONS = {"swish": "silu"}
+HIDDEN_GAIN = math.sqrt(2.0)
+POLICY_GAIN = 0.01
+VALUE_GAIN = 1.0
+
+
+def make_initializer(kind: str, gain: float, seed: int) -> keras.initializers.Initializer:
+    """Orthogonal with `gain`, or the named Keras initializer (the gain only applies to orthogonal, as in rex)."""
+    if kind == "orthogonal":
+        return keras.initializers.Orthogonal(gain=gain, seed=seed)
+    return keras.initializers.get({"class_name": _ALIASES.get(kind, kind), "config": {"seed": seed}})
+
+
+def _dense_stack(num_layers: int, units: int, activation: str, kernel_init: str, seed: int, prefix: str) -> list:
+    return [
+        keras.layers.Dense(
+            units,
+            activation=_ACTIVATIONS.get(activation, activation),
+            kernel_initializer=make_initializer(kernel_init, HIDDEN_GAIN, seed + i),
+            bias_initializer="zeros",
+            name=f"{prefix}_hidden_{i}",
+        )
+        for i in range(num_layers)
+    ]
+
+
+class Actor(keras.Model):
+    """obs [B, obs_dim] -> logits [B, param_size], or (mean, log_std) each [B, param_size] when Gaussian.
+
+    Args:
+        param_size: outputs of the head (`ActionDistribution.param_size`).
+        gaussian: also output a log-std.
+        state_independent_std: log-std is a free vector (else a dense head on the last hidden features).
+        log_std_init: initial log-std.
+    """
+
+    def __init__(
+        self,
+        param_size: int,
+        num_hidden_layers: int = 2,
+        num_hidden_units: int = 64,
+        activation: str = "tanh",
+        kernel_init: str = "orthogonal",
+        gaussian: bool = False,
+        state_independent_std: bool = True,
+        log_std_init: float = 0.0,
+        seed: int = 0,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.param_size = int(param_size)
+        self.num_hidden_layers = int(num_hidden_layers)
+        self.num_hidden_units = int(num_hidden_units)
+        self.activation_name = activation
+        self.kernel_init = kernel_init
+        self.gaussian = bool(gaussian)
+        self.state_independent_std = bool(state_independent_std)
+        self.log_std_init = float(log_std_init)
+        self.seed = int(seed)
+        self.hidden = _dense_stack(num_hidden_layers, num_hidden_units, activation, kernel_init, seed, "actor")
+        self.head = keras.layers.Dense(
+            param_size, kernel_initializer=make_initializer(kernel_init, POLICY_GAIN, seed + 100), name="policy_head"
+        )
+        self.log_std_head = None
+        if self.gaussian and not self.state_independent_std:
+            self.log_std_head = keras.layers.Dense(
+                param_size,
+                kernel_initializer=make_initializer(kernel_init, POLICY_GAIN, seed + 101),
+                bias_initializer=keras.initializers.Constant(self.log_std_init),
+                name="log_std_head",
+            )
+
+    def build(self, input_shape):
+        shape = tuple(input_shape)
+        for layer in self.hidden:
+            layer.build(shape)
+            shape = shape[:-1] + (self.num_hidden_units,)
+        self.head.build(shape)
+        if self.log_std_head is not None:
+            self.log_std_head.build(shape)
+        if self.gaussian and self.state_independent_std:
+            self.log_std = self.add_weight(
+                shape=(self.param_size,),
+                initializer=keras.initializers.Constant(self.log_std_init),
+                name="log_std",
+            )
+        self.built = True
+
+    def call(self, obs):
+        features = obs
+        for layer in self.hidden:
+            features = layer(features)
+        out = self.head(features)
+        if not self.gaussian:
+            return out
+        if self.log_std_head is not None:
+            return out, self.log_std_head(features)
+        return out, tf.zeros_like(out) + self.log_std
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "param_size": self.param_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_hidden_units": self.num_hidden_units,
+            "activation": self.activation_name,
+            "kernel_init": self.kernel_init,
+            "gaussian": self.gaussian,
+            "state_independent_std": self.state_independent_std,
+            "log_std_init": self.log_std_init,
+            "seed": self.seed,
+        }
+
+
+class Critic(keras.Model):
+    """obs [B, obs_dim] -> value [B]."""
+
+    def __init__(
+        self,
+        num_hidden_layers: int = 2,
+        num_hidden_units: int = 64,
+        activation: str = "tanh",
+        kernel_init: str = "orthogonal",
+        seed: int = 0,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.num_hidden_layers = int(num_hidden_layers)
+        self.num_hidden_units = int(num_hidden_units)
+        self.activation_name = activation
+        self.kernel_init = kernel_init
+        self.seed = int(seed)
+        self.hidden = _dense_stack(num_hidden_layers, num_hidden_units, activation, kernel_init, seed, "critic")
+        self.head = keras.layers.Dense(
+            1, kernel_initializer=make_initializer(kernel_init, VALUE_GAIN, seed + 100), name="value_head"
+        )
+
+    def build(self, input_shape):
+        shape = tuple(input_shape)
+        for layer in self.hidden:
+            layer.build(shape)
+            shape = shape[:-1] + (self.num_hidden_units,)
+        self.head.build(shape)
+        self.built = True
+
+    def call(self, obs):
+        features = obs
+        for layer in self.hidden:
+            features = layer(features)
+        return tf.squeeze(self.head(features), axis=-1)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_hidden_units": self.num_hidden_units,
+            "activation": self.activation_name,
+            "kernel_init": self.kernel_init,
+            "seed": self.seed,
+        }
+
+
+def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic]:
+    """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`."""
+    common = dict(
+        num_hidden_layers=config.num_hidden_layers,
+        num_hidden_units=config.num_hidden_units,
+        activation=config.activation,
+        kernel_init=config.kernel_init,
+    )
+    actor = Actor(
+        dist.param_size,
+        gaussian=dist.has_log_std,
+        state_independent_std=config.state_independent_std,
+        log_std_init=config.log_std_init,
+        seed=seed * 1000 + 1,
+        name="actor",
+        **common,
+    )
+    critic = Critic(seed=seed * 1000 + 500, name="critic", **common)
+    actor.build((None, obs_dim))
+    critic.build((None, obs_dim))
+    return actor, critic

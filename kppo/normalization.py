@@ -1,0 +1,89 @@
+"""Running mean/variance (Chan et al. parallel merge), observation normalization and reward scaling.
+
+Same statistics as Stable-Baselines3's `RunningMeanStd`/`VecNormalize`: count starts at 1e-4, observations are
+normalized as clip((x - mean) / sqrt(var + 1e-8), -10, 10), rewards are divided by the std of the discounted
+return and clipped to +-10. Moments merge with Chan, Golub & LeVeque (1979), so replica statistics combine into
+exactly the statistics of one stream (`merge`).
+"""
+
+from __future__ import annotations
+
+from kppo._tf import tf
+from kppo.types import MeanStd
+
+EPSILON = 1e-8
+CLIP = 10.0
+INITIAL_COUNT = 1e-4
+
+
+def initial_stats(shape: tuple[int, ...] | list[int]) -> MeanStd:
+    """Moments of an empty stream: mean 0, var 1, count 1e-4 (SB3's start)."""
+    return MeanStd(tf.zeros(shape, tf.float32), tf.ones(shape, tf.float32), tf.constant(INITIAL_COUNT, tf.float32))
+
+
+def merge(a: MeanStd, b: MeanStd) -> MeanStd:
+    """Chan's parallel merge of two moment sets: the moments of both streams together."""
+    count = a.count + b.count
+    delta = b.mean - a.mean
+    mean = a.mean + delta * (b.count / count)
+    m2 = a.var * a.count + b.var * b.count + tf.square(delta) * (a.count * b.count / count)
+    return MeanStd(mean, m2 / count, count)
+
+
+def batch_stats(x: tf.Tensor) -> MeanStd:
+    """Moments of a batch x [N, *shape] (population variance)."""
+    x = tf.cast(x, tf.float32)
+    mean, var = tf.nn.moments(x, axes=[0])
+    return MeanStd(mean, var, tf.cast(tf.shape(x)[0], tf.float32))
+
+
+def update(stats: MeanStd, x: tf.Tensor) -> MeanStd:
+    """Adds the batch x [N, *shape] to the running moments."""
+    return merge(stats, batch_stats(x))
+
+
+def normalize(stats: MeanStd, x: tf.Tensor, clip: float = CLIP) -> tf.Tensor:
+    """clip((x - mean) / sqrt(var + 1e-8), -clip, clip) in float32."""
+    z = (tf.cast(x, tf.float32) - stats.mean) / tf.sqrt(stats.var + EPSILON)
+    return tf.clip_by_value(z, -clip, clip)
+
+
+def scale_reward(
+    stats: MeanStd, discounted_return: tf.Tensor, reward: tf.Tensor, done: tf.Tensor, gamma: float
+) -> tuple[tf.Tensor, tf.Tensor, MeanStd]:
+    """SB3 VecNormalize reward scaling for one vectorized step.
+
+    Args:
+        stats: moments of the discounted return (scalar shape).
+        discounted_return: float32 [B], running discounted return before this step.
+        reward: [B] raw reward of this step.
+        done: bool [B], episode ended at this step (the running return restarts at 0).
+        gamma: discount of the running return.
+
+    Returns:
+        (scaled reward [B], new discounted return [B], new stats).
+    """
+    reward = tf.cast(reward, tf.float32)
+    discounted_return = discounted_return * gamma + reward
+    stats = update(stats, discounted_return)
+    scaled = tf.clip_by_value(reward / tf.sqrt(stats.var + EPSILON), -CLIP, CLIP)
+    return scaled, tf.where(done, tf.zeros_like(discounted_return), discounted_return), stats
+
+
+class RunningMeanStd(tf.Module):
+    """Moments kept in tf.Variables (checkpointable, readable inside compiled code)."""
+
+    def __init__(self, shape: tuple[int, ...] | list[int] = (), name: str | None = None):
+        super().__init__(name=name)
+        start = initial_stats(shape)
+        self.mean = tf.Variable(start.mean, trainable=False, name="mean")
+        self.var = tf.Variable(start.var, trainable=False, name="var")
+        self.count = tf.Variable(start.count, trainable=False, name="count")
+
+    def read(self) -> MeanStd:
+        return MeanStd(tf.identity(self.mean), tf.identity(self.var), tf.identity(self.count))
+
+    def assign(self, stats: MeanStd) -> None:
+        self.mean.assign(stats.mean)
+        self.var.assign(stats.var)
+        self.count.assign(stats.count)

@@ -1,0 +1,118 @@
+"""`Policy`: the trained actor with observation normalization and action scaling (rex's Policy).
+
+get_action(obs) = to_env(mode_or_sample(actor(clip((obs - mean) / sqrt(var + 1e-8), -10, 10))))
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from kppo import normalization
+from kppo._tf import tf
+from kppo.distributions import ActionDistribution
+from kppo.networks import Actor
+from kppo.types import MeanStd
+
+
+class ObsScaling(NamedTuple):
+    """Frozen observation normalization: z = clip((obs - mean) / sqrt(var + epsilon), -clip, clip) if enabled."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    enabled: bool
+    clip: float = normalization.CLIP
+    epsilon: float = normalization.EPSILON
+
+
+class ActScaling(NamedTuple):
+    """Box: env action = low + (f(u) + 1) / 2 * (high - low), f = tanh if squash else clip to [-1, 1].
+    Discrete: env action = index + start (low = high = None)."""
+
+    low: np.ndarray | None
+    high: np.ndarray | None
+    squash: bool
+    start: int = 0
+
+
+def _as_key(rng) -> tf.Tensor:
+    """int seed, or a [2] int array (a stateless key) -> int32 [2] key."""
+    if isinstance(rng, (int, np.integer)):
+        return tf.constant([int(rng), 0], tf.int32)
+    key = tf.cast(tf.convert_to_tensor(rng), tf.int32)
+    if key.shape != (2,):
+        raise ValueError(f"rng: expected an int seed or a key of shape [2], got shape {tuple(key.shape)}")
+    return key
+
+
+class Policy:
+    """Acts in env units from raw observations; one observation [*obs_shape] or a batch [N, *obs_shape].
+
+    Args:
+        actor: the trained actor.
+        dist: the action distribution of the action space.
+        obs_scaling: frozen normalization statistics.
+        observation_space, action_space: gymnasium spaces of one env.
+    """
+
+    def __init__(
+        self,
+        actor: Actor,
+        dist: ActionDistribution,
+        obs_scaling: ObsScaling,
+        observation_space: gym.spaces.Space,
+        action_space: gym.spaces.Space,
+    ):
+        self.actor = actor
+        self.dist = dist
+        self.obs_scaling = obs_scaling
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._stats = MeanStd(
+            tf.constant(obs_scaling.mean, tf.float32), tf.constant(obs_scaling.var, tf.float32), tf.constant(1.0)
+        )
+        self._compiled_actor = tf.function(self._apply_actor, reduce_retracing=True)
+
+    @property
+    def act_scaling(self) -> ActScaling:
+        if isinstance(self.action_space, gym.spaces.Box):
+            return ActScaling(self.action_space.low, self.action_space.high, bool(getattr(self.dist, "squash", False)))
+        return ActScaling(None, None, False, int(getattr(self.action_space, "start", 0)))
+
+    def normalize(self, obs: tf.Tensor) -> tf.Tensor:
+        if not self.obs_scaling.enabled:
+            return tf.cast(obs, tf.float32)
+        return normalization.normalize(self._stats, obs, self.obs_scaling.clip)
+
+    def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
+        params = self.actor(norm_obs)
+        return self.dist.mode(params) if key is None else self.dist.sample(params, key)
+
+    def _batched(self, obs) -> tuple[np.ndarray, bool]:
+        obs = np.asarray(obs, dtype=np.float32)
+        shape = tuple(self.observation_space.shape)
+        if obs.shape == shape:
+            return obs[None], True
+        if obs.shape[1:] != shape:
+            raise ValueError(f"obs: expected shape {shape} or [N, *{shape}], got {obs.shape}")
+        return obs, False
+
+    def apply_actor(self, norm_obs, rng=None) -> np.ndarray:
+        """Actor on normalized observations: the unscaled action (Gaussian u, or index). Deterministic if rng is None."""
+        batch, single = self._batched(norm_obs)
+        key = None if rng is None else _as_key(rng)
+        out = self._compiled_actor(tf.constant(batch), key).numpy()
+        return out[0] if single else out
+
+    def get_action(self, obs, rng=None) -> np.ndarray:
+        """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None."""
+        batch, single = self._batched(obs)
+        key = None if rng is None else _as_key(rng)
+        out = self._compiled_get_action(tf.constant(batch), key).numpy()
+        return out[0] if single else out
+
+    @tf.function(reduce_retracing=True)
+    def _compiled_get_action(self, obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
+        return self.dist.to_env(self._apply_actor(self.normalize(obs), key))

@@ -1,0 +1,105 @@
+"""NamedTuples carried through the compiled loops. Time-major: [T, B, ...] = [num_steps, num_envs, ...]."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from kppo._tf import tf
+
+
+class MeanStd(NamedTuple):
+    """Running moments of a stream (see `kppo.normalization`). Shapes: [*x_shape], [*x_shape], []."""
+
+    mean: tf.Tensor
+    var: tf.Tensor
+    count: tf.Tensor
+
+
+class Transition(NamedTuple):
+    """One rollout, time-major [T, B, ...]. Observations are stored normalized (as the policy saw them)."""
+
+    obs: tf.Tensor  # float32 [T, B, obs_dim], normalized
+    action: tf.Tensor  # [T, B, *action_shape]: Gaussian sample u (pre-squash) or int32 index
+    log_prob: tf.Tensor  # float32 [T, B]
+    value: tf.Tensor  # float32 [T, B]
+    reward: tf.Tensor  # float32 [T, B], scaled when normalize_reward
+    terminated: tf.Tensor  # bool [T, B]
+    truncated: tf.Tensor  # bool [T, B]
+    final_value: tf.Tensor  # float32 [T, B], V(final obs of the step); used only where truncated
+    episode_return: tf.Tensor  # float32 [T, B], raw return of an episode that ended at this step, else 0
+    episode_length: tf.Tensor  # int32 [T, B], its length, else 0
+
+
+class RolloutState(NamedTuple):
+    """Carry between rollout steps and between iterations."""
+
+    env_state: Any
+    obs: tf.Tensor  # raw observation [B, obs_dim] the policy acts on next
+    discounted_return: tf.Tensor  # float32 [B], for reward scaling
+    obs_stats: MeanStd
+    return_stats: MeanStd
+
+
+class RunnerState(NamedTuple):
+    """Everything that changes between compiled calls, except variables (model, optimizer)."""
+
+    rollout: RolloutState
+    key: tf.Tensor  # int32 [2] stateless seed
+    iteration: tf.Tensor  # int32 [], iterations done so far
+
+
+class Batch(NamedTuple):
+    """A flattened rollout fed to the update, [N, ...] with N = T * B."""
+
+    obs: tf.Tensor
+    action: tf.Tensor
+    log_prob: tf.Tensor
+    value: tf.Tensor
+    advantage: tf.Tensor
+    returns: tf.Tensor
+
+
+class LossInfo(NamedTuple):
+    """Per-minibatch scalars (averaged over the update by `kppo.update`)."""
+
+    total_loss: tf.Tensor
+    policy_loss: tf.Tensor
+    value_loss: tf.Tensor
+    entropy: tf.Tensor
+    approx_kl: tf.Tensor
+    clip_fraction: tf.Tensor
+
+
+class Diagnostics(NamedTuple):
+    """Per-iteration scalars returned by one compiled training call (averaged over its iterations)."""
+
+    total_loss: tf.Tensor
+    policy_loss: tf.Tensor
+    value_loss: tf.Tensor
+    entropy: tf.Tensor
+    approx_kl: tf.Tensor
+    clip_fraction: tf.Tensor
+    explained_variance: tf.Tensor
+    learning_rate: tf.Tensor
+    grad_norm: tf.Tensor
+    minibatch_steps: tf.Tensor  # gradient steps taken (fewer than epochs * minibatches after a target-KL stop)
+    episode_return_sum: tf.Tensor  # summed raw returns of episodes finished in the rollouts
+    episode_length_sum: tf.Tensor
+    episodes: tf.Tensor  # episodes finished in the rollouts
+
+
+class EvalTransition(NamedTuple):
+    """Evaluation rollout, time-major [T, E, ...], raw (unnormalized) values; passed to `eval_metrics_fn`."""
+
+    obs: tf.Tensor
+    action: tf.Tensor  # env units
+    reward: tf.Tensor
+    terminated: tf.Tensor
+    truncated: tf.Tensor
+    active: tf.Tensor  # bool: the env was still in its first episode at this step
+
+
+class EvalResult(NamedTuple):
+    returns: tf.Tensor  # float32 [E], first-episode return of each eval env
+    lengths: tf.Tensor  # int32 [E]
+    finished: tf.Tensor  # bool [E], whether that episode ended within max_episode_steps

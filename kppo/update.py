@@ -1,0 +1,142 @@
+"""The PPO update: epochs x shuffled minibatches, global-norm clipping, Adam, target-KL early stop.
+
+Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_shuffle`); the minibatch index table
+[epochs * minibatches, minibatch_size] is built once per update, so no slice has tensor bounds.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import keras
+
+from kppo import losses
+from kppo._tf import tf
+from kppo.distributions import ActionDistribution
+from kppo.networks import Actor, Critic
+from kppo.types import Batch, LossInfo, Transition
+
+
+class UpdateSettings(NamedTuple):
+    num_epochs: int
+    num_minibatches: int
+    clip_range: float
+    clip_range_vf: float | None
+    ent_coef: float
+    vf_coef: float
+    max_grad_norm: float
+    normalize_advantage: bool
+    target_kl: float | None
+
+
+class Learner(NamedTuple):
+    """What the update changes (bound once in `kppo.train`)."""
+
+    dist: ActionDistribution
+    actor: Actor
+    critic: Critic
+    optimizer: keras.optimizers.Optimizer
+
+    @property
+    def variables(self) -> list:
+        return self.actor.trainable_variables + self.critic.trainable_variables
+
+
+class UpdateStats(NamedTuple):
+    """Sums over computed minibatches (divide by `minibatches`)."""
+
+    loss: LossInfo
+    grad_norm: tf.Tensor
+    minibatches: tf.Tensor  # minibatches computed (incl. the one that triggered a target-KL stop)
+    steps: tf.Tensor  # gradient steps applied
+
+
+def flatten(traj: Transition, advantages: tf.Tensor, returns: tf.Tensor) -> Batch:
+    """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens)."""
+
+    def merge(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(x, [-1] + x.shape[2:].as_list())
+
+    return Batch(
+        obs=merge(traj.obs),
+        action=merge(traj.action),
+        log_prob=merge(traj.log_prob),
+        value=merge(traj.value),
+        advantage=merge(advantages),
+        returns=merge(returns),
+    )
+
+
+def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:
+    """int32 [num_epochs * num_minibatches, size // num_minibatches]: a fresh permutation per epoch, cut in rows."""
+    noise = tf.random.stateless_uniform([num_epochs, size], seed=key)
+    perms = tf.argsort(noise, axis=-1)
+    return tf.reshape(perms, [num_epochs * num_minibatches, size // num_minibatches])
+
+
+def minibatch_loss(learner: Learner, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
+    """PPO loss of one minibatch (inside the tape)."""
+    params = learner.actor(mb.obs)
+    advantages = losses.normalize_advantages(mb.advantage) if settings.normalize_advantage else mb.advantage
+    return losses.ppo_loss(
+        learner.dist.log_prob(params, mb.action),
+        learner.dist.entropy(params),
+        learner.critic(mb.obs),
+        mb.log_prob,
+        mb.value,
+        advantages,
+        mb.returns,
+        clip_range=settings.clip_range,
+        clip_range_vf=settings.clip_range_vf,
+        ent_coef=settings.ent_coef,
+        vf_coef=settings.vf_coef,
+    )
+
+
+def minibatch_step(learner: Learner, settings: UpdateSettings, mb: Batch) -> tuple[LossInfo, tf.Tensor, tf.Tensor]:
+    """Gradient of one minibatch, clipped by global norm and applied unless target KL is exceeded.
+
+    Returns (loss info, pre-clip global gradient norm, bool applied). The KL test uses the approx KL of this
+    minibatch before the step (SB3: https://github.com/DLR-RM/stable-baselines3/blob/master/stable_baselines3/ppo/ppo.py).
+    """
+    variables = learner.variables
+    with tf.GradientTape() as tape:
+        loss, info = minibatch_loss(learner, settings, mb)
+    grads = tape.gradient(loss, variables)
+    clipped, grad_norm = tf.clip_by_global_norm(grads, settings.max_grad_norm)
+    if settings.target_kl is None:
+        learner.optimizer.apply_gradients(zip(clipped, variables))
+        return info, grad_norm, tf.constant(True)
+    apply = info.approx_kl <= 1.5 * settings.target_kl
+
+    def _apply():
+        learner.optimizer.apply_gradients(zip(clipped, variables))
+        return tf.constant(True)
+
+    return info, grad_norm, tf.cond(apply, _apply, lambda: tf.constant(False))
+
+
+def update(learner: Learner, settings: UpdateSettings, batch: Batch, key: tf.Tensor) -> UpdateStats:
+    """All epochs and minibatches of one PPO update; stops early after a target-KL violation."""
+    size = batch.obs.shape[0]
+    indices = minibatch_indices(key, size, settings.num_epochs, settings.num_minibatches)
+    total = settings.num_epochs * settings.num_minibatches
+    zeros = LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields))
+    start = UpdateStats(zeros, tf.constant(0.0), tf.constant(0), tf.constant(0))
+
+    def cond(k, stats, stopped):
+        return tf.logical_and(k < total, tf.logical_not(stopped))
+
+    def body(k, stats, stopped):
+        mb = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
+        info, grad_norm, applied = minibatch_step(learner, settings, mb)
+        stats = UpdateStats(
+            loss=tf.nest.map_structure(tf.add, stats.loss, info),
+            grad_norm=stats.grad_norm + grad_norm,
+            minibatches=stats.minibatches + 1,
+            steps=stats.steps + tf.cast(applied, tf.int32),
+        )
+        return k + 1, stats, tf.logical_not(applied)
+
+    _, stats, _ = tf.while_loop(cond, body, (tf.constant(0), start, tf.constant(False)), maximum_iterations=total)
+    return stats
