@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import keras
@@ -191,6 +191,36 @@ def make_eval_step(agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn 
     return tf.function(eval_step)
 
 
+class Setup(NamedTuple):
+    """Everything `train` builds before the first compiled call."""
+
+    agent: Agent
+    eval_agent: Agent
+    learner: Learner
+    state: RunnerState
+    key_eval: tf.Tensor
+
+
+def setup(env: str | VecEnv | None, config: Config) -> Setup:
+    """Builds envs, distribution, networks, optimizer and the initial runner state from `config.seed`."""
+    train_env, eval_env = make_envs(env, config)
+    obs_dim = _observation_dim(train_env.observation_space)
+    dist = make_distribution(train_env.action_space, config.squash)
+    actor, critic = make_networks(config, obs_dim, dist, config.seed)
+    optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate, epsilon=1e-5)
+    learner = Learner(dist, actor, critic, optimizer)
+    optimizer.build(learner.variables)
+    agent = Agent(train_env, dist, actor, critic)
+    root = tf.constant([config.seed, 0], tf.int32)
+    key_reset, key_train, key_eval = tf.unstack(tf.random.experimental.stateless_split(root, 3))
+    state = RunnerState(
+        initial_rollout_state(agent, key_reset, config.num_envs, config.normalize_obs),
+        key_train,
+        tf.constant(0, tf.int32),
+    )
+    return Setup(agent, Agent(eval_env, dist, actor, critic), learner, state, key_eval)
+
+
 def _round_sizes(num_iterations: int, rounds: int) -> list[int]:
     """Splits the iterations into `rounds` nearly equal rounds (all iterations run, none dropped)."""
     bounds = [round((r + 1) * num_iterations / rounds) for r in range(rounds)]
@@ -231,23 +261,7 @@ def train(
     config = Config() if config is None else config
     if seed is not None:
         config = config.replace(seed=seed)
-    train_env, eval_env = make_envs(env, config)
-    obs_dim = _observation_dim(train_env.observation_space)
-    dist = make_distribution(train_env.action_space, config.squash)
-    actor, critic = make_networks(config, obs_dim, dist, config.seed)
-    optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate, epsilon=1e-5)
-    learner = Learner(dist, actor, critic, optimizer)
-    optimizer.build(learner.variables)
-    agent = Agent(train_env, dist, actor, critic)
-    eval_agent = Agent(eval_env, dist, actor, critic)
-
-    root = tf.constant([config.seed, 0], tf.int32)
-    key_reset, key_train, key_eval = tf.unstack(tf.random.experimental.stateless_split(root, 3))
-    state = RunnerState(
-        initial_rollout_state(agent, key_reset, config.num_envs, config.normalize_obs),
-        key_train,
-        tf.constant(0, tf.int32),
-    )
+    agent, eval_agent, learner, state, key_eval = setup(env, config)
     train_step = make_train_step(agent, learner, config)
     eval_step = make_eval_step(eval_agent, config, eval_metrics_fn)
     if on_eval is None and config.verbose >= 1:
@@ -294,9 +308,8 @@ def train(
     total_s = time.perf_counter() - start
     metrics = {name: np.asarray([row[name] for row in rows]) for name in rows[0]}
     timings = {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}
-    return PPOResult(
-        config, state, metrics, learner, train_env.observation_space, train_env.action_space, timings
-    )
+    spaces = (agent.env.observation_space, agent.env.action_space)
+    return PPOResult(config, state, metrics, learner, *spaces, timings)
 
 
 def _round_metrics(config, sums: Diagnostics, iterations: int, total_steps: int, result, train_wall: float) -> dict:

@@ -84,7 +84,8 @@ class MountainCarContinuous(_MountainCarBase):
     Actions are [num_envs, 1] forces (clipped to [-1, 1] for the physics, not for the reward). gymnasium keeps
     `state` as a float32 array after every step, so here too the state is float32-valued (initial states
     included) and `3 * position` is formed in float32; in float64 this reproduces gymnasium fed float64
-    actions to 1e-9, and for `dtype=tf.float32` it changes nothing.
+    actions in [-1, 1] to 1e-9 (gymnasium computes in float32 where it clips), and changes nothing for
+    `dtype=tf.float32`.
     """
 
     gym_id = "MountainCarContinuous-v0"

@@ -12,6 +12,9 @@ from kppo._tf import tf
 NUM_ENVS = 16
 MIN_STEPS = 650  # x 16 envs = 10,400 steps per env id, more where needed to reach the time limit
 DISCRETE = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0")
+#: Last-bit differences between TF's and numpy's sin/cos grow exponentially in these: gymnasium is set to
+#: the TF state before every step rather than only at the start of each episode.
+CHAOTIC = ("CartPole-v1", "Acrobot-v1")
 
 
 def _gym_obs_f64(env_id: str, s: np.ndarray) -> np.ndarray:
@@ -24,8 +27,8 @@ def _gym_obs_f64(env_id: str, s: np.ndarray) -> np.ndarray:
 
 
 def _policy(env_id: str, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Uniformly random actions for the first half of the envs; the others follow a noisy heuristic so that episodes also reach
-    the goal (Acrobot, mountain cars) or the time limit (CartPole)."""
+    """Uniformly random actions for the first half of the envs; the others follow a noisy heuristic so that
+    episodes also reach the goal (Acrobot, mountain cars) or the time limit (CartPole)."""
     if env_id == "CartPole-v1":
         random, greedy = rng.integers(0, 2, NUM_ENVS), (obs @ [0.1, 0.5, 10.0, 2.0] > 0).astype(np.int64)
     elif env_id == "Acrobot-v1":
@@ -45,11 +48,10 @@ def _policy(env_id: str, obs: np.ndarray, rng: np.random.Generator) -> np.ndarra
 def test_matches_gymnasium(env_id):
     """Runs 16 TF envs and 16 gymnasium envs side by side on the same actions for >= 650 steps.
 
-    Before every step each gymnasium env is set to the TF env's current internal state (its TimeLimit
-    counter keeps running; it is reset with the TF env's auto-reset). Without that, last-bit differences
-    between TF's and numpy's sin/cos grow exponentially in the unstable CartPole and the chaotic Acrobot.
-    Every transition is thus compared from identical inputs: flags exactly, rewards, next states and
-    observations to 1e-9 (float64), gymnasium's float32 observations to 1e-6.
+    Each gymnasium env is reset with its TF env and set to the TF env's initial internal state, then
+    follows on its own (for CHAOTIC envs it is set to the TF state before every step, its TimeLimit counter
+    running on). Compared at every step: flags exactly, rewards, next states and observations to 1e-9
+    (float64), and gymnasium's float32 observations to 1e-6.
     """
     env = kppo.envs.make(env_id, dtype=tf.float64, episode_statistics=False)
     task = env.unwrapped.task
@@ -66,10 +68,12 @@ def test_matches_gymnasium(env_id):
         gym_env.reset(seed=i)
     action_dtype = tf.int32 if env_id in DISCRETE else tf.float64
     num_terminated = num_truncated = 0
+    sync = np.ones(NUM_ENVS, bool)
     for t in range(max(MIN_STEPS, env.max_episode_steps + 1)):
         action = _policy(env_id, obs.numpy(), rng)
-        for gym_env, gym_state in zip(gym_envs, task.to_gym_state(state.task)):
-            gym_env.unwrapped.state = gym_state
+        tf_state = task.to_gym_state(state.task)
+        for i in np.flatnonzero(sync):
+            gym_envs[i].unwrapped.state = tf_state[i]
         result, next_task_state = step(state, tf.constant(action, action_dtype), tf.constant([1, t]))
         gym_steps = [e.step(int(a) if env_id in DISCRETE else a) for e, a in zip(gym_envs, action)]
         gym_obs, gym_reward, gym_terminated, gym_truncated, _ = map(np.array, zip(*gym_steps))
@@ -85,6 +89,7 @@ def test_matches_gymnasium(env_id):
         done = (result.terminated | result.truncated).numpy()
         for i in np.flatnonzero(done):
             gym_envs[i].reset()  # restarts the TimeLimit counter; the state is set before the next step
+        sync = done | (env_id in CHAOTIC)
         reset_state = task.to_gym_state(result.state.task)[done]
         np.testing.assert_allclose(result.obs.numpy()[done], _gym_obs_f64(env_id, reset_state), rtol=0, atol=1e-12)
         num_terminated += int(gym_terminated.sum())
@@ -105,18 +110,22 @@ def test_spaces_and_time_limit_match_gymnasium(env_id):
     assert task.max_episode_steps == gym_env.spec.max_episode_steps
 
 
-@pytest.mark.parametrize(
-    "env_id, gym_states, actions",
-    [
-        ("CartPole-v1", [[2.39, 1.0, 0.0, 0.0], [0.0, 0.0, -0.2, -1.0], [0.1, -0.3, 0.05, 0.4]], [1, 0, 0]),
-        ("Acrobot-v1", [[3.1, -3.1, 12.0, 27.0], [-3.1, 3.1, -12.5, -28.0], [2.0, 0.3, 0.0, 0.0]], [2, 0, 1]),
-        ("MountainCar-v0", [[-1.19, -0.069], [0.4, 0.0699], [0.49, 0.02], [-1.2, 0.0]], [0, 2, 1, 0]),
-        ("MountainCarContinuous-v0", [[-1.19, -0.069], [0.4, 0.0699], [0.44, 0.02], [-1.2, 0.0]], [-1, 1, 0.5, -0.7]),
-        ("Pendulum-v1", [[3.1, 7.9], [-40.0, -7.95], [0.0, 0.0]], [2.0, -1.5, 0.3]),
-    ],
-)
-def test_edge_states_match_gymnasium(env_id, gym_states, actions):
+EDGE_CASES = {  # env id: (gymnasium states [N, k], actions [N]), hitting bounds, wrapping, walls and goals
+    "CartPole-v1": ([[2.39, 1.0, 0.0, 0.0], [0.0, 0.0, -0.2, -1.0], [0.1, -0.3, 0.05, 0.4]], [1, 0, 0]),
+    "Acrobot-v1": (
+        [[3.1, -3.1, 12.0, 27.0], [-3.1, 3.1, -12.5, -28.0], [1.9, -2.5, 7.6, 23.2], [2.0, 0.3, 0.0, 0.0]],
+        [2, 0, 1, 1],
+    ),
+    "MountainCar-v0": ([[-1.19, -0.069], [0.4, 0.0699], [0.49, 0.02], [-1.2, 0.0]], [0, 2, 1, 0]),
+    "MountainCarContinuous-v0": ([[-1.19, -0.069], [0.4, 0.0699], [0.44, 0.02], [-1.2, 0.0]], [-1, 1, 0.5, -0.7]),
+    "Pendulum-v1": ([[3.1, 7.9], [-40.0, -7.95], [0.0, 0.0]], [2.0, -1.5, 0.3]),
+}
+
+
+@pytest.mark.parametrize("env_id", list(EDGE_CASES))
+def test_edge_states_match_gymnasium(env_id):
     """Clipping, wrapping, the left wall and the goal, from hand-picked states (one step each, float64)."""
+    gym_states, actions = EDGE_CASES[env_id]
     task = kppo.envs.TASKS[env_id](dtype=tf.float64)
     gym_states = task.to_gym_state(task.from_gym_state(np.array(gym_states)))  # MountainCarContinuous: float32
     actions = np.array(actions) if env_id in DISCRETE else np.array(actions, np.float64)[:, None]
@@ -129,6 +138,20 @@ def test_edge_states_match_gymnasium(env_id, gym_states, actions):
         assert terminated[i].numpy() == gym_terminated
         np.testing.assert_allclose(reward[i].numpy(), gym_reward, rtol=0, atol=1e-9)
         np.testing.assert_allclose(task.to_gym_state(next_state)[i], gym_env.state, rtol=0, atol=1e-9)
+
+
+def test_mountain_car_continuous_clips_the_force_not_the_reward():
+    task = kppo.envs.MountainCarContinuous(dtype=tf.float64)
+    state = task.from_gym_state(np.array([[-0.5, 0.01]] * 4))
+    next_state, reward, _ = task.transition(state, tf.constant([[1.0], [1.5], [-1.0], [-2.0]], tf.float64))
+    np.testing.assert_array_equal(task.to_gym_state(next_state)[0::2], task.to_gym_state(next_state)[1::2])
+    np.testing.assert_allclose(reward, [-0.1, -0.225, -0.1, -0.4], rtol=0, atol=1e-12)
+    gym_env = gym.make("MountainCarContinuous-v0").unwrapped
+    gym_env.reset(seed=0)
+    gym_env.state = task.to_gym_state(state)[1]
+    # an out-of-range action makes gymnasium compute in float32 (its clipping returns a Python float)
+    assert gym_env.step(np.array([1.5]))[1] == pytest.approx(reward[1].numpy(), abs=1e-9)
+    np.testing.assert_allclose(gym_env.state, task.to_gym_state(next_state)[1], rtol=0, atol=1e-7)
 
 
 def _random_actions(space: gym.spaces.Space, num_envs: int, rng: np.random.Generator) -> tf.Tensor:

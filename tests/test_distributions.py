@@ -1,0 +1,59 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from kppo._tf import tf
+from kppo.distributions import make_distribution
+
+ASYMMETRIC = gym.spaces.Box(low=np.array([-3.0, 0.0], np.float32), high=np.array([0.5, 4.0], np.float32))
+
+
+@pytest.mark.parametrize("squash", [False, True])
+def test_box_actions_are_rescaled_from_unit_interval(squash):
+    dist = make_distribution(ASYMMETRIC, squash)
+    u = tf.constant([[-1.0, 1.0], [0.0, 0.0], [5.0, -5.0]])
+    out = dist.to_env(u).numpy()
+    f = np.tanh if squash else (lambda x: np.clip(x, -1, 1))
+    want = ASYMMETRIC.low + (f(u.numpy()) + 1) / 2 * (ASYMMETRIC.high - ASYMMETRIC.low)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert np.all(out >= ASYMMETRIC.low) and np.all(out <= ASYMMETRIC.high)
+
+
+def test_gaussian_log_prob_entropy_and_mode():
+    dist = make_distribution(ASYMMETRIC)
+    mean, log_std = tf.constant([[0.5, -1.0]]), tf.constant([[0.0, np.log(2.0)]], tf.float32)
+    u = tf.constant([[1.5, 1.0]])
+    want = sum(-0.5 * ((x - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi) for x, m, s in [(1.5, 0.5, 1.0), (1.0, -1.0, 2.0)])
+    assert dist.log_prob((mean, log_std), u).numpy()[0] == pytest.approx(want, rel=1e-5)
+    assert dist.entropy((mean, log_std)).numpy()[0] == pytest.approx(np.log(2.0) + np.log(2 * np.pi * np.e), rel=1e-5)
+    np.testing.assert_array_equal(dist.mode((mean, log_std)).numpy(), mean.numpy())
+
+
+def test_categorical_with_start():
+    dist = make_distribution(gym.spaces.Discrete(3, start=-1))
+    logits = tf.constant([[0.0, 2.0, 1.0]])
+    assert dist.mode(logits).numpy()[0] == 1
+    assert dist.to_env(dist.mode(logits)).numpy()[0] == 0
+    probs = np.exp([0.0, 2.0, 1.0]) / np.exp([0.0, 2.0, 1.0]).sum()
+    assert dist.log_prob(logits, tf.constant([2])).numpy()[0] == pytest.approx(np.log(probs[2]), rel=1e-5)
+
+
+def test_sampling_is_stateless():
+    dist = make_distribution(gym.spaces.Discrete(4))
+    logits = tf.zeros([100, 4])
+    a = dist.sample(logits, tf.constant([1, 2])).numpy()
+    np.testing.assert_array_equal(a, dist.sample(logits, tf.constant([1, 2])).numpy())
+    assert not np.array_equal(a, dist.sample(logits, tf.constant([1, 3])).numpy())
+
+
+@pytest.mark.parametrize(
+    "space, match",
+    [
+        (gym.spaces.Tuple((gym.spaces.Discrete(2),)), "Tuple"),
+        (gym.spaces.Box(-np.inf, np.inf, (2,)), "bounded Box"),
+        (gym.spaces.Box(-1, 1, (2, 2)), "1-D Box"),
+    ],
+)
+def test_unsupported_spaces_are_named(space, match):
+    with pytest.raises(ValueError, match=match):
+        make_distribution(space)

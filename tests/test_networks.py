@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+
+from kppo._tf import tf
+from kppo.config import ACTIVATIONS, KERNEL_INITS
+from kppo.networks import Actor, Critic
+
+
+def _count(model):
+    return sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+
+
+def test_shapes_and_weight_counts():
+    actor = Actor(3, num_hidden_layers=2, num_hidden_units=64, gaussian=True)
+    actor.build((None, 5))
+    mean, log_std = actor(tf.zeros([7, 5]))
+    assert mean.shape == log_std.shape == (7, 3)
+    # (5*64 + 64) + (64*64 + 64) + (64*3 + 3) + log_std 3
+    assert _count(actor) == 384 + 4160 + 195 + 3
+    critic = Critic(num_hidden_layers=1, num_hidden_units=16)
+    critic.build((None, 5))
+    assert critic(tf.zeros([7, 5])).shape == (7,)
+    assert _count(critic) == (5 * 16 + 16) + (16 + 1)
+
+
+def test_state_dependent_std_is_a_head_on_the_features():
+    actor = Actor(2, gaussian=True, state_independent_std=False, log_std_init=-0.5)
+    actor.build((None, 4))
+    mean, log_std = actor(tf.random.stateless_normal([6, 4], seed=[1, 2]))
+    assert log_std.shape == (6, 2)
+    assert not np.allclose(log_std.numpy()[0], log_std.numpy()[1])  # depends on the observation
+    np.testing.assert_allclose(log_std.numpy(), -0.5, atol=0.05)  # small head gain, bias = log_std_init
+
+
+def test_state_independent_std_starts_at_log_std_init():
+    actor = Actor(2, gaussian=True, log_std_init=-1.0)
+    actor.build((None, 4))
+    np.testing.assert_allclose(actor(tf.ones([3, 4]))[1].numpy(), -1.0)
+
+
+def test_orthogonal_gains():
+    actor = Actor(2, num_hidden_units=64)
+    actor.build((None, 64))
+    hidden = actor.hidden[1].kernel.numpy()  # 64 x 64, orthogonal with gain sqrt(2)
+    np.testing.assert_allclose(hidden.T @ hidden, 2.0 * np.eye(64), atol=1e-4)
+    head = actor.head.kernel.numpy()
+    np.testing.assert_allclose(np.linalg.norm(head, axis=0), 0.01, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kernel_init", KERNEL_INITS)
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_every_initializer_builds(kernel_init, activation):
+    actor = Actor(2, kernel_init=kernel_init, activation=activation, seed=3)
+    actor.build((None, 4))
+    assert np.all(np.isfinite(actor(tf.ones([2, 4])).numpy()))
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_every_activation_builds(activation):
+    critic = Critic(activation=activation)
+    critic.build((None, 4))
+    assert np.all(np.isfinite(critic(tf.ones([2, 4])).numpy()))
+
+
+def test_config_round_trip_and_seeded_init():
+    actor = Actor(3, num_hidden_layers=1, num_hidden_units=8, gaussian=True, state_independent_std=False, seed=7)
+    actor.build((None, 4))
+    clone = Actor.from_config(actor.get_config())
+    clone.build((None, 4))
+    assert clone.get_config() == actor.get_config()
+    for a, b in zip(actor.weights, clone.weights):  # same seed -> same initial weights
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

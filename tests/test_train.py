@@ -1,0 +1,139 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import kppo
+from kppo import envs
+from kppo._tf import tf
+from kppo.train import METRICS, make_train_step, setup
+
+TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 6, eval_freq=2, num_eval_envs=3, num_hidden_units=16)
+
+
+def _train(env="CartPole-v1", seed=0, **changes):
+    return kppo.train(env, kppo.Config(**{**TINY, **changes}), seed=seed)
+
+
+def _comparable(metrics):
+    return {k: v for k, v in metrics.items() if not k.startswith("time/")}
+
+
+def test_metrics_have_one_row_per_round():
+    result = _train()
+    assert set(METRICS) <= set(result.metrics)
+    assert all(len(v) == 2 for v in result.metrics.values())
+    np.testing.assert_array_equal(result.metrics["train/total_steps"], [192, 384])
+    assert int(result.runner_state.iteration) == 6
+    assert result.metrics["eval/total_episodes"][-1] <= 3
+    assert set(result.timings) == {"compile_s", "run_s", "total_s"}
+
+
+def test_same_seed_same_run_and_other_seed_differs():
+    a, b, c = _train(seed=1), _train(seed=1), _train(seed=2)
+    for key, value in _comparable(a.metrics).items():
+        np.testing.assert_array_equal(value, b.metrics[key], err_msg=key)
+    for va, vb in zip(a.learner.variables, b.learner.variables):
+        np.testing.assert_array_equal(va.numpy(), vb.numpy())
+    assert not np.array_equal(a.metrics["train/total_loss"], c.metrics["train/total_loss"])
+
+
+def test_iterations_per_call_does_not_change_the_run():
+    one, three = _train(), _train(iterations_per_call=3)
+    for va, vb in zip(one.learner.variables, three.learner.variables):
+        np.testing.assert_allclose(va.numpy(), vb.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_train_step_traces_once():
+    config = kppo.Config(**TINY)
+    run = setup("CartPole-v1", config)
+    step = make_train_step(run.agent, run.learner, config)
+    state = run.state
+    for n in (1, 2, 1):
+        state, _ = step(state, tf.constant(n))
+    assert step.experimental_get_tracing_count() == 1
+
+
+def test_hooks_are_called():
+    seen = []
+
+    def eval_metrics_fn(total_steps, diagnostics, transitions):
+        return {"eval/active_steps": tf.reduce_sum(tf.cast(transitions.active, tf.int32)),
+                "eval/steps_seen": total_steps}
+
+    result = kppo.train("CartPole-v1", kppo.Config(**TINY), eval_metrics_fn=eval_metrics_fn, on_eval=seen.append)
+    assert len(seen) == 2 and seen[-1]["train/total_steps"] == 384
+    np.testing.assert_array_equal(result.metrics["eval/steps_seen"], [192, 384])
+    # every step of the first episodes was active: their lengths sum to the active steps
+    assert result.metrics["eval/active_steps"][-1] == pytest.approx(3 * result.metrics["eval/mean_lengths"][-1])
+
+
+def test_verbose_prints_one_line_per_round(capsys):
+    _train(verbose=1, debug=True)
+    out = capsys.readouterr().out
+    assert out.count("[kppo] steps") == 2
+    assert out.count("[kppo debug] iteration") == 6
+
+
+def test_policy_on_single_and_batched_observations():
+    policy = _train().policy
+    batch = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    actions = policy.get_action(batch)
+    assert actions.shape == (5,) and actions.dtype == np.int32
+    assert policy.get_action(batch[0]) == actions[0]
+    logits = policy.actor(tf.constant(batch)).numpy()
+    np.testing.assert_array_equal(actions, logits.argmax(-1))
+    np.testing.assert_array_equal(policy.get_action(batch, rng=3), policy.get_action(batch, rng=3))
+    np.testing.assert_array_equal(policy.apply_actor(batch), actions)
+    with pytest.raises(ValueError, match=r"obs: expected shape \(4,\) or \[N, \*\(4,\)\], got \(5, 3\)"):
+        policy.get_action(batch[:, :3])
+
+
+def test_continuous_options_path():
+    result = _train(
+        "Pendulum-v1", squash=True, normalize_obs=True, normalize_reward=True, target_kl=0.01, clip_range_vf=0.2,
+        fixed_init=True, offset_step=True, state_independent_std=False, lr_schedule="constant",
+    )
+    assert np.all(np.isfinite(result.metrics["train/total_loss"]))
+    scaling = result.obs_scaling
+    assert scaling.enabled and scaling.mean.shape == (3,) and np.all(scaling.var > 0)
+    assert result.act_scaling.squash and result.act_scaling.low[0] == -2.0
+    obs = np.random.default_rng(0).normal(scale=5.0, size=(100, 3)).astype(np.float32)
+    for rng in (None, 1):
+        actions = result.policy.get_action(obs, rng=rng)
+        assert actions.shape == (100, 1) and np.all(np.abs(actions) <= 2.0)
+    # policy = normalize -> actor mean -> tanh -> rescale to [-2, 2]
+    z = np.clip((obs - scaling.mean) / np.sqrt(scaling.var + 1e-8), -10, 10)
+    mean = result.learner.actor(tf.constant(z, tf.float32))[0].numpy()
+    np.testing.assert_allclose(result.policy.get_action(obs), 2.0 * np.tanh(mean), rtol=1e-5, atol=1e-6)
+
+
+class _Walk(envs.Task):
+    """Custom task for the VecEnv path: walk right to position 3."""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+    max_episode_steps = 20
+
+    def initial_state(self, key, num_envs):
+        return tf.zeros([num_envs], self.dtype)
+
+    def observe(self, state):
+        return state[:, None]
+
+    def transition(self, state, action):
+        state = state + tf.cast(2 * action - 1, self.dtype)
+        return state, -tf.ones_like(state), state >= 3.0
+
+
+def test_custom_env_trains_without_episode_statistics_wrapper():
+    env = envs.TimeLimitAutoReset(_Walk())
+    result = kppo.train(env, kppo.Config(**{**TINY, "total_timesteps": 4 * 16 * 40, "learning_rate": 3e-3}))
+    # optimal: 3 steps right, return -3
+    assert result.metrics["eval/mean_returns"][-1] > -20
+
+
+def test_bad_env_is_named():
+    with pytest.raises(ValueError, match="env: expected one of"):
+        _train("Nope-v0")
+    with pytest.raises(ValueError, match="env: expected a TF-native env name or a kppo.envs.VecEnv, got int"):
+        kppo.train(3, kppo.Config(**TINY))
