@@ -103,14 +103,7 @@ def minibatch_step(learner: Learner, settings: UpdateSettings, mb: Batch) -> tup
     with tf.GradientTape() as tape:
         loss, info = minibatch_loss(learner, settings, mb)
     grads = tape.gradient(loss, variables)
-    import os
-    if os.environ.get("KPPO_SPLIT_CLIP"):
-        na = len(learner.actor.trainable_variables)
-        ca, grad_norm = tf.clip_by_global_norm(grads[:na], settings.max_grad_norm)
-        cc, _ = tf.clip_by_global_norm(grads[na:], settings.max_grad_norm)
-        clipped = ca + cc
-    else:
-        clipped, grad_norm = tf.clip_by_global_norm(grads, settings.max_grad_norm)
+    clipped, grad_norm = tf.clip_by_global_norm(grads, settings.max_grad_norm)
     if settings.target_kl is None:
         learner.optimizer.apply_gradients(zip(clipped, variables))
         return info, grad_norm, tf.constant(True)
