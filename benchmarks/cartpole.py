@@ -10,7 +10,7 @@ One fixed setting for every framework:
 Each framework runs in its own fresh interpreter (a worker: this same file with ``--worker NAME``),
 so compile time and peak RSS are not polluted by the other frameworks. The driver alternates the
 order of the frameworks across repeats, parses the one JSON line each worker prints, and prints a
-markdown table (median over repeats) with kppo's ratios against each peer.
+markdown table (median over repeats, or --stat min|mean) with kppo's ratios against each peer.
 
 Usage (from the repository root; kppo runs under the interpreter that runs this script unless
 --python-kppo says otherwise, SB3 and rejax under --python-peers):
@@ -389,7 +389,8 @@ def _fmt(x, nd=2) -> str:
     return str(x)
 
 
-def summarize(results: list, frameworks: list) -> tuple[list, str]:
+def summarize(results: list, frameworks: list, stat: str = "median") -> tuple[list, str]:
+    pick = {"median": statistics.median, "min": min, "mean": statistics.mean}[stat]
     keys = ("import_s", "compile_s", "run_s", "total_s", "steps_per_s", "peak_rss_mb", "final_return")
     rows = []
     for name in frameworks:
@@ -398,7 +399,9 @@ def summarize(results: list, frameworks: list) -> tuple[list, str]:
             continue
         row = dict(framework=name, n=len(ok), env_steps=ok[0]["env_steps"])
         for k in keys:
-            row[k] = statistics.median(r[k] for r in ok)
+            values = [r[k] for r in ok]
+            # "min" means best: the lowest time/memory, the highest throughput and return.
+            row[k] = max(values) if stat == "min" and k in ("steps_per_s", "final_return") else pick(values)
         rows.append(row)
     kp = next((r for r in rows if r["framework"] == "kppo"), None)
     for row in rows:
@@ -431,6 +434,8 @@ def main(argv=None) -> int:
                    help="interpreter for the sb3 and rejax workers (default: the one running this script)")
     p.add_argument("--python-kppo", default=sys.executable,
                    help="interpreter for the kppo worker (default: the one running this script)")
+    p.add_argument("--stat", choices=("median", "min", "mean"), default="median",
+                   help="how repeats are combined in the table; 'min' takes each column's best value")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds before a worker is killed")
     p.add_argument("--json", default=None, help="write the raw results and the summary here")
     p.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
@@ -473,10 +478,10 @@ def main(argv=None) -> int:
                 print(f"[bench] {f}: run_s={res['run_s']:.2f} total_s={res['total_s']:.2f} "
                       f"return={res['final_return']:.1f}", file=sys.stderr, flush=True)
 
-    rows, table = summarize(results, available)
+    rows, table = summarize(results, available, args.stat)
     print(f"\nPPO {ENV_ID}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.timesteps:,} steps "
           f"({args.timesteps // ROLLOUT} rollouts; requested {requested:,}), {NUM_EPOCHS} epochs x "
-          f"{NUM_MINIBATCHES} minibatches of {BATCH_SIZE}, seed {args.seed}, repeats {args.repeats}, "
+          f"{NUM_MINIBATCHES} minibatches of {BATCH_SIZE}, seed {args.seed}, {args.stat} of {args.repeats} repeat(s), "
           f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})\n")
     print(table)
     for n in notes:
@@ -487,7 +492,7 @@ def main(argv=None) -> int:
                                         requested_timesteps=requested, num_epochs=NUM_EPOCHS,
                                         num_minibatches=NUM_MINIBATCHES, batch_size=BATCH_SIZE,
                                         learning_rate=LEARNING_RATE, seed=args.seed, repeats=args.repeats,
-                                        cpu_count=os.cpu_count()),
+                                        cpu_count=os.cpu_count(), stat=args.stat),
                            summary=rows, runs=results, notes=notes), fh, indent=2)
     return 0 if all("error" not in r for r in results) else 1
 

@@ -59,7 +59,9 @@ def make(
     Args:
         name: gymnasium id or short name of a built-in task.
         dtype: float dtype of observations, rewards and the physics. Defaults to `tf.float32`
-            (`tf.float64` reproduces gymnasium's dynamics to 1e-9).
+            (`tf.float64` reproduces each gymnasium transition to 1e-9; over long CartPole/Acrobot trajectories
+            the last-bit differences of sin/cos grow chaotically, and MountainCarContinuous matches for actions
+            inside [-1, 1] only, since gymnasium drops to float32 arithmetic when it clips).
         max_episode_steps: time limit; defaults to gymnasium's for that id.
         fixed_init: restart each env from its own first initial state (rex FIXED_INIT).
         offset_step: stagger the step counters (rex OFFSET_STEP).

@@ -53,8 +53,9 @@ class Wrapper(VecEnv):
 
 
 class TimeLimitAutoReset(VecEnv):
-    """Applies gymnasium's TimeLimit (truncated when `time == max_episode_steps` and not terminated) and
-    resets finished environments on the same step, returning the final observation separately."""
+    """Time limit like gymnasium's TimeLimit, except that `truncated` is False where `terminated` (gymnasium sets
+    both when an episode terminates on its last allowed step); resets finished environments on the same step and
+    returns the final observation separately."""
 
     def __init__(self, task: Task, max_episode_steps: int | None = None):
         self.task = task
@@ -71,7 +72,7 @@ class TimeLimitAutoReset(VecEnv):
         return state, self.task.observe(task_state)
 
     def step(self, state, action, key):
-        num_envs = state.time.shape[0]
+        num_envs = state.time.shape[0] or tf.shape(state.time)[0]  # static when known, else dynamic
         return self.step_with_reset(state, action, self.task.initial_state(key, num_envs))
 
     def step_with_reset(self, state: EnvState, action: tf.Tensor, reset_task_state: Any) -> StepResult:
