@@ -275,6 +275,7 @@ def worker_kppo(timesteps: int, seed: int, eval_episodes: int) -> dict:
         gamma=GAMMA,
         gae_lambda=GAE_LAMBDA,
         clip_range=CLIP,
+        clip_range_vf=CLIP,  # rex's CLIP_EPS clips the value too (rejax does the same)
         ent_coef=ENT_COEF,
         vf_coef=VF_COEF,
         max_grad_norm=MAX_GRAD_NORM,
