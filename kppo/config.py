@@ -46,6 +46,7 @@ KERNEL_INITS = (
     "xavier_uniform",
 )
 LR_SCHEDULES = ("constant", "linear")
+VF_CLIP_MODES = ("max", "clipped")
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -72,7 +73,14 @@ class Config:
     gamma: float = _f(0.99, "Discount factor.")
     gae_lambda: float = _f(0.95, "GAE lambda (bias/variance trade-off).")
     clip_range: float = _f(0.2, "PPO ratio clip epsilon.")
-    clip_range_vf: float | None = _f(None, "Clip value updates to +-this around the old values (None: no clipping).")
+    clip_range_vf: float | None = _f(
+        0.2, "Clip value updates to +-this around the old values (None: no clipping; rex clips with CLIP_EPS)."
+    )
+    vf_clip_mode: str = _f(
+        "max",
+        "With clip_range_vf: 'max' = max(unclipped, clipped) squared error (rex/purejaxrl/CleanRL); "
+        "'clipped' = clipped prediction only (Stable-Baselines3).",
+    )
     normalize_advantage: bool = _f(True, "Normalize advantages per minibatch (mean 0, std 1).")
     ent_coef: float = _f(0.01, "Entropy bonus coefficient.")
     vf_coef: float = _f(0.5, "Value loss coefficient (value loss = mean squared error, as SB3).")
@@ -325,6 +333,7 @@ def _validate(c: Config) -> None:
     _check(c.clip_range > 0, "clip_range", "a positive number", c.clip_range)
     if c.clip_range_vf is not None:
         _check(c.clip_range_vf > 0, "clip_range_vf", "a positive number or None", c.clip_range_vf)
+    _check(c.vf_clip_mode in VF_CLIP_MODES, "vf_clip_mode", f"one of {VF_CLIP_MODES}", c.vf_clip_mode)
     if c.target_kl is not None:
         _check(c.target_kl > 0, "target_kl", "a positive number or None", c.target_kl)
     for name in ("ent_coef", "vf_coef"):

@@ -7,11 +7,23 @@ from typing import Any, Callable
 from kppo._tf import tf
 
 
+def _spec(t: tf.Tensor) -> tf.TensorSpec:
+    return tf.TensorSpec(t.shape, t.dtype)
+
+
+def output_spec(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, x: Any) -> Any:
+    """The nest of `tf.TensorSpec` that `body(carry, x)[1]` returns, found by tracing `body` in a scratch graph
+    (nothing runs, nothing is added to the caller's graph)."""
+    traced = tf.function(lambda c, x_: body(c, x_)[1], autograph=False)
+    concrete = traced.get_concrete_function(tf.nest.map_structure(_spec, carry), tf.nest.map_structure(_spec, x))
+    return concrete.structured_outputs
+
+
 def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None, length: int | None = None) -> tuple[Any, Any]:
     """Runs `carry, y = body(carry, x)` over the leading axis of `xs`; returns (final carry, stacked ys).
 
-    The first step runs before the loop: its output fixes the dtypes and shapes of the stacked ys, so `body` needs
-    no output signature. Works eagerly, in `tf.function` and under XLA.
+    Works eagerly, in `tf.function` and under XLA. `body` is traced once more in a scratch graph to learn the
+    dtypes and shapes of `y` (cheaper than peeling the first step, which would double the compiled graph).
 
     Args:
         body: pure step function; `y` may be any nest of tensors (stacked on a new leading axis).
@@ -26,16 +38,14 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None
     def x_at(i):
         return i if xs is None else tf.nest.map_structure(lambda t: tf.gather(t, i), xs)
 
-    carry, y0 = body(carry, x_at(tf.constant(0, tf.int32)))
-    arrays = tf.nest.map_structure(
-        lambda v: tf.TensorArray(v.dtype, size=steps, element_shape=v.shape).write(0, v), y0
-    )
+    spec = output_spec(body, carry, x_at(tf.constant(0, tf.int32)))
+    arrays = tf.nest.map_structure(lambda s: tf.TensorArray(s.dtype, size=steps, element_shape=s.shape), spec)
 
     def loop_body(i, carry, arrays):
         carry, y = body(carry, x_at(i))
         return i + 1, carry, tf.nest.map_structure(lambda a, v: a.write(i, v), arrays, y)
 
     _, carry, arrays = tf.while_loop(
-        lambda i, *_: i < steps, loop_body, (tf.constant(1, tf.int32), carry, arrays), maximum_iterations=steps - 1
+        lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, arrays), maximum_iterations=steps
     )
     return carry, tf.nest.map_structure(lambda a: a.stack(), arrays)

@@ -22,16 +22,24 @@ def policy_loss(log_prob: tf.Tensor, old_log_prob: tf.Tensor, advantages: tf.Ten
 
 
 def value_loss(
-    values: tf.Tensor, old_values: tf.Tensor, returns: tf.Tensor, clip_range_vf: float | None
+    values: tf.Tensor,
+    old_values: tf.Tensor,
+    returns: tf.Tensor,
+    clip_range_vf: float | None,
+    clip_mode: str = "max",
 ) -> tf.Tensor:
-    """Mean squared error to the returns (SB3's convention: no 1/2 factor).
+    """Mean squared error to the returns (SB3's scale: no 1/2 factor), optionally with value clipping.
 
-    With `clip_range_vf`, the prediction is clipped to old_values +- clip_range_vf (SB3 semantics: the loss uses the
-    clipped prediction; https://github.com/DLR-RM/stable-baselines3/blob/master/stable_baselines3/ppo/ppo.py).
+    With `clip_range_vf`, v_clip = old_values + clip(values - old_values, -clip_range_vf, clip_range_vf) and
+      - clip_mode "max" (PPO2/purejaxrl/rex/CleanRL): mean(max((v - R)^2, (v_clip - R)^2)), pessimistic;
+      - clip_mode "clipped" (Stable-Baselines3): mean((v_clip - R)^2), no gradient once outside the range.
     """
-    if clip_range_vf is not None:
-        values = old_values + tf.clip_by_value(values - old_values, -clip_range_vf, clip_range_vf)
-    return tf.reduce_mean(tf.square(returns - values))
+    if clip_range_vf is None:
+        return tf.reduce_mean(tf.square(returns - values))
+    clipped = old_values + tf.clip_by_value(values - old_values, -clip_range_vf, clip_range_vf)
+    if clip_mode == "clipped":
+        return tf.reduce_mean(tf.square(returns - clipped))
+    return tf.reduce_mean(tf.maximum(tf.square(returns - values), tf.square(returns - clipped)))
 
 
 def approx_kl(log_prob: tf.Tensor, old_log_prob: tf.Tensor) -> tf.Tensor:
@@ -72,10 +80,11 @@ def ppo_loss(
     clip_range_vf: float | None,
     ent_coef: float,
     vf_coef: float,
+    vf_clip_mode: str = "max",
 ) -> tuple[tf.Tensor, LossInfo]:
     """Total PPO loss of one minibatch and its diagnostics. All inputs are float32 [N]."""
     pg = policy_loss(log_prob, old_log_prob, advantages, clip_range)
-    vf = value_loss(values, old_values, returns, clip_range_vf)
+    vf = value_loss(values, old_values, returns, clip_range_vf, vf_clip_mode)
     ent = tf.reduce_mean(entropy)
     total = pg + vf_coef * vf - ent_coef * ent
     info = LossInfo(

@@ -4,6 +4,7 @@ runs them from a Python loop that evaluates, reports and times (rex/purejaxrl's 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -119,7 +120,7 @@ def _learning_rate(config: Config, iteration: tf.Tensor) -> tf.Tensor:
 
 def _maybe_compile(fn: Callable, jit: bool) -> Callable:
     """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
-    return tf.function(fn, jit_compile=True) if jit else fn
+    return tf.function(fn, jit_compile=True, autograph=False) if jit else fn
 
 
 def iteration_step(rollout_fn, update_fn, learner: Learner, config: Config, state: RunnerState):
@@ -155,6 +156,7 @@ def make_train_step(agent: Agent, learner: Learner, config: Config) -> Callable:
         config.num_minibatches,
         config.clip_range,
         config.clip_range_vf,
+        config.vf_clip_mode,
         config.ent_coef,
         config.vf_coef,
         config.max_grad_norm,
@@ -174,7 +176,7 @@ def make_train_step(agent: Agent, learner: Learner, config: Config) -> Callable:
         _, state, acc = tf.while_loop(lambda i, *_: i < num_iterations, body, (tf.constant(1), state, first))
         return state, acc
 
-    return tf.function(train_step)
+    return tf.function(train_step, autograph=False)
 
 
 def make_eval_step(agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
@@ -188,7 +190,7 @@ def make_eval_step(agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn 
         extra = eval_metrics_fn(total_steps, diagnostics, transitions) if eval_metrics_fn else {}
         return result, extra
 
-    return tf.function(eval_step)
+    return tf.function(eval_step, autograph=False)
 
 
 class Setup(NamedTuple):
@@ -270,6 +272,12 @@ def train(
     rows: list[dict[str, Any]] = []
     compile_s = 0.0
     start = time.perf_counter()
+    # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
+    zeros = Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
+    warmup = threading.Thread(
+        target=eval_step, args=(state.rollout.obs_stats, key_eval, tf.constant(0, tf.int64), zeros), daemon=True
+    )
+    warmup.start()
     for round_index, round_iterations in enumerate(_round_sizes(config.num_iterations, config.eval_freq)):
         round_start, sums, calls = time.perf_counter(), None, 0
         remaining = round_iterations
@@ -289,6 +297,7 @@ def train(
                       f"mean return {diag.episode_return_sum / episodes:.2f}, "
                       f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
         train_wall = time.perf_counter() - round_start
+        warmup.join()
         total_steps = int(state.iteration) * config.rollout_size
         t0 = time.perf_counter()
         result, extra = eval_step(

@@ -22,6 +22,7 @@ class UpdateSettings(NamedTuple):
     num_minibatches: int
     clip_range: float
     clip_range_vf: float | None
+    vf_clip_mode: str
     ent_coef: float
     vf_coef: float
     max_grad_norm: float
@@ -90,6 +91,7 @@ def minibatch_loss(learner: Learner, settings: UpdateSettings, mb: Batch) -> tup
         clip_range_vf=settings.clip_range_vf,
         ent_coef=settings.ent_coef,
         vf_coef=settings.vf_coef,
+        vf_clip_mode=settings.vf_clip_mode,
     )
 
 

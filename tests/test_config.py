@@ -17,6 +17,7 @@ def test_defaults_are_the_fixed_cartpole_setting():
     assert (c.num_envs, c.num_steps, c.total_timesteps, c.num_epochs, c.num_minibatches) == (16, 128, 500_000, 4, 4)
     assert (c.learning_rate, c.gamma, c.gae_lambda, c.clip_range, c.ent_coef, c.vf_coef, c.max_grad_norm) == (
         2.5e-4, 0.99, 0.95, 0.2, 0.01, 0.5, 0.5)
+    assert (c.clip_range_vf, c.vf_clip_mode) == (0.2, "max")  # rex's CLIP_EPS clips the value too
     assert (c.rollout_size, c.minibatch_size, c.num_iterations) == (2048, 512, 244)
     assert not any(f.name == "batch_size" for f in dataclasses.fields(Config))
 
@@ -52,6 +53,7 @@ def test_frozen():
         ({"activation": "sin"}, "activation"),
         ({"kernel_init": "zeros"}, "kernel_init"),
         ({"lr_schedule": "cosine"}, "lr_schedule"),
+        ({"vf_clip_mode": "min"}, "vf_clip_mode"),
         ({"num_minibatches": 3}, "num_minibatches"),
         ({"total_timesteps": 100}, "total_timesteps"),
         ({"eval_freq": 1000}, "eval_freq"),

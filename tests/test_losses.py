@@ -43,8 +43,21 @@ def test_value_loss_plain_and_clipped():
     values, old, returns = t([2.0, 0.0]), t([1.0, 1.0]), t([3.0, -1.0])
     # plain: ((3-2)^2 + (-1-0)^2) / 2 = 1
     assert losses.value_loss(values, old, returns, None).numpy() == pytest.approx(1.0)
-    # clip 0.5: predictions 1 + clip(1, .5) = 1.5 and 1 + clip(-1, .5) = 0.5 -> ((1.5)^2 + (1.5)^2) / 2 = 2.25
-    assert losses.value_loss(values, old, returns, 0.5).numpy() == pytest.approx(2.25)
+    # clip 0.5: predictions 1 + clip(1, .5) = 1.5 and 1 + clip(-1, .5) = 0.5 -> errors 1.5 and 1.5
+    # SB3 ("clipped"): (1.5^2 + 1.5^2) / 2 = 2.25; "max": (max(1, 2.25) + max(1, 2.25)) / 2 = 2.25
+    assert losses.value_loss(values, old, returns, 0.5, "clipped").numpy() == pytest.approx(2.25)
+    assert losses.value_loss(values, old, returns, 0.5, "max").numpy() == pytest.approx(2.25)
+
+
+def test_value_clip_modes_differ_when_the_clipped_prediction_is_closer():
+    # v = 3 moved past the return 2.5 from old 2; clip 0.2 -> v_clip = 2.2
+    # "clipped": (2.5 - 2.2)^2 = 0.09, no gradient; "max": max(0.25, 0.09) = 0.25, gradient 2 * (3 - 2.5) = 1
+    values = tf.Variable([3.0])
+    for mode, want_loss, want_grad in [("clipped", 0.09, 0.0), ("max", 0.25, 1.0)]:
+        with tf.GradientTape() as tape:
+            loss = losses.value_loss(values, t([2.0]), t([2.5]), 0.2, mode)
+        assert loss.numpy() == pytest.approx(want_loss, rel=1e-5)
+        assert tape.gradient(loss, values).numpy()[0] == pytest.approx(want_grad, abs=1e-6)
 
 
 def test_entropy_bonus_lowers_the_loss():

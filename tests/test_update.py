@@ -46,7 +46,8 @@ def _batch(learner, n=64, seed=0):
 
 
 def _settings(**changes):
-    base = dict(num_epochs=4, num_minibatches=4, clip_range=0.2, clip_range_vf=None, ent_coef=0.0, vf_coef=0.5,
+    base = dict(num_epochs=4, num_minibatches=4, clip_range=0.2, clip_range_vf=None, vf_clip_mode="max",
+                ent_coef=0.0, vf_coef=0.5,
                 max_grad_norm=0.5, normalize_advantage=True, target_kl=None)
     base.update(changes)
     return UpdateSettings(**base)
