@@ -105,12 +105,14 @@ class Config:
     num_eval_envs: int = _f(16, "Evaluation environments (one deterministic episode each per evaluation).")
     eval_freq: int = _f(10, "Evaluation rounds per run (rex EVAL_FREQ): the run is split into this many rounds.")
     verbose: int = _f(0, "0 silent, 1 print one line per evaluation round, 2 also debug output.")
-    debug: bool = _f(False, "Print per-update episode statistics (rex DEBUG).")
+    debug: bool = _f(False, "Print episode statistics after every compiled call (rex DEBUG; per update with iterations_per_call=1).")
     seed: int = _f(0, "Random seed (stateless RNG; same seed, same jit flags -> identical run on CPU).")
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool = _f(False, "Compile the update with XLA (measured slower on CPU).")
-    iterations_per_call: int = _f(1, "Training iterations (rollout + GAE + update) per compiled call.")
+    iterations_per_call: int = _f(
+        16, "Training iterations (rollout + GAE + update) per compiled call (fewer host round trips; debug prints per call)."
+    )
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -293,7 +293,7 @@ def train(
             remaining -= n
             if config.debug:
                 episodes = max(diag.episodes, 1.0)
-                print(f"[kppo debug] iteration {int(state.iteration)}: {diag.episodes:.0f} episodes, "
+                print(f"[kppo debug] iterations to {int(state.iteration)}: {diag.episodes:.0f} episodes, "
                       f"mean return {diag.episode_return_sum / episodes:.2f}, "
                       f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
         train_wall = time.perf_counter() - round_start

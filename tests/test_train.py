@@ -38,7 +38,7 @@ def test_same_seed_same_run_and_other_seed_differs():
 
 
 def test_iterations_per_call_does_not_change_the_run():
-    one, three = _train(), _train(iterations_per_call=3)
+    one, three = _train(iterations_per_call=1), _train(iterations_per_call=3)
     for va, vb in zip(one.learner.variables, three.learner.variables):
         np.testing.assert_allclose(va.numpy(), vb.numpy(), rtol=1e-6, atol=1e-7)
 
@@ -68,7 +68,7 @@ def test_hooks_are_called():
 
 
 def test_verbose_prints_one_line_per_round(capsys):
-    _train(verbose=1, debug=True)
+    _train(verbose=1, debug=True, iterations_per_call=1)
     out = capsys.readouterr().out
     assert out.count("[kppo] steps") == 2
     assert out.count("[kppo debug] iteration") == 6
