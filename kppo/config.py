@@ -47,6 +47,8 @@ KERNEL_INITS = (
 )
 LR_SCHEDULES = ("constant", "linear")
 VF_CLIP_MODES = ("max", "clipped")
+ENV_BACKENDS = ("auto", "tf", "gymnasium")
+VECTORIZATIONS = ("sync", "async")
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -58,6 +60,10 @@ class Config:
     """PPO hyperparameters and run settings. Each field's `metadata["doc"]` is its one-line documentation."""
 
     env: str = _f("CartPole-v1", "Environment id used when `train` is given none (TF-native name or gymnasium id).")
+    env_backend: str = _f(
+        "auto", "'auto': TF-native for built-in names, gymnasium otherwise; 'tf' or 'gymnasium' to force one."
+    )
+    vectorization: str = _f("sync", "gymnasium envs: 'sync' (one process) or 'async' (one process per env).")
     # --- rollout ---
     num_envs: int = _f(16, "Parallel training environments.")
     num_steps: int = _f(128, "Steps per environment in each rollout.")
@@ -335,6 +341,8 @@ def _validate(c: Config) -> None:
     _check(c.clip_range > 0, "clip_range", "a positive number", c.clip_range)
     if c.clip_range_vf is not None:
         _check(c.clip_range_vf > 0, "clip_range_vf", "a positive number or None", c.clip_range_vf)
+    _check(c.env_backend in ENV_BACKENDS, "env_backend", f"one of {ENV_BACKENDS}", c.env_backend)
+    _check(c.vectorization in VECTORIZATIONS, "vectorization", f"one of {VECTORIZATIONS}", c.vectorization)
     _check(c.vf_clip_mode in VF_CLIP_MODES, "vf_clip_mode", f"one of {VF_CLIP_MODES}", c.vf_clip_mode)
     if c.target_kl is not None:
         _check(c.target_kl > 0, "target_kl", "a positive number or None", c.target_kl)

@@ -1,0 +1,498 @@
+"""Host adapter over gymnasium vector environments (numpy + gymnasium only; no TensorFlow here).
+
+`make_vec_env(env, num_envs)` turns an env id, a `gym.Env` instance, a zero-argument factory or an existing
+`gym.vector.VectorEnv` into a `GymVecEnv`, which follows the same episode contract as the TF-native
+environments of `kppo.envs.base`, in numpy:
+
+    reset(seed) -> obs                                                   # float32 [num_envs, flat_obs_dim]
+    step(actions) -> HostStep(obs, reward, terminated, truncated, final_obs)
+
+The vector env runs in gymnasium's `AutoresetMode.SAME_STEP`: where `terminated | truncated`, `obs` is the
+first observation of the next episode and `final_obs` the last observation of the finished one (gymnasium puts
+it in `infos["final_obs"]`, masked by `infos["_final_obs"]`); elsewhere `final_obs` equals `obs`. As in
+`kppo.envs.wrappers.TimeLimitAutoReset`, `truncated` is False where `terminated` (gymnasium's TimeLimit sets
+both when an episode terminates on its last allowed step).
+
+Observations are flattened to float32 vectors: a Box of any shape is flattened in C order; a Dict of Boxes is
+the concatenation of its flattened Boxes in the Dict space's key order (`space.spaces`; gymnasium sorts the
+keys of a plain dict alphabetically unless `sort_keys=False`, and keeps an OrderedDict's order). Non-finite
+observations or rewards raise a one-line `ValueError` naming the step, the env index and the offending value.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.wrappers import TimeLimit
+
+_VECTORIZATIONS = ("sync", "async")
+
+
+class HostStep(NamedTuple):
+    """What `GymVecEnv.step` returns (numpy arrays with leading dimension num_envs).
+
+    Attributes:
+        obs: float32 [N, D], flattened; the first observation of the next episode where an episode ended.
+        reward: float32 [N].
+        terminated: bool [N].
+        truncated: bool [N], False where `terminated`.
+        final_obs: float32 [N, D], the last observation of the finished episode where
+            `terminated | truncated`, else equal to `obs`.
+    """
+
+    obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_obs: np.ndarray
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Spaces and flattening
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _one_line(value: Any) -> str:
+    """`repr(value)` with every run of whitespace (newlines included) collapsed to one space."""
+    return " ".join(repr(value).split())
+
+
+def check_observation_space(space: spaces.Space) -> None:
+    """Raises a one-line ValueError unless `space` is a Box or a non-empty Dict whose values are all Boxes."""
+    if isinstance(space, spaces.Box):
+        return
+    if isinstance(space, spaces.Dict) and space.spaces and all(isinstance(s, spaces.Box) for s in space.values()):
+        return
+    raise ValueError(f"observation_space: expected a Box or a Dict of Boxes, got {_one_line(space)}")
+
+
+def check_action_space(space: spaces.Space) -> None:
+    """Raises a one-line ValueError unless `space` is a 1-D Box, Discrete, 1-D MultiDiscrete or 1-D MultiBinary."""
+    if isinstance(space, spaces.Discrete):
+        return
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        if len(space.shape) == 1:
+            return
+        raise ValueError(
+            f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary with a 1-D shape, "
+            f"got {_one_line(space)} of shape {space.shape}"
+        )
+    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {_one_line(space)}")
+
+
+def flat_dim(space: spaces.Space) -> int:
+    """Length of one flattened observation of `space` (a Box or a Dict of Boxes).
+
+    Args:
+        space: the single-env observation space.
+
+    Returns:
+        The product of the Box shape, or the sum of those over the Dict's Boxes.
+    """
+    check_observation_space(space)
+    if isinstance(space, spaces.Dict):
+        return sum(int(np.prod(s.shape, dtype=np.int64)) for s in space.values())
+    return int(np.prod(space.shape, dtype=np.int64))
+
+
+def flatten_obs(space: spaces.Space, obs: Any) -> np.ndarray:
+    """Flattens a batch of observations of `space` to float32 [N, flat_dim(space)].
+
+    Args:
+        space: the single-env observation space (a Box or a Dict of Boxes).
+        obs: for a Box, an array [N, *space.shape]; for a Dict, a mapping key -> array [N, *space[key].shape]
+            (what a gymnasium vector env returns).
+
+    Returns:
+        float32 [N, D]. A Dict's Boxes are concatenated in the Dict space's key order.
+    """
+    if isinstance(space, spaces.Dict):
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
+        parts = [_flatten_box_batch(obs[key]) for key in space.keys()]
+        return np.concatenate(parts, axis=1)
+    check_observation_space(space)
+    return _flatten_box_batch(obs)
+
+
+def _flatten_box_batch(values: Any) -> np.ndarray:
+    """Array [N, ...] -> float32 [N, prod(...)]."""
+    array = np.asarray(values)
+    return array.reshape(array.shape[0], -1).astype(np.float32, copy=False)
+
+
+def _flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
+    """Flattens ONE observation (no batch axis) of `space` to float32 [D]."""
+    if isinstance(space, spaces.Dict):
+        batched = {key: np.asarray(value)[None] for key, value in obs.items()}
+    else:
+        batched = np.asarray(obs)[None]
+    return flatten_obs(space, batched)[0]
+
+
+def _action_dtype(space: spaces.Space) -> np.dtype:
+    """The numpy dtype gymnasium expects for actions of `space` (int64 for Discrete, float32 for Box, ...)."""
+    return np.dtype(space.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Episode-length and id discovery
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _time_limit_of(env: gym.Env) -> int | None:
+    """The `max_episode_steps` of the outermost TimeLimit wrapper around `env`, else of its spec, else None."""
+    inner = env
+    while isinstance(inner, gym.Wrapper):
+        if isinstance(inner, TimeLimit):
+            return int(inner._max_episode_steps)
+        inner = inner.env
+    spec = env.spec
+    return spec.max_episode_steps if spec is not None else None
+
+
+def _vector_time_limit(vec_env: VectorEnv) -> int | None:
+    """Time limit of a vector env's sub-envs: from the first sub-env of a SyncVectorEnv, else from `vec_env.spec`.
+
+    Async sub-envs are not queried (an attribute error there kills the worker process).
+    """
+    base = vec_env.unwrapped
+    if isinstance(base, SyncVectorEnv) and base.envs:
+        return _time_limit_of(base.envs[0])
+    spec = vec_env.spec
+    if spec is None:
+        return None
+    return spec.kwargs.get("max_episode_steps", spec.max_episode_steps)  # make_vec keeps an override in kwargs
+
+
+def _vector_env_id(vec_env: VectorEnv) -> str | None:
+    """The id of a vector env's spec, or of its first sync sub-env's spec, else None."""
+    if vec_env.spec is not None:
+        return vec_env.spec.id
+    base = vec_env.unwrapped
+    if isinstance(base, SyncVectorEnv) and base.envs and base.envs[0].spec is not None:
+        return base.envs[0].spec.id
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The adapter
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _autoreset_mode(vec_env: VectorEnv) -> AutoresetMode | None:
+    """`vec_env.metadata["autoreset_mode"]` as an AutoresetMode (None when missing)."""
+    mode = vec_env.metadata.get("autoreset_mode")
+    if mode is None or isinstance(mode, AutoresetMode):
+        return mode
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        return mode
+
+
+def check_same_step(vec_env: VectorEnv) -> None:
+    """Raises a one-line ValueError unless `vec_env` auto-resets in `AutoresetMode.SAME_STEP`."""
+    mode = _autoreset_mode(vec_env)
+    if mode != AutoresetMode.SAME_STEP:
+        found = mode.value if isinstance(mode, AutoresetMode) else mode
+        raise ValueError(
+            f"autoreset_mode: expected {AutoresetMode.SAME_STEP.value!r}, got {found!r}; create the vector env with "
+            f"autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP"
+        )
+
+
+def _format_values(values: np.ndarray) -> str:
+    """A one-line, abbreviated rendering of a 1-D array (or a scalar)."""
+    return np.array2string(
+        np.asarray(values), separator=", ", threshold=8, edgeitems=3, max_line_width=sys.maxsize
+    ).replace("\n", " ")
+
+
+def _check_finite(what: str, values: np.ndarray, step: int, rows: np.ndarray | None = None) -> None:
+    """Raises a one-line ValueError naming the step and first env whose `values` row is NaN/inf.
+
+    Args:
+        what: "observation", "final observation" or "reward".
+        values: float [N] or [N, D].
+        step: steps since reset (0 for the reset observation).
+        rows: bool [N]; only these rows are checked (all when None).
+    """
+    finite = np.isfinite(values)
+    if finite.ndim > 1:
+        finite = finite.all(axis=tuple(range(1, finite.ndim)))
+    bad = ~finite if rows is None else (~finite & rows)
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"env returned a non-finite {what} at step {step} in env {index}: {_format_values(values[index])}"
+        )
+
+
+class GymVecEnv:
+    """A gymnasium vector env in SAME_STEP auto-reset mode, seen through flat float32 numpy observations.
+
+    Attributes:
+        num_envs: number of sub-environments N.
+        observation_space: the ORIGINAL single-env observation space (a Box or a Dict of Boxes).
+        action_space: the single-env action space (1-D Box, Discrete, 1-D MultiDiscrete or 1-D MultiBinary).
+        flat_obs_dim: D, the length of a flattened observation (Dict: Boxes concatenated in key order).
+        max_episode_steps: the sub-envs' time limit (TimeLimit wrapper or spec), None when unknown.
+        env_id: the gymnasium id, None for unregistered envs.
+        vec_env: the wrapped gymnasium vector env.
+    """
+
+    def __init__(
+        self,
+        vec_env: VectorEnv,
+        *,
+        env_id: str | None = None,
+        max_episode_steps: int | None = None,
+        seed: int | None = None,
+    ):
+        """Wraps `vec_env`, validating its auto-reset mode and spaces (one-line ValueErrors).
+
+        Args:
+            vec_env: a gymnasium vector env created with `autoreset_mode=AutoresetMode.SAME_STEP`.
+            env_id: the gymnasium id; defaults to the one found in the vector env's spec.
+            max_episode_steps: the time limit; defaults to the one found on the sub-envs or the spec.
+            seed: used by the first `reset()` called without a seed (env i then gets seed + i).
+        """
+        check_same_step(vec_env)
+        check_observation_space(vec_env.single_observation_space)
+        check_action_space(vec_env.single_action_space)
+        self.vec_env = vec_env
+        self.num_envs = int(vec_env.num_envs)
+        self.observation_space = vec_env.single_observation_space
+        self.action_space = vec_env.single_action_space
+        self.flat_obs_dim = flat_dim(self.observation_space)
+        self.env_id = env_id if env_id is not None else _vector_env_id(vec_env)
+        self.max_episode_steps = max_episode_steps if max_episode_steps is not None else _vector_time_limit(vec_env)
+        self._action_shape = (self.num_envs, *self.action_space.shape)
+        self._action_dtype = _action_dtype(self.action_space)
+        self._pending_seed = seed
+        self._step_count: int | None = None  # None until the first reset
+        self._closed = False
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        """Resets every sub-env.
+
+        Args:
+            seed: env i is seeded with seed + i; None uses the constructor's seed on the first reset, then none.
+
+        Returns:
+            obs: float32 [num_envs, flat_obs_dim].
+        """
+        if seed is None:
+            seed = self._pending_seed
+        self._pending_seed = None
+        if seed is not None:
+            self.action_space.seed(int(seed))
+        raw_obs, _ = self.vec_env.reset(seed=None if seed is None else int(seed))
+        self._step_count = 0
+        obs = flatten_obs(self.observation_space, raw_obs)
+        _check_finite("observation", obs, 0)
+        return obs
+
+    def step(self, actions: np.ndarray) -> HostStep:
+        """Steps every sub-env once, auto-resetting finished ones on the same step.
+
+        Args:
+            actions: env-unit actions with a leading num_envs dimension: int [N] for Discrete, float [N, act_dim]
+                for Box, int [N, k] for MultiDiscrete / MultiBinary; cast to the action space's dtype.
+
+        Returns:
+            HostStep(obs, reward, terminated, truncated, final_obs); see `HostStep`.
+        """
+        if self._step_count is None:
+            raise RuntimeError("step() called before reset()")
+        raw_obs, reward, terminated, truncated, infos = self.vec_env.step(self._cast_actions(actions))
+        self._step_count += 1
+        obs = flatten_obs(self.observation_space, raw_obs)
+        reward = np.asarray(reward, dtype=np.float32).reshape(self.num_envs)
+        terminated = np.asarray(terminated, dtype=bool).reshape(self.num_envs)
+        truncated = np.asarray(truncated, dtype=bool).reshape(self.num_envs) & ~terminated
+        done = terminated | truncated
+        final_obs = self._final_obs(obs, done, infos)
+        _check_finite("reward", reward, self._step_count)
+        _check_finite("final observation", final_obs, self._step_count, rows=done)
+        _check_finite("observation", obs, self._step_count)
+        return HostStep(obs, reward, terminated, truncated, final_obs)
+
+    def _cast_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Actions as an array of the action space's dtype and shape [N, *action_space.shape]."""
+        actions = np.asarray(actions)
+        if actions.shape != self._action_shape:
+            raise ValueError(
+                f"actions: expected shape {self._action_shape} for {_one_line(self.action_space)}, got {actions.shape}"
+            )
+        return actions.astype(self._action_dtype, copy=False)
+
+    def _final_obs(self, obs: np.ndarray, done: np.ndarray, infos: dict) -> np.ndarray:
+        """float32 [N, D]: `infos["final_obs"][i]` (flattened) where done[i], else obs[i]."""
+        final_obs = obs.copy()
+        if not done.any():
+            return final_obs
+        values, mask = infos.get("final_obs"), infos.get("_final_obs")
+        for index in np.flatnonzero(done):
+            if values is None or mask is None or not mask[index]:
+                raise RuntimeError(
+                    f"env {index} ended an episode at step {self._step_count} without infos['final_obs'] "
+                    f"(is the vector env in SAME_STEP autoreset mode?)"
+                )
+            final_obs[index] = _flatten_single(self.observation_space, values[index])
+        return final_obs
+
+    def close(self) -> None:
+        """Closes the vector env (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.vec_env.close()
+
+    def __enter__(self) -> GymVecEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"GymVecEnv({self.env_id or type(self.vec_env.unwrapped).__name__}, num_envs={self.num_envs}, "
+            f"flat_obs_dim={self.flat_obs_dim})"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Construction
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _call_factory(factory: Callable[[], gym.Env]) -> gym.Env:
+    """Calls a zero-argument factory, checking that it returned a gym.Env."""
+    env = factory()
+    if not isinstance(env, gym.Env):
+        raise ValueError(f"env: expected the factory to return a gym.Env, got {type(env).__name__}")
+    return env
+
+
+def _check_single_env(env: gym.Env, verbose: int) -> None:
+    """Validates the spaces of one env and, when verbose >= 1, runs gymnasium's env checker on it."""
+    check_observation_space(env.observation_space)
+    check_action_space(env.action_space)
+    if verbose >= 1:
+        from gymnasium.utils.env_checker import check_env
+
+        check_env(env.unwrapped)
+
+
+def _vectorize(factories: list[Callable[[], gym.Env]], vectorization: str) -> VectorEnv:
+    """A SyncVectorEnv or AsyncVectorEnv over `factories` in SAME_STEP autoreset mode."""
+    cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
+    return cls(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def _from_factory(
+    factory: Callable[[], gym.Env], num_envs: int, vectorization: str, verbose: int
+) -> tuple[VectorEnv, int | None, str | None]:
+    """Builds the vector env from a factory, probing one env first for its spaces, time limit and id.
+
+    Returns:
+        (vector env, max_episode_steps, env_id).
+    """
+    probe = _call_factory(factory)
+    try:
+        _check_single_env(probe, verbose)
+        max_steps = _time_limit_of(probe)
+        env_id = probe.spec.id if probe.spec is not None else None
+    except BaseException:
+        probe.close()
+        raise
+    if vectorization == "sync":  # the probe becomes env 0; `reset` starts it afresh
+        return _vectorize([lambda: probe] + [factory] * (num_envs - 1), "sync"), max_steps, env_id
+    probe.close()
+    return _vectorize([factory] * num_envs, "async"), max_steps, env_id
+
+
+def make_vec_env(
+    env: str | gym.Env | Callable[[], gym.Env] | VectorEnv,
+    num_envs: int = 1,
+    *,
+    vectorization: str = "sync",
+    seed: int | None = None,
+    verbose: int = 0,
+    env_kwargs: dict | None = None,
+) -> GymVecEnv:
+    """Builds a `GymVecEnv` (SAME_STEP auto-reset, flat float32 observations) from a gymnasium env.
+
+    Args:
+        env: one of
+            - a registered env id: each sub-env is `gym.make(env, **env_kwargs)` (standard wrappers included:
+              TimeLimit, OrderEnforcing, PassiveEnvChecker);
+            - a `gym.Env` instance: wrapped as is in a one-env SyncVectorEnv (num_envs must be 1);
+            - a zero-argument factory returning a `gym.Env`: called once per sub-env;
+            - a `gym.vector.VectorEnv` created with `autoreset_mode=AutoresetMode.SAME_STEP`: used as is, and
+              `num_envs`, `vectorization` and `verbose` are ignored.
+        num_envs: number of sub-environments (ids and factories).
+        vectorization: "sync" (SyncVectorEnv, default) or "async" (AsyncVectorEnv, one process per sub-env).
+            A `gym.Env` instance is always wrapped synchronously.
+        seed: seed of the first `reset()` called without one (sub-env i gets seed + i) and of the action space.
+        verbose: when >= 1, runs `gymnasium.utils.env_checker.check_env` on one single env (unwrapped) first.
+        env_kwargs: keyword arguments of `gym.make` (e.g. `max_episode_steps`); ids only.
+
+    Returns:
+        The adapter; observation spaces must be a Box or a Dict of Boxes (flattened, Dict Boxes concatenated
+        in the Dict space's key order), action spaces a 1-D Box, Discrete, 1-D MultiDiscrete or 1-D MultiBinary.
+
+    Raises:
+        ValueError: (one line, starting with the offending field) for an unsupported env, space, autoreset mode,
+            vectorization or num_envs.
+    """
+    if vectorization not in _VECTORIZATIONS:
+        raise ValueError(f"vectorization: expected 'sync' or 'async', got {vectorization!r}")
+    if env_kwargs and not isinstance(env, str):
+        raise ValueError(f"env_kwargs: only used with an env id, got env of type {type(env).__name__}")
+    if isinstance(env, VectorEnv):
+        return GymVecEnv(env, seed=seed)
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+        raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
+    num_envs = int(num_envs)
+    if isinstance(env, str):
+        factory = functools.partial(gym.make, env, **(env_kwargs or {}))
+        vec_env, max_steps, _ = _from_factory(factory, num_envs, vectorization, verbose)
+        env_id = env
+    elif isinstance(env, gym.Env):
+        if num_envs != 1:
+            raise ValueError(
+                f"num_envs: a gym.Env instance can only be used with num_envs=1, got {num_envs}; "
+                f"pass an env id or a zero-argument factory to make several envs"
+            )
+        _check_single_env(env, verbose)
+        vec_env, max_steps = _vectorize([lambda: env], "sync"), _time_limit_of(env)
+        env_id = env.spec.id if env.spec is not None else None
+    elif callable(env):
+        vec_env, max_steps, env_id = _from_factory(env, num_envs, vectorization, verbose)
+    else:
+        raise ValueError(
+            f"env: expected an env id, a gym.Env, a zero-argument factory or a gym.vector.VectorEnv, "
+            f"got {type(env).__name__}"
+        )
+    return GymVecEnv(vec_env, env_id=env_id, max_episode_steps=max_steps, seed=seed)
+
+
+__all__ = [
+    "GymVecEnv",
+    "HostStep",
+    "check_action_space",
+    "check_observation_space",
+    "check_same_step",
+    "flat_dim",
+    "flatten_obs",
+    "make_vec_env",
+]
