@@ -107,10 +107,72 @@ class DiagGaussian(ActionDistribution):
         return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
 
 
+class MultiCategorical(ActionDistribution):
+    """MultiDiscrete(nvec) actions: one independent categorical per dimension (logits concatenated), log-probs and
+    entropies summed. Stored action: int32 [..., len(nvec)] index per dimension; env action adds `start`."""
+
+    def __init__(self, space: gym.spaces.MultiDiscrete):
+        if len(space.nvec.shape) != 1:
+            raise ValueError(f"action_space: expected a 1-D MultiDiscrete, got nvec of shape {space.nvec.shape}")
+        self.sizes = [int(n) for n in space.nvec]
+        self.param_size = sum(self.sizes)
+        self.action_shape = (len(self.sizes),)
+        self.action_dtype = tf.int32
+        self.start = tf.constant(np.asarray(space.start, np.int32))
+
+    def _parts(self, params):
+        return [tfd.Categorical(logits=p, dtype=tf.int32) for p in tf.split(params, self.sizes, axis=-1)]
+
+    def distribution(self, params):
+        return tfd.Blockwise(self._parts(params))
+
+    def sample(self, params, key):
+        keys = tf.unstack(tf.random.experimental.stateless_split(key, len(self.sizes)))
+        return tf.stack([d.sample(seed=k) for d, k in zip(self._parts(params), keys)], axis=-1)
+
+    def log_prob(self, params, action):
+        parts = zip(self._parts(params), tf.unstack(action, axis=-1))
+        return tf.add_n([d.log_prob(a) for d, a in parts])
+
+    def entropy(self, params):
+        return tf.add_n([d.entropy() for d in self._parts(params)])
+
+    def mode(self, params):
+        return tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in tf.split(params, self.sizes, -1)], -1)
+
+    def to_env(self, action):
+        return action + self.start
+
+
+class Bernoulli(ActionDistribution):
+    """MultiBinary(n) actions: independent Bernoulli per bit, logits from the actor. Stored action: int32 [..., n]."""
+
+    def __init__(self, space: gym.spaces.MultiBinary):
+        shape = tuple(np.atleast_1d(space.n))
+        if len(shape) != 1:
+            raise ValueError(f"action_space: expected a 1-D MultiBinary, got shape {shape}")
+        self.param_size = int(shape[0])
+        self.action_shape = (self.param_size,)
+        self.action_dtype = tf.int32
+
+    def distribution(self, params):
+        return tfd.Independent(tfd.Bernoulli(logits=params, dtype=tf.int32), reinterpreted_batch_ndims=1)
+
+    def mode(self, params):
+        return tf.cast(params > 0, tf.int32)
+
+    def to_env(self, action):
+        return action
+
+
 def make_distribution(action_space: gym.spaces.Space, squash: bool = False) -> ActionDistribution:
     """Picks the distribution for `action_space` (ValueError naming the space if unsupported)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(action_space)
     if isinstance(action_space, gym.spaces.Box):
         return DiagGaussian(action_space, squash)
-    raise ValueError(f"action_space: expected Discrete or Box, got {action_space}")
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return MultiCategorical(action_space)
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return Bernoulli(action_space)
+    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {action_space}")

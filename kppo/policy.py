@@ -13,6 +13,7 @@ import numpy as np
 from kppo import normalization
 from kppo._tf import tf
 from kppo.distributions import ActionDistribution
+from kppo.envs.gymnasium import flatten_obs
 from kppo.networks import Actor
 from kppo.types import MeanStd
 
@@ -91,17 +92,28 @@ class Policy:
         return self.dist.mode(params) if key is None else self.dist.sample(params, key)
 
     def _batched(self, obs) -> tuple[np.ndarray, bool]:
+        """One observation or a batch -> flat float32 [N, D] (Dict observations flattened in key order)."""
+        space = self.observation_space
+        if isinstance(space, gym.spaces.Dict):
+            if not isinstance(obs, dict) or set(obs) != set(space.keys()):
+                raise ValueError(f"obs: expected a dict with keys {list(space.keys())}, got {type(obs).__name__}")
+            single = all(np.shape(obs[k]) == space[k].shape for k in space.keys())
+            batch = {k: np.asarray(v, np.float32)[None] if single else np.asarray(v, np.float32) for k, v in obs.items()}
+            return flatten_obs(space, batch), single
         obs = np.asarray(obs, dtype=np.float32)
-        shape = tuple(self.observation_space.shape)
+        shape = tuple(space.shape)
         if obs.shape == shape:
-            return obs[None], True
+            return obs.reshape(1, -1), True
         if obs.shape[1:] != shape:
             raise ValueError(f"obs: expected shape {shape} or [N, *{shape}], got {obs.shape}")
-        return obs, False
+        return obs.reshape(obs.shape[0], -1), False
 
     def apply_actor(self, norm_obs, rng=None) -> np.ndarray:
-        """Actor on normalized observations: the unscaled action (Gaussian u, or index). Deterministic if rng is None."""
-        batch, single = self._batched(norm_obs)
+        """Actor on normalized flat observations [D] or [N, D]: the unscaled action (Gaussian u, or index).
+        Deterministic if rng is None."""
+        batch = np.asarray(norm_obs, np.float32)
+        single = batch.ndim == 1
+        batch = batch[None] if single else batch
         key = None if rng is None else _as_key(rng)
         out = self._compiled_actor(tf.constant(batch), key).numpy()
         return out[0] if single else out

@@ -23,14 +23,7 @@ from kppo._tf import tf
 from kppo.config import Config
 from kppo.distributions import make_distribution
 from kppo.envs.base import VecEnv
-from kppo.host_rollout import (
-    HostPolicy,
-    HostRolloutState,
-    collect_host_rollout,
-    evaluate_host,
-    finish_rollout,
-    policy_step,
-)
+from kppo.host_rollout import HostPolicy, HostRolloutState, StepPolicy, collect_host_rollout, evaluate_host, finish_rollout
 from kppo.losses import explained_variance
 from kppo.networks import make_networks
 from kppo.rollout import Agent, RolloutSettings, collect_rollout, evaluate, initial_rollout_state, observe
@@ -250,8 +243,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     policy = HostPolicy(learner.dist, learner.actor, learner.critic)
     settings, upd = rollout_settings(config), update_settings(config)
     jit = config.jit_rollout
-    policy_fn = tf.function(lambda *a: policy_step(policy, config.normalize_obs, *a), jit_compile=jit,
-                            autograph=False, reduce_retracing=True)
+    step_policy = StepPolicy(policy, config.normalize_obs, config.num_envs, vec_env.flat_obs_dim, jit)
     finish_fn = tf.function(lambda *a: finish_rollout(learner.critic, settings, *a), autograph=False)
     update_fn = tf.function(lambda b, k: update(learner, upd, b, k), jit_compile=config.jit_update, autograph=False)
 
@@ -278,7 +270,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
             key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
             lr = learning_rate(config, state.iteration)
             learner.optimizer.learning_rate.assign(lr)
-            rollout, done = collect_host_rollout(vec_env, policy_fn, finish_fn, config.num_steps, state.rollout,
+            rollout, done = collect_host_rollout(vec_env, step_policy, finish_fn, config.num_steps, state.rollout,
                                                  key_rollout)
             stats = update_fn(flatten(done.traj, done.advantages, done.returns), key_update)
             diag = diagnostics(done.traj, done.returns, stats, lr)

@@ -50,6 +50,7 @@ def test_sampling_is_stateless():
     "space, match",
     [
         (gym.spaces.Tuple((gym.spaces.Discrete(2),)), "Tuple"),
+        (gym.spaces.Text(5), "Text"),
         (gym.spaces.Box(-np.inf, np.inf, (2,)), "bounded Box"),
         (gym.spaces.Box(-1, 1, (2, 2)), "1-D Box"),
     ],
@@ -57,3 +58,29 @@ def test_sampling_is_stateless():
 def test_unsupported_spaces_are_named(space, match):
     with pytest.raises(ValueError, match=match):
         make_distribution(space)
+
+
+def test_multi_discrete_sums_independent_categoricals():
+    space = gym.spaces.MultiDiscrete([2, 3], start=[0, -1])
+    dist = make_distribution(space)
+    assert dist.param_size == 5
+    logits = tf.constant([[0.0, 1.0, 2.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(dist.mode(logits).numpy(), [[1, 0]])
+    np.testing.assert_array_equal(dist.to_env(dist.mode(logits)).numpy(), [[1, -1]])
+    p1, p2 = np.exp([0.0, 1.0]) / np.exp([0.0, 1.0]).sum(), np.exp([2.0, 0, 0]) / np.exp([2.0, 0, 0]).sum()
+    assert dist.log_prob(logits, tf.constant([[0, 2]])).numpy()[0] == pytest.approx(np.log(p1[0] * p2[2]), rel=1e-5)
+    want_entropy = -(p1 * np.log(p1)).sum() - (p2 * np.log(p2)).sum()
+    assert dist.entropy(logits).numpy()[0] == pytest.approx(want_entropy, rel=1e-5)
+    sample = dist.sample(tf.zeros([500, 5]), tf.constant([1, 2])).numpy()
+    assert sample.shape == (500, 2) and set(sample[:, 1]) == {0, 1, 2}
+    assert all(space.contains(a) for a in dist.to_env(sample).numpy())
+
+
+def test_multi_binary_bernoulli():
+    dist = make_distribution(gym.spaces.MultiBinary(3))
+    logits = tf.constant([[2.0, -1.0, 0.5]])
+    np.testing.assert_array_equal(dist.mode(logits).numpy(), [[1, 0, 1]])
+    p = 1 / (1 + np.exp(-np.array([2.0, -1.0, 0.5])))
+    want = np.log(p[0]) + np.log(1 - p[1]) + np.log(p[2])
+    assert dist.log_prob(logits, tf.constant([[1, 0, 1]])).numpy()[0] == pytest.approx(want, rel=1e-5)
+    assert dist.sample(tf.zeros([4, 3]), tf.constant([0, 1])).numpy().dtype == np.int32

@@ -389,7 +389,7 @@ def _check_single_env(env: gym.Env, verbose: int) -> None:
     if verbose >= 1:
         from gymnasium.utils.env_checker import check_env
 
-        check_env(env.unwrapped)
+        check_env(env.unwrapped, skip_render_check=True)  # rendering is not needed (and may open a window)
 
 
 def _vectorize(factories: list[Callable[[], gym.Env]], vectorization: str) -> VectorEnv:
@@ -443,7 +443,8 @@ def make_vec_env(
         vectorization: "sync" (SyncVectorEnv, default) or "async" (AsyncVectorEnv, one process per sub-env).
             A `gym.Env` instance is always wrapped synchronously.
         seed: seed of the first `reset()` called without one (sub-env i gets seed + i) and of the action space.
-        verbose: when >= 1, runs `gymnasium.utils.env_checker.check_env` on one single env (unwrapped) first.
+        verbose: when >= 1, runs `gymnasium.utils.env_checker.check_env` on one single env (unwrapped, render
+            checks skipped) first; its warnings are shown.
         env_kwargs: keyword arguments of `gym.make` (e.g. `max_episode_steps`); ids only.
 
     Returns:
