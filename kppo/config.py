@@ -93,6 +93,12 @@ class Config:
     # --- networks ---
     num_hidden_layers: int = _f(2, "Hidden layers in each of the actor and critic towers.")
     num_hidden_units: int = _f(64, "Units per hidden layer.")
+    actor_hidden_units: tuple[int, ...] | None = _f(
+        None, "Actor hidden widths, e.g. [256, 128]; overrides num_hidden_layers/units (SB3 net_arch pi)."
+    )
+    critic_hidden_units: tuple[int, ...] | None = _f(
+        None, "Critic hidden widths; overrides num_hidden_layers/units (SB3 net_arch vf)."
+    )
     activation: str = _f("tanh", f"Hidden activation: one of {', '.join(ACTIVATIONS)}.")
     kernel_init: str = _f(
         "orthogonal",
@@ -316,6 +322,12 @@ def _coerce(name: str, type_name: Any, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{name}: expected a finite number, got {value!r}")
         return float(value)
+    if type_name == "tuple[int, ...]":
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
+        ):
+            raise ValueError(f"{name}: expected a list of positive integers, got {value!r}")
+        return tuple(int(v) for v in value)
     if type_name == "str":
         if not isinstance(value, str):
             raise ValueError(f"{name}: expected a string, got {value!r}")

@@ -28,17 +28,29 @@ def make_initializer(kind: str, gain: float, seed: int) -> keras.initializers.In
     return keras.initializers.get({"class_name": _ALIASES.get(kind, kind), "config": {"seed": seed}})
 
 
-def _dense_stack(num_layers: int, units: int, activation: str, kernel_init: str, seed: int, prefix: str) -> list:
+def _dense_stack(units: list[int], activation: str, kernel_init: str, seed: int, prefix: str) -> list:
     return [
         keras.layers.Dense(
-            units,
+            width,
             activation=_ACTIVATIONS.get(activation, activation),
             kernel_initializer=make_initializer(kernel_init, HIDDEN_GAIN, seed + i),
             bias_initializer="zeros",
             name=f"{prefix}_hidden_{i}",
         )
-        for i in range(num_layers)
+        for i, width in enumerate(units)
     ]
+
+
+def _widths(num_layers: int, units: int, hidden_units) -> list[int]:
+    return [int(u) for u in hidden_units] if hidden_units is not None else [int(units)] * int(num_layers)
+
+
+def _build_stack(layers: list, input_shape) -> tuple:
+    shape = tuple(input_shape)
+    for layer in layers:
+        layer.build(shape)
+        shape = shape[:-1] + (layer.units,)
+    return shape
 
 
 class Actor(keras.Model):
@@ -62,9 +74,11 @@ class Actor(keras.Model):
         state_independent_std: bool = True,
         log_std_init: float = 0.0,
         seed: int = 0,
+        hidden_units: list[int] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
         self.param_size = int(param_size)
         self.num_hidden_layers = int(num_hidden_layers)
         self.num_hidden_units = int(num_hidden_units)
@@ -74,7 +88,7 @@ class Actor(keras.Model):
         self.state_independent_std = bool(state_independent_std)
         self.log_std_init = float(log_std_init)
         self.seed = int(seed)
-        self.hidden = _dense_stack(num_hidden_layers, num_hidden_units, activation, kernel_init, seed, "actor")
+        self.hidden = _dense_stack(self.hidden_units, activation, kernel_init, seed, "actor")
         self.head = keras.layers.Dense(
             param_size, kernel_initializer=make_initializer(kernel_init, POLICY_GAIN, seed + 100), name="policy_head"
         )
@@ -88,10 +102,7 @@ class Actor(keras.Model):
             )
 
     def build(self, input_shape):
-        shape = tuple(input_shape)
-        for layer in self.hidden:
-            layer.build(shape)
-            shape = shape[:-1] + (self.num_hidden_units,)
+        shape = _build_stack(self.hidden, input_shape)
         self.head.build(shape)
         if self.log_std_head is not None:
             self.log_std_head.build(shape)
@@ -126,6 +137,7 @@ class Actor(keras.Model):
             "state_independent_std": self.state_independent_std,
             "log_std_init": self.log_std_init,
             "seed": self.seed,
+            "hidden_units": self.hidden_units,
         }
 
 
@@ -139,25 +151,23 @@ class Critic(keras.Model):
         activation: str = "tanh",
         kernel_init: str = "orthogonal",
         seed: int = 0,
+        hidden_units: list[int] | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
+        self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
         self.num_hidden_layers = int(num_hidden_layers)
         self.num_hidden_units = int(num_hidden_units)
         self.activation_name = activation
         self.kernel_init = kernel_init
         self.seed = int(seed)
-        self.hidden = _dense_stack(num_hidden_layers, num_hidden_units, activation, kernel_init, seed, "critic")
+        self.hidden = _dense_stack(self.hidden_units, activation, kernel_init, seed, "critic")
         self.head = keras.layers.Dense(
             1, kernel_initializer=make_initializer(kernel_init, VALUE_GAIN, seed + 100), name="value_head"
         )
 
     def build(self, input_shape):
-        shape = tuple(input_shape)
-        for layer in self.hidden:
-            layer.build(shape)
-            shape = shape[:-1] + (self.num_hidden_units,)
-        self.head.build(shape)
+        self.head.build(_build_stack(self.hidden, input_shape))
         self.built = True
 
     def call(self, obs):
@@ -174,6 +184,7 @@ class Critic(keras.Model):
             "activation": self.activation_name,
             "kernel_init": self.kernel_init,
             "seed": self.seed,
+            "hidden_units": self.hidden_units,
         }
 
 
@@ -191,10 +202,11 @@ def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic]
         state_independent_std=config.state_independent_std,
         log_std_init=config.log_std_init,
         seed=seed * 1000 + 1,
+        hidden_units=config.actor_hidden_units,
         name="actor",
         **common,
     )
-    critic = Critic(seed=seed * 1000 + 500, name="critic", **common)
+    critic = Critic(seed=seed * 1000 + 500, hidden_units=config.critic_hidden_units, name="critic", **common)
     actor.build((None, obs_dim))
     critic.build((None, obs_dim))
     return actor, critic

@@ -42,6 +42,7 @@ class Runner(NamedTuple):
     action_space: gym.spaces.Space
     warmup: Callable[[], Any] | None  # compiles the evaluation early (run in a background thread), or None
     close: Callable[[], None]
+    env: Any  # the training env: a kppo.envs.VecEnv or a kppo.envs.gymnasium.GymVecEnv
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -62,9 +63,11 @@ def rollout_settings(config: Config) -> RolloutSettings:
                            config.normalize_reward)
 
 
-def update_settings(config: Config) -> UpdateSettings:
+def update_settings(config: Config, clip_range=None, clip_range_vf=None) -> UpdateSettings:
+    """The update's settings; `clip_range`/`clip_range_vf` may override the config with tf.Variables (schedules)."""
     return UpdateSettings(
-        config.num_epochs, config.num_minibatches, config.clip_range, config.clip_range_vf, config.vf_clip_mode,
+        config.num_epochs, config.num_minibatches, config.clip_range if clip_range is None else clip_range,
+        config.clip_range_vf if clip_range_vf is None else clip_range_vf, config.vf_clip_mode,
         config.ent_coef, config.vf_coef, config.max_grad_norm, config.normalize_advantage, config.target_kl,
     )
 
@@ -211,7 +214,7 @@ def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalM
         compiled_eval(state.rollout.obs_stats, key_eval, tf.constant(0, tf.int64), zeros)
 
     return Runner(learner, state, train_step, eval_step, agent.env.observation_space, agent.env.action_space,
-                  warmup, lambda: None)
+                  warmup, lambda: None, agent.env)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -232,16 +235,34 @@ def _eval_source(env: Any) -> Any:
     return env
 
 
-def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Runner:
+class HostOverrides(NamedTuple):
+    """What the Stable-Baselines3 facade sets on the host runner (all optional)."""
+
+    learner: Learner | None = None  # reuse trained networks (load, set_env)
+    obs_stats: Any = None  # MeanStd to start from
+    return_stats: Any = None
+    learning_rate_fn: Callable[[int], float] | None = None  # iteration -> learning rate (SB3 schedules)
+    clip_range: tf.Variable | None = None  # scheduled clip range, read by the compiled update
+    clip_range_vf: tf.Variable | None = None
+    on_episodes: Callable[[np.ndarray, np.ndarray], None] | None = None  # finished episodes' returns, lengths
+    evaluation: bool = True  # build the evaluation env (the facade evaluates through callbacks instead)
+
+
+def make_host_runner(
+    env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None, overrides: HostOverrides = HostOverrides()
+) -> Runner:
     from kppo.envs.gymnasium import make_vec_env  # numpy/gymnasium only
 
     vec_env = make_vec_env(env, config.num_envs, vectorization=config.vectorization, seed=config.seed,
                            verbose=config.verbose)
-    eval_env = make_vec_env(_eval_source(env), config.num_eval_envs, vectorization=config.vectorization,
-                            seed=config.seed + 1)
-    learner = make_learner(config, vec_env.flat_obs_dim, vec_env.action_space)
+    eval_env = None
+    if overrides.evaluation:
+        eval_env = make_vec_env(_eval_source(env), config.num_eval_envs, vectorization=config.vectorization,
+                                seed=config.seed + 1)
+    learner = overrides.learner or make_learner(config, vec_env.flat_obs_dim, vec_env.action_space)
     policy = HostPolicy(learner.dist, learner.actor, learner.critic)
-    settings, upd = rollout_settings(config), update_settings(config)
+    settings = rollout_settings(config)
+    upd = update_settings(config, overrides.clip_range, overrides.clip_range_vf)
     jit = config.jit_rollout
     step_policy = StepPolicy(policy, config.normalize_obs, config.num_envs, vec_env.flat_obs_dim, jit)
     finish_fn = tf.function(lambda *a: finish_rollout(learner.critic, settings, *a), autograph=False)
@@ -251,15 +272,15 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         return learner.dist.to_env(learner.dist.mode(learner.actor(observe(obs_stats, obs, config.normalize_obs))))
 
     act_fn = tf.function(act, jit_compile=jit, autograph=False, reduce_retracing=True)
-    eval_max_steps = eval_env.max_episode_steps or 1000
+    eval_max_steps = (eval_env.max_episode_steps if eval_env else None) or 1000
 
     _, key_train, _ = root_keys(config.seed)
     obs = vec_env.reset(seed=config.seed)
-    obs_stats = normalization.initial_stats([vec_env.flat_obs_dim])
+    obs_stats = overrides.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim])
     if config.normalize_obs:
         obs_stats = normalization.update(obs_stats, tf.constant(obs))
     rollout = HostRolloutState(
-        obs, tf.zeros([config.num_envs]), obs_stats, normalization.initial_stats(()),
+        obs, tf.zeros([config.num_envs]), obs_stats, overrides.return_stats or normalization.initial_stats(()),
         np.zeros(config.num_envs), np.zeros(config.num_envs, np.int32),
     )
     state = RunnerState(rollout, key_train, tf.constant(0, tf.int32))
@@ -268,10 +289,16 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         acc = None
         for _ in range(n):
             key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
-            lr = learning_rate(config, state.iteration)
+            if overrides.learning_rate_fn is None:
+                lr = learning_rate(config, state.iteration)
+            else:
+                lr = tf.constant(overrides.learning_rate_fn(int(state.iteration)), tf.float32)
             learner.optimizer.learning_rate.assign(lr)
             rollout, done = collect_host_rollout(vec_env, step_policy, finish_fn, config.num_steps, state.rollout,
                                                  key_rollout)
+            if overrides.on_episodes is not None:
+                ended = (done.traj.terminated.numpy() | done.traj.truncated.numpy())
+                overrides.on_episodes(done.traj.episode_return.numpy()[ended], done.traj.episode_length.numpy()[ended])
             stats = update_fn(flatten(done.traj, done.advantages, done.returns), key_update)
             diag = diagnostics(done.traj, done.returns, stats, lr)
             acc = diag if acc is None else tf.nest.map_structure(tf.add, acc, diag)
@@ -286,10 +313,11 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
 
     def close():
         vec_env.close()
-        eval_env.close()
+        if eval_env is not None:
+            eval_env.close()
 
     return Runner(learner, state, train_step, eval_step, vec_env.observation_space, vec_env.action_space, None,
-                  close)
+                  close, vec_env)
 
 
 def make_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:

@@ -1,0 +1,150 @@
+"""Saving and loading a trained agent without pickle: `config.yaml` + `metadata.json` + a `tf.train.Checkpoint`.
+
+Layout of a saved agent directory:
+
+    config.yaml      the resolved `kppo.Config`
+    metadata.json    kppo version, observation/action spaces, step counters, extra fields of the saver
+    weights/         tf.train.Checkpoint: actor, critic, optimizer, observation and return statistics
+
+Loading reads only YAML, JSON and TensorFlow checkpoint files: nothing in them is executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from kppo._tf import tf
+from kppo.config import Config
+from kppo.types import MeanStd
+from kppo.update import Learner
+
+FORMAT_VERSION = 1
+
+
+def space_to_dict(space: gym.spaces.Space) -> dict[str, Any]:
+    """JSON description of the spaces kppo supports (Box, Discrete, MultiDiscrete, MultiBinary, Dict of Boxes)."""
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(), "shape": list(space.shape),
+                "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": np.asarray(space.start).tolist()}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {key: space_to_dict(sub) for key, sub in space.spaces.items()}}
+    raise ValueError(f"space: cannot describe {space} (expected Box, Discrete, MultiDiscrete, MultiBinary or Dict)")
+
+
+def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
+    kind = d.get("type")
+    if kind == "Box":
+        low, high = (np.asarray(d[k], dtype=d["dtype"]).reshape(d["shape"]) for k in ("low", "high"))
+        return gym.spaces.Box(low, high, tuple(d["shape"]), np.dtype(d["dtype"]))
+    if kind == "Discrete":
+        return gym.spaces.Discrete(d["n"], start=d["start"])
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"], start=d["start"])
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(d["n"])
+    if kind == "Dict":
+        return gym.spaces.Dict({key: space_from_dict(sub) for key, sub in d["spaces"].items()})
+    raise ValueError(f"metadata.json: unknown space type {kind!r}")
+
+
+class _Stats(tf.Module):
+    def __init__(self, stats: MeanStd):
+        super().__init__()
+        self.mean = tf.Variable(stats.mean)
+        self.var = tf.Variable(stats.var)
+        self.count = tf.Variable(stats.count)
+
+    def read(self) -> MeanStd:
+        return MeanStd(tf.identity(self.mean), tf.identity(self.var), tf.identity(self.count))
+
+
+def _trackable(learner: Learner, obs_stats: MeanStd, return_stats: MeanStd) -> tuple[tf.train.Checkpoint, _Stats, _Stats]:
+    obs, ret = _Stats(obs_stats), _Stats(return_stats)
+    ckpt = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
+                               obs_stats=obs, return_stats=ret)
+    return ckpt, obs, ret
+
+
+def save(
+    path: str | Path,
+    config: Config,
+    learner: Learner,
+    obs_stats: MeanStd,
+    return_stats: MeanStd,
+    observation_space: gym.spaces.Space,
+    action_space: gym.spaces.Space,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Writes the agent directory atomically (to a temporary sibling, then renamed over `path`)."""
+    from kppo import __version__
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        config.to_yaml(staging / "config.yaml")
+        metadata = {
+            "format": FORMAT_VERSION,
+            "kppo_version": __version__,
+            "tensorflow_version": tf.__version__,
+            "observation_space": space_to_dict(observation_space),
+            "action_space": space_to_dict(action_space),
+            "extra": extra or {},
+        }
+        (staging / "metadata.json").write_text(json.dumps(metadata, indent=2))
+        ckpt, _, _ = _trackable(learner, obs_stats, return_stats)
+        ckpt.write(str(staging / "weights" / "ckpt"))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return path
+
+
+def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.Space, gym.spaces.Space]:
+    """(config, metadata, observation_space, action_space) of a saved agent; one-line errors for foreign input."""
+    path = Path(path)
+    if not (path / "metadata.json").is_file() or not (path / "config.yaml").is_file():
+        raise ValueError(f"path: expected a kppo agent directory with config.yaml and metadata.json, got {str(path)!r}")
+    try:
+        metadata = json.loads((path / "metadata.json").read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"metadata.json: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if metadata.get("format") != FORMAT_VERSION:
+        raise ValueError(f"metadata.json: expected format {FORMAT_VERSION}, got {metadata.get('format')!r}")
+    config = Config.from_yaml(path / "config.yaml")
+    return config, metadata, space_from_dict(metadata["observation_space"]), space_from_dict(metadata["action_space"])
+
+
+def restore(path: str | Path, learner: Learner, obs_shape: list[int]) -> tuple[MeanStd, MeanStd]:
+    """Restores weights, optimizer and statistics into `learner` (built for the saved config and spaces).
+
+    Returns:
+        (observation statistics, return statistics).
+    """
+    from kppo import normalization
+
+    ckpt, obs, ret = _trackable(learner, normalization.initial_stats(obs_shape), normalization.initial_stats(()))
+    prefix = str(Path(path) / "weights" / "ckpt")
+    try:
+        ckpt.read(prefix).assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"weights: could not restore {prefix!r} into this network ({first})") from None
+    return obs.read(), ret.read()
