@@ -1,10 +1,38 @@
 """kppo: PPO for TensorFlow/Keras with compiled rollouts and updates, TF-native environments, and export."""
 
 from kppo._tf import tf  # noqa: F401  (imports TensorFlow quietly before anything else)
+from kppo.callbacks import (
+    BaseCallback,
+    CallbackList,
+    CheckpointCallback,
+    EvalCallback,
+    StopTrainingOnMaxEpisodes,
+    StopTrainingOnRewardThreshold,
+)
 from kppo.config import Config
+from kppo.evaluation import evaluate_policy
 from kppo.policy import ActScaling, ObsScaling, Policy
+from kppo.ppo import PPO, make_vec_env
 from kppo.train import METRICS, PPOResult, train
 
 __version__ = "0.1.0"
 
-__all__ = ["ActScaling", "Config", "METRICS", "ObsScaling", "PPOResult", "Policy", "__version__", "train"]
+__all__ = [
+    "ActScaling",
+    "BaseCallback",
+    "CallbackList",
+    "CheckpointCallback",
+    "Config",
+    "EvalCallback",
+    "METRICS",
+    "ObsScaling",
+    "PPO",
+    "PPOResult",
+    "Policy",
+    "StopTrainingOnMaxEpisodes",
+    "StopTrainingOnRewardThreshold",
+    "__version__",
+    "evaluate_policy",
+    "make_vec_env",
+    "train",
+]

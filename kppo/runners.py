@@ -251,10 +251,13 @@ class HostOverrides(NamedTuple):
 def make_host_runner(
     env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None, overrides: HostOverrides = HostOverrides()
 ) -> Runner:
-    from kppo.envs.gymnasium import make_vec_env  # numpy/gymnasium only
+    from kppo.envs.gymnasium import GymVecEnv, make_vec_env  # numpy/gymnasium only
 
-    vec_env = make_vec_env(env, config.num_envs, vectorization=config.vectorization, seed=config.seed,
-                           verbose=config.verbose)
+    if isinstance(env, GymVecEnv):
+        vec_env = env
+    else:
+        vec_env = make_vec_env(env, config.num_envs, vectorization=config.vectorization, seed=config.seed,
+                               verbose=config.verbose)
     eval_env = None
     if overrides.evaluation:
         eval_env = make_vec_env(_eval_source(env), config.num_eval_envs, vectorization=config.vectorization,

@@ -1,0 +1,578 @@
+"""Training callbacks with Stable-Baselines3 2.x's interface (our own implementation).
+
+The model a callback is attached to needs:
+    - `model.predict(observation, state=None, episode_start=None, deterministic=False) -> (actions, state)` on raw
+      observations (one, or a batch),
+    - `model.num_timesteps: int` (environment steps so far, all sub-envs together),
+    - `model.save(path)`,
+    - `model.get_env()` (the training env, used by `BaseCallback.training_env`),
+    - optionally `model.logger` with `.record(key, value)`.
+
+What a training loop does with a callback (as SB3's `learn`):
+
+    callback = make_callback(user_callback)        # None, callable, list or BaseCallback
+    callback.init_callback(model)
+    callback.on_training_start(locals(), globals())
+    for each rollout:
+        callback.on_rollout_start()
+        for each step of the (vector) env:        # model.num_timesteps already advanced by num_envs
+            callback.update_locals(locals())      # exposes e.g. `dones` to the callbacks
+            if not callback.on_step():            # any falsy result, None included, stops training (as SB3)
+                stop training
+        callback.on_rollout_end()
+    callback.on_training_end()
+
+`n_calls` counts `on_step` calls (one per vector-env step, i.e. `num_envs` timesteps), so the `save_freq` and
+`eval_freq` below are in calls; use `max(freq // num_envs, 1)` to think in timesteps.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+from kppo.evaluation import EvalEnv, evaluate_policy, resolve_env
+
+FunctionCallback = Callable[[dict[str, Any], dict[str, Any]], bool]
+
+__all__ = [
+    "BaseCallback",
+    "CallbackList",
+    "CheckpointCallback",
+    "ConvertCallback",
+    "EvalCallback",
+    "EventCallback",
+    "StopTrainingOnMaxEpisodes",
+    "StopTrainingOnRewardThreshold",
+    "make_callback",
+]
+
+
+class BaseCallback(ABC):
+    """Base class of all callbacks: bookkeeping plus overridable `_on_*` hooks.
+
+    Attributes:
+        model: the model, set by `init_callback` (None before).
+        n_calls: number of `on_step` calls so far.
+        num_timesteps: `model.num_timesteps` at the last `on_training_start` / `on_step`.
+        locals, globals: the training loop's variables, given to `on_training_start` and `update_locals`.
+        parent: the callback that triggers this one (e.g. the `EvalCallback` of a `callback_on_new_best`), or None.
+        verbose: 0 for no output, 1 for info messages, 2 for debug messages.
+
+    Args:
+        verbose: verbosity level.
+    """
+
+    def __init__(self, verbose: int = 0):
+        self.model: Any = None
+        self.n_calls = 0
+        self.num_timesteps = 0
+        self.verbose = verbose
+        self.locals: dict[str, Any] = {}
+        self.globals: dict[str, Any] = {}
+        self.parent: BaseCallback | None = None
+
+    @property
+    def training_env(self) -> Any:
+        """`model.get_env()`; RuntimeError (one line) when the model has no env."""
+        env = self._require_model().get_env()
+        if env is None:
+            raise RuntimeError(f"{type(self).__name__}: model.get_env() returned None; the model needs an env")
+        return env
+
+    @property
+    def logger(self) -> Any:
+        """`model.logger`, or None when the model has none."""
+        return getattr(self.model, "logger", None)
+
+    def init_callback(self, model: Any) -> None:
+        """Attaches the callback to `model`, then runs `_init_callback`."""
+        self.model = model
+        self._init_callback()
+
+    def on_training_start(self, locals_: dict[str, Any], globals_: dict[str, Any]) -> None:
+        """Keeps references to the training loop's variables and the model's step count, then `_on_training_start`."""
+        self.locals = locals_
+        self.globals = globals_
+        self.num_timesteps = int(self._require_model().num_timesteps)
+        self._on_training_start()
+
+    def on_rollout_start(self) -> None:
+        self._on_rollout_start()
+
+    def on_step(self) -> bool:
+        """Called after every env step: counts the call, copies `model.num_timesteps`, returns `_on_step()`.
+
+        Returns:
+            False (or anything falsy) to stop training.
+        """
+        model = self._require_model()
+        self.n_calls += 1
+        self.num_timesteps = int(model.num_timesteps)
+        return bool(self._on_step())
+
+    def on_rollout_end(self) -> None:
+        self._on_rollout_end()
+
+    def on_training_end(self) -> None:
+        self._on_training_end()
+
+    def update_locals(self, locals_: dict[str, Any]) -> None:
+        """Merges the training loop's current variables into `self.locals`, and into the child callbacks'."""
+        self.locals.update(locals_)
+        self.update_child_locals(locals_)
+
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
+        """Passes `locals_` on to child callbacks (none here)."""
+
+    def _init_callback(self) -> None:
+        pass
+
+    def _on_training_start(self) -> None:
+        pass
+
+    def _on_rollout_start(self) -> None:
+        pass
+
+    @abstractmethod
+    def _on_step(self) -> bool:
+        """Returns False to stop training."""
+
+    def _on_rollout_end(self) -> None:
+        pass
+
+    def _on_training_end(self) -> None:
+        pass
+
+    def _on_event(self) -> bool:
+        """Runs when an event fires (see `EventCallback`); returns False to stop training."""
+        return True
+
+    def _require_model(self) -> Any:
+        if self.model is None:
+            raise RuntimeError(f"{type(self).__name__}: call init_callback(model) before using the callback")
+        return self.model
+
+
+class EventCallback(BaseCallback):
+    """A callback that runs a child `callback` (its `parent` is set to this one) whenever an event fires.
+
+    Subclasses decide when the event fires and then call `self._on_event()`.
+
+    Args:
+        callback: the child callback, or None.
+        verbose: verbosity level.
+    """
+
+    def __init__(self, callback: BaseCallback | None = None, verbose: int = 0):
+        super().__init__(verbose=verbose)
+        self.callback = _optional_callback(callback)
+        if self.callback is not None:
+            self.callback.parent = self
+
+    def init_callback(self, model: Any) -> None:
+        super().init_callback(model)
+        if self.callback is not None:
+            self.callback.init_callback(self.model)
+
+    def _on_training_start(self) -> None:
+        if self.callback is not None:
+            self.callback.on_training_start(self.locals, self.globals)
+
+    def _on_event(self) -> bool:
+        return self.callback.on_step() if self.callback is not None else True
+
+    def _on_step(self) -> bool:
+        return True
+
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
+        if self.callback is not None:
+            self.callback.update_locals(locals_)
+
+
+class CallbackList(BaseCallback):
+    """Runs several callbacks in order; training stops if any of them returns False (all still run).
+
+    Args:
+        callbacks: a list of `BaseCallback`.
+    """
+
+    def __init__(self, callbacks: list[BaseCallback]):
+        super().__init__()
+        if not isinstance(callbacks, (list, tuple)) or not all(isinstance(c, BaseCallback) for c in callbacks):
+            raise ValueError(f"callbacks: expected a list of BaseCallback, got {_describe(callbacks)}")
+        self.callbacks = list(callbacks)
+
+    def _init_callback(self) -> None:
+        for callback in self.callbacks:
+            callback.parent = self.parent  # the list is transparent: children see the list's parent
+            callback.init_callback(self.model)
+
+    def _on_training_start(self) -> None:
+        for callback in self.callbacks:
+            callback.on_training_start(self.locals, self.globals)
+
+    def _on_rollout_start(self) -> None:
+        for callback in self.callbacks:
+            callback.on_rollout_start()
+
+    def _on_step(self) -> bool:
+        results = [callback.on_step() for callback in self.callbacks]
+        return all(results)
+
+    def _on_rollout_end(self) -> None:
+        for callback in self.callbacks:
+            callback.on_rollout_end()
+
+    def _on_training_end(self) -> None:
+        for callback in self.callbacks:
+            callback.on_training_end()
+
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
+        for callback in self.callbacks:
+            callback.update_locals(locals_)
+
+
+class ConvertCallback(BaseCallback):
+    """Wraps a function `func(locals, globals) -> bool` (SB3's old-style callback) as a callback.
+
+    As in SB3, the function's result is the `on_step` result: a falsy one, None included, stops training.
+
+    Args:
+        func: the function, or None for a callback that does nothing and never stops training.
+        verbose: verbosity level.
+    """
+
+    def __init__(self, func: FunctionCallback | None, verbose: int = 0):
+        super().__init__(verbose)
+        if func is not None and not callable(func):
+            raise ValueError(f"func: expected a callable (locals, globals) -> bool or None, got {_describe(func)}")
+        self.callback = func
+
+    def _on_step(self) -> bool:
+        if self.callback is None:
+            return True
+        return self.callback(self.locals, self.globals)
+
+
+def make_callback(callback: Any) -> BaseCallback:
+    """The `BaseCallback` for what `learn(callback=...)` accepts.
+
+    Args:
+        callback: None (a callback that does nothing), a `BaseCallback` (returned as is), a list of callbacks
+            (each converted by this function, then a `CallbackList`) or a callable `(locals, globals) -> bool`
+            (a `ConvertCallback`).
+
+    Raises:
+        ValueError: (one line) for anything else.
+    """
+    if callback is None:
+        return ConvertCallback(None)
+    if isinstance(callback, BaseCallback):
+        return callback
+    if isinstance(callback, (list, tuple)):
+        return CallbackList([make_callback(item) for item in callback])
+    if callable(callback):
+        return ConvertCallback(callback)
+    raise ValueError(
+        f"callback: expected None, a BaseCallback, a list of callbacks or a callable (locals, globals) -> bool, "
+        f"got {_describe(callback)}"
+    )
+
+
+class CheckpointCallback(BaseCallback):
+    """Saves the model every `save_freq` calls, to `save_path/{name_prefix}_{num_timesteps}_steps` (via `model.save`).
+
+    Args:
+        save_freq: save every this many `on_step` calls (>= 1).
+        save_path: folder of the checkpoints (created at `init_callback`).
+        name_prefix: start of the checkpoint names.
+        save_replay_buffer: accepted for SB3 compatibility; PPO has no replay buffer, so nothing more is saved.
+        save_vecnormalize: accepted for SB3 compatibility; kppo keeps its observation/reward normalization
+            statistics inside the model, so every checkpoint already has them and nothing more is saved.
+        verbose: 2 prints every checkpoint path.
+
+    Raises:
+        ValueError: (one line) when `save_freq` is not an int >= 1.
+    """
+
+    def __init__(
+        self,
+        save_freq: int,
+        save_path: str,
+        name_prefix: str = "rl_model",
+        save_replay_buffer: bool = False,
+        save_vecnormalize: bool = False,
+        verbose: int = 0,
+    ):
+        super().__init__(verbose)
+        if isinstance(save_freq, bool) or not isinstance(save_freq, (int, np.integer)) or save_freq < 1:
+            raise ValueError(f"save_freq: expected an int >= 1, got {save_freq!r}")
+        self.save_freq = int(save_freq)
+        self.save_path = save_path
+        self.name_prefix = name_prefix
+        self.save_replay_buffer = save_replay_buffer
+        self.save_vecnormalize = save_vecnormalize
+
+    def _init_callback(self) -> None:
+        os.makedirs(self.save_path, exist_ok=True)
+
+    def _checkpoint_path(self) -> str:
+        return os.path.join(self.save_path, f"{self.name_prefix}_{self.num_timesteps}_steps")
+
+    def _on_step(self) -> bool:
+        if self.n_calls % self.save_freq == 0:
+            path = self._checkpoint_path()
+            self.model.save(path)
+            if self.verbose >= 2:
+                print(f"Saving model checkpoint to {path}")
+        return True
+
+
+class EvalCallback(EventCallback):
+    """Evaluates the model every `eval_freq` calls with `evaluate_policy`; keeps, logs and saves the results.
+
+    After each evaluation: `last_mean_reward` is set; the timestep and the per-episode returns and lengths are
+    appended to `evaluations_timesteps`, `evaluations_results` and `evaluations_length` (and written to
+    `log_path/evaluations.npz` as arrays `timesteps`, `results`, `ep_lengths`, plus `successes` when every
+    evaluation reported the same number of `info["is_success"]`); `eval/mean_reward` and `eval/mean_ep_length`
+    (and `eval/success_rate`) are recorded on `model.logger` if the model has one. On a new best mean return,
+    `best_mean_reward` is set, the model is saved to `best_model_save_path/best_model`, and `callback_on_new_best`
+    runs; `callback_after_eval` runs after every evaluation. Training stops if either returns False.
+
+    kppo's models normalize observations themselves and `predict` takes raw observations, so there are no
+    normalization statistics to copy to `eval_env` (SB3's `sync_envs_normalization`).
+
+    Args:
+        eval_env: a gymnasium env id (made once, here), a `gym.Env` or a `gym.vector.VectorEnv`.
+        callback_on_new_best: callback run on a new best mean return (its `parent` is this callback), e.g.
+            `StopTrainingOnRewardThreshold`; a callable or list is converted by `make_callback`.
+        callback_after_eval: callback run after every evaluation (its `parent` is this callback).
+        n_eval_episodes: episodes per evaluation.
+        eval_freq: evaluate every this many `on_step` calls (<= 0: never).
+        log_path: folder for `evaluations.npz`, or None.
+        best_model_save_path: folder for `best_model`, or None.
+        deterministic: passed to `predict`.
+        render: render the eval env during evaluation.
+        verbose: 1 prints the results of every evaluation.
+        warn: passed to `evaluate_policy` (warns when the eval env gives no episode statistics).
+    """
+
+    def __init__(
+        self,
+        eval_env: str | EvalEnv,
+        callback_on_new_best: BaseCallback | None = None,
+        callback_after_eval: BaseCallback | None = None,
+        n_eval_episodes: int = 5,
+        eval_freq: int = 10000,
+        log_path: str | None = None,
+        best_model_save_path: str | None = None,
+        deterministic: bool = True,
+        render: bool = False,
+        verbose: int = 1,
+        warn: bool = True,
+    ):
+        super().__init__(callback_after_eval, verbose=verbose)
+        self.callback_on_new_best = _optional_callback(callback_on_new_best)
+        if self.callback_on_new_best is not None:
+            self.callback_on_new_best.parent = self
+        self.eval_env, owned = resolve_env(eval_env)
+        self.n_eval_episodes = n_eval_episodes
+        self.eval_freq = eval_freq
+        self.best_mean_reward = -np.inf
+        self.last_mean_reward = -np.inf
+        self.deterministic = deterministic
+        self.render = render
+        self.warn = warn and not owned  # an env made here from an id has no reward-changing wrappers
+        self.best_model_save_path = best_model_save_path
+        self.log_path = os.path.join(log_path, "evaluations") if log_path is not None else None  # + ".npz"
+        self.evaluations_timesteps: list[int] = []
+        self.evaluations_results: list[list[float]] = []
+        self.evaluations_length: list[list[int]] = []
+        self.evaluations_successes: list[list[bool]] = []
+        self._is_success_buffer: list[bool] = []
+
+    def _init_callback(self) -> None:
+        if self.best_model_save_path is not None:
+            os.makedirs(self.best_model_save_path, exist_ok=True)
+        if self.log_path is not None:
+            os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
+        if self.callback_on_new_best is not None:
+            self.callback_on_new_best.init_callback(self.model)
+
+    def _on_training_start(self) -> None:
+        super()._on_training_start()
+        if self.callback_on_new_best is not None:
+            self.callback_on_new_best.on_training_start(self.locals, self.globals)
+
+    def _on_step(self) -> bool:
+        if self.eval_freq <= 0 or self.n_calls % self.eval_freq != 0:
+            return True
+        return self._evaluate()
+
+    def _evaluate(self) -> bool:
+        """Runs one evaluation and everything that follows it; returns False to stop training."""
+        self._is_success_buffer = []
+        episode_rewards, episode_lengths = evaluate_policy(
+            self.model,
+            self.eval_env,
+            n_eval_episodes=self.n_eval_episodes,
+            deterministic=self.deterministic,
+            render=self.render,
+            callback=self._log_success_callback,
+            return_episode_rewards=True,
+            warn=self.warn,
+        )
+        self._store(episode_rewards, episode_lengths)
+        mean_reward = self._report(episode_rewards, episode_lengths)
+        continue_training = True
+        if mean_reward > self.best_mean_reward:
+            continue_training = self._on_new_best(mean_reward)
+        after_eval = self._on_event()
+        return continue_training and after_eval
+
+    def _log_success_callback(self, locals_: dict[str, Any], globals_: dict[str, Any]) -> None:
+        """`evaluate_policy` callback: collects `info["is_success"]` at episode ends."""
+        info = locals_["info"]
+        if locals_["done"] and isinstance(info, dict) and info.get("is_success") is not None:
+            self._is_success_buffer.append(bool(info["is_success"]))
+
+    def _store(self, episode_rewards: list[float], episode_lengths: list[int]) -> None:
+        """Appends this evaluation to the history and rewrites `evaluations.npz` (plain arrays, no pickles)."""
+        self.evaluations_timesteps.append(self.num_timesteps)
+        self.evaluations_results.append(list(episode_rewards))
+        self.evaluations_length.append(list(episode_lengths))
+        if self._is_success_buffer:
+            self.evaluations_successes.append(list(self._is_success_buffer))
+        if self.log_path is None:
+            return
+        arrays = {
+            "timesteps": np.asarray(self.evaluations_timesteps, dtype=np.int64),
+            "results": np.asarray(self.evaluations_results, dtype=np.float64),
+            "ep_lengths": np.asarray(self.evaluations_length, dtype=np.int64),
+        }
+        if self.evaluations_successes and len({len(s) for s in self.evaluations_successes}) == 1:
+            arrays["successes"] = np.asarray(self.evaluations_successes, dtype=np.bool_)
+        np.savez(self.log_path, **arrays)
+
+    def _report(self, episode_rewards: list[float], episode_lengths: list[int]) -> float:
+        """Sets `last_mean_reward`, prints and records the results; returns the mean return."""
+        mean_reward, std_reward = float(np.mean(episode_rewards)), float(np.std(episode_rewards))
+        mean_length, std_length = float(np.mean(episode_lengths)), float(np.std(episode_lengths))
+        self.last_mean_reward = mean_reward
+        if self.verbose >= 1:
+            print(f"Eval num_timesteps={self.num_timesteps}, episode_reward={mean_reward:.2f} +/- {std_reward:.2f}")
+            print(f"Episode length: {mean_length:.2f} +/- {std_length:.2f}")
+        self._record("eval/mean_reward", mean_reward)
+        self._record("eval/mean_ep_length", mean_length)
+        if self._is_success_buffer:
+            success_rate = float(np.mean(self._is_success_buffer))
+            if self.verbose >= 1:
+                print(f"Success rate: {100 * success_rate:.2f}%")
+            self._record("eval/success_rate", success_rate)
+        return mean_reward
+
+    def _record(self, key: str, value: float) -> None:
+        if self.logger is not None:
+            self.logger.record(key, value)
+
+    def _on_new_best(self, mean_reward: float) -> bool:
+        if self.verbose >= 1:
+            print("New best mean reward!")
+        if self.best_model_save_path is not None:
+            self.model.save(os.path.join(self.best_model_save_path, "best_model"))
+        self.best_mean_reward = mean_reward
+        return self.callback_on_new_best.on_step() if self.callback_on_new_best is not None else True
+
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
+        super().update_child_locals(locals_)
+        if self.callback_on_new_best is not None:
+            self.callback_on_new_best.update_locals(locals_)
+
+
+class StopTrainingOnRewardThreshold(BaseCallback):
+    """Stops training once the parent `EvalCallback`'s best mean return reaches `reward_threshold`.
+
+    Use it as an `EvalCallback`'s `callback_on_new_best` (or `callback_after_eval`).
+
+    Args:
+        reward_threshold: stop once `parent.best_mean_reward >= reward_threshold`.
+        verbose: 1 prints why training stops.
+
+    Raises:
+        RuntimeError: (one line, at `init_callback` or `on_step`) when it has no parent `EvalCallback`.
+    """
+
+    def __init__(self, reward_threshold: float, verbose: int = 0):
+        super().__init__(verbose=verbose)
+        self.reward_threshold = reward_threshold
+
+    def _init_callback(self) -> None:
+        self._best_mean_reward()
+
+    def _on_step(self) -> bool:
+        best = self._best_mean_reward()
+        continue_training = bool(best < self.reward_threshold)
+        if self.verbose >= 1 and not continue_training:
+            print(f"Stopping training because the mean reward {best:.2f} reached the threshold {self.reward_threshold}")
+        return continue_training
+
+    def _best_mean_reward(self) -> float:
+        best = getattr(self.parent, "best_mean_reward", None)
+        if best is None:
+            raise RuntimeError(
+                "StopTrainingOnRewardThreshold: must be used as callback_on_new_best of an EvalCallback (no parent)"
+            )
+        return best
+
+
+class StopTrainingOnMaxEpisodes(BaseCallback):
+    """Stops training once every sub-env has played `max_episodes` episodes on average (`max_episodes * num_envs`).
+
+    It counts the training loop's `dones` (given through `update_locals`); `num_envs` comes from
+    `model.get_env().num_envs` (1 when the env has no such attribute).
+
+    Args:
+        max_episodes: episodes per sub-env.
+        verbose: 1 prints why training stops.
+
+    Raises:
+        RuntimeError: (one line, at `on_step`) when the training loop gave no `dones`.
+    """
+
+    def __init__(self, max_episodes: int, verbose: int = 0):
+        super().__init__(verbose=verbose)
+        self.max_episodes = max_episodes
+        self._total_max_episodes = max_episodes
+        self.n_episodes = 0
+
+    def _init_callback(self) -> None:
+        self._total_max_episodes = self.max_episodes * int(getattr(self.training_env, "num_envs", 1))
+
+    def _on_step(self) -> bool:
+        if "dones" not in self.locals:
+            raise RuntimeError("StopTrainingOnMaxEpisodes: the training loop gave no `dones` (see update_locals)")
+        self.n_episodes += int(np.sum(self.locals["dones"]))
+        continue_training = self.n_episodes < self._total_max_episodes
+        if self.verbose >= 1 and not continue_training:
+            print(
+                f"Stopping training with a total of {self.num_timesteps} steps because max_episodes="
+                f"{self.max_episodes} was reached ({self.n_episodes} episodes played)"
+            )
+        return continue_training
+
+
+def _optional_callback(callback: Any) -> BaseCallback | None:
+    return None if callback is None else make_callback(callback)
+
+
+def _describe(value: Any) -> str:
+    """`type(value).__name__`, or for a list the type of its first non-callback item."""
+    if isinstance(value, (list, tuple)):
+        bad = [item for item in value if not isinstance(item, BaseCallback)]
+        if bad:
+            return f"a {type(value).__name__} containing {type(bad[0]).__name__}"
+    return type(value).__name__

@@ -1,0 +1,497 @@
+"""`PPO`: the Stable-Baselines3-style facade (SB3 2.9's `PPO` signature), translation only.
+
+Proximal Policy Optimization (clip version), Schulman et al. 2017 (https://arxiv.org/abs/1707.06347); interface of
+Stable-Baselines3 (https://github.com/DLR-RM/stable-baselines3). Every argument is translated once into a
+`kppo.Config` plus schedules; `learn` drives the gymnasium runner of `kppo.runners`, `predict` the `kppo.Policy`,
+`save`/`load` `kppo.checkpoint`. There is no math here.
+
+SB3 argument -> kppo:
+
+    learning_rate (float | schedule)  -> Config.learning_rate; a schedule f(progress_remaining) is evaluated on the
+                                         host before every rollout (as SB3)
+    n_steps, n_epochs, gamma, gae_lambda, normalize_advantage, ent_coef, vf_coef, max_grad_norm, target_kl
+                                      -> num_steps, num_epochs, gamma, gae_lambda, ... (same meaning)
+    batch_size                        -> num_minibatches = n_steps * n_envs // batch_size
+    clip_range (float | schedule)     -> clip_range (a tf.Variable when scheduled)
+    clip_range_vf (None | float | schedule) -> clip_range_vf with vf_clip_mode="clipped" (SB3's formula)
+    policy_kwargs: net_arch           -> actor_hidden_units / critic_hidden_units
+                   activation_fn      -> activation (a Keras activation or its name)
+                   ortho_init         -> kernel_init "orthogonal" (else "lecun_uniform", close to torch's default)
+                   log_std_init, squash_output -> log_std_init, squash
+    seed, verbose                     -> seed, verbose
+    device                            -> a TensorFlow device scope ("auto": TensorFlow's placement)
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import keras
+import numpy as np
+
+from kppo import checkpoint
+from kppo._tf import tf
+from kppo.callbacks import make_callback
+from kppo.config import ACTIVATIONS, Config
+from kppo.envs.gymnasium import make_vec_env as _make_gym_vec_env
+from kppo.logger import Logger, next_run_dir
+from kppo.policy import ObsScaling, Policy
+from kppo.runners import HostOverrides, make_host_runner, make_learner
+
+Schedule = Callable[[float], float]
+_POLICIES = ("MlpPolicy", "MultiInputPolicy")
+_SDE_KWARGS = ("full_std", "use_expln", "clip_mean")
+_IGNORED_KWARGS = ("share_features_extractor", "normalize_images")
+
+
+def make_vec_env(env_id: str | Callable[[], gym.Env], n_envs: int = 1, seed: int | None = None,
+                 vec_env_cls: str = "sync", env_kwargs: dict | None = None) -> gym.vector.VectorEnv:
+    """SB3's `make_vec_env`: n_envs copies of an env as a gymnasium vector env ("sync" or "async") in same-step
+    auto-reset mode, ready for `PPO(policy, env)`."""
+    return _make_gym_vec_env(env_id, n_envs, vectorization=vec_env_cls, seed=seed, env_kwargs=env_kwargs).vec_env
+
+
+def _constant(value: float | Schedule, name: str) -> tuple[float, Schedule | None]:
+    """(value at the start, the schedule or None)."""
+    if callable(value):
+        return float(value(1.0)), value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: expected a number or a schedule f(progress_remaining), got {value!r}")
+    return float(value), None
+
+
+def _activation_name(activation: Any) -> str:
+    name = activation if isinstance(activation, str) else getattr(activation, "__name__", None)
+    if isinstance(activation, type) and issubclass(activation, keras.layers.Layer):
+        name = activation.__name__.lower()
+    if name not in ACTIVATIONS:
+        raise ValueError(f"policy_kwargs.activation_fn: expected a Keras activation or one of {ACTIVATIONS}, "
+                         f"got {activation!r}")
+    return name
+
+
+def _net_arch(net_arch: Any) -> tuple[list[int], list[int]]:
+    if isinstance(net_arch, dict):
+        unknown = set(net_arch) - {"pi", "vf"}
+        if unknown:
+            raise ValueError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
+        return list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
+    if isinstance(net_arch, (list, tuple)) and all(isinstance(u, int) for u in net_arch):
+        return list(net_arch), list(net_arch)
+    raise ValueError(f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r}")
+
+
+def _policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
+    """SB3 policy_kwargs -> Config fields."""
+    kwargs = dict(policy_kwargs or {})
+    out: dict[str, Any] = {}
+    pi, vf = _net_arch(kwargs.pop("net_arch", [64, 64]))
+    if not pi or not vf:
+        raise ValueError("policy_kwargs.net_arch: kppo needs at least one hidden layer in each of pi and vf")
+    out["actor_hidden_units"], out["critic_hidden_units"] = pi, vf
+    out["activation"] = _activation_name(kwargs.pop("activation_fn", "tanh"))
+    out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "lecun_uniform"
+    out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
+    out["squash"] = bool(kwargs.pop("squash_output", False))
+    for key in _SDE_KWARGS + _IGNORED_KWARGS:
+        kwargs.pop(key, None)
+    if kwargs:
+        raise ValueError(f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
+                         f"ortho_init, log_std_init, squash_output, {', '.join(_SDE_KWARGS + _IGNORED_KWARGS)})")
+    return out
+
+
+def _tf_device(device: str) -> str | None:
+    if device == "auto":
+        return None
+    if device == "cpu":
+        return "/CPU:0"
+    if device in ("gpu", "cuda") or device.startswith(("cuda:", "gpu:")):
+        index = device.split(":")[1] if ":" in device else "0"
+        if not tf.config.list_physical_devices("GPU"):
+            raise ValueError(f"device: expected an available GPU for {device!r}, but TensorFlow sees none")
+        return f"/GPU:{index}"
+    raise ValueError(f"device: expected 'auto', 'cpu', 'gpu' or 'cuda[:N]', got {device!r}")
+
+
+class PPO:
+    """Proximal Policy Optimization (clip) with Stable-Baselines3's interface; see the module docstring for how each
+    argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
+    same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
+
+    def __init__(
+        self,
+        policy: str,
+        env: Any,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float | Schedule = 0.2,
+        clip_range_vf: None | float | Schedule = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: type | None = None,
+        rollout_buffer_kwargs: dict[str, Any] | None = None,
+        target_kl: float | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+    ):
+        if policy not in _POLICIES:
+            raise ValueError(f"policy: expected one of {_POLICIES}, got {policy!r}")
+        if rollout_buffer_class is not None:
+            raise ValueError(f"rollout_buffer_class: expected None (kppo keeps its rollout in tensors), got "
+                             f"{rollout_buffer_class!r}")
+        if rollout_buffer_kwargs:
+            raise ValueError(f"rollout_buffer_kwargs: expected None or {{}}, got {rollout_buffer_kwargs!r}")
+        if isinstance(stats_window_size, bool) or not isinstance(stats_window_size, int) or stats_window_size < 1:
+            raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
+        self.policy = policy
+        self.verbose = verbose
+        self.seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
+        self.device = _tf_device(device)
+        self.tensorboard_log = tensorboard_log
+        self.learning_rate, self._lr_schedule = _constant(learning_rate, "learning_rate")
+        self.clip_range, self._clip_schedule = _constant(clip_range, "clip_range")
+        self._clip_vf_schedule = None
+        self.clip_range_vf = None
+        if clip_range_vf is not None:
+            self.clip_range_vf, self._clip_vf_schedule = _constant(clip_range_vf, "clip_range_vf")
+            if self.clip_range_vf <= 0:
+                raise ValueError(f"clip_range_vf: expected a positive number (None disables value clipping), got "
+                                 f"{self.clip_range_vf!r}")
+        self.use_sde, self.sde_sample_freq = bool(use_sde), int(sde_sample_freq)
+        self.stats_window_size = stats_window_size
+        self._ppo_args = dict(
+            n_steps=n_steps, batch_size=batch_size, n_epochs=n_epochs, gamma=gamma, gae_lambda=gae_lambda,
+            normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm, target_kl=target_kl,
+        )
+        self._policy_fields = _policy_config(policy_kwargs)
+        self.policy_kwargs = dict(policy_kwargs or {})
+        self.num_timesteps = 0
+        self._total_timesteps = 0
+        self._n_updates = 0
+        self._current_lr = self.learning_rate
+        self._runner = None
+        self._state = None
+        self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
+        self._loaded_stats = None
+        self._policy: Policy | None = None
+        self._predict_calls = 0
+        self.learner = None
+        self.env = None
+        self.config: Config | None = None
+        self.logger = Logger(verbose)
+        self.ep_info_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
+        if env is not None:
+            self.set_env(env)
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Construction helpers
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _make_config(self, n_envs: int, action_space: gym.spaces.Space) -> Config:
+        args = self._ppo_args
+        if self.use_sde and not isinstance(action_space, gym.spaces.Box):
+            raise ValueError(f"use_sde: generalized State-Dependent Exploration needs a Box action space, got "
+                             f"{action_space}")
+        if self.use_sde:
+            raise NotImplementedError("use_sde: gSDE is not implemented in kppo yet (issue 3); use use_sde=False")
+        rollout = args["n_steps"] * n_envs
+        if rollout <= 1:
+            raise ValueError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
+        batch_size = args["batch_size"]
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+        num_minibatches = max(1, rollout // batch_size)
+        if rollout % batch_size:
+            while rollout % num_minibatches:  # kppo's minibatches have equal sizes
+                num_minibatches += 1
+            warnings.warn(
+                f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "
+                f"n_steps * n_envs = {rollout}, kppo uses {num_minibatches} equal minibatches of "
+                f"{rollout // num_minibatches} (SB3 would add a truncated mini-batch of {rollout % batch_size})."
+            )
+        return Config(
+            env="custom", env_backend="gymnasium", num_envs=n_envs, num_steps=args["n_steps"],
+            total_timesteps=rollout, eval_freq=1, learning_rate=self.learning_rate, lr_schedule="constant",
+            num_epochs=args["n_epochs"], num_minibatches=num_minibatches, gamma=args["gamma"],
+            gae_lambda=args["gae_lambda"], clip_range=self.clip_range, clip_range_vf=self.clip_range_vf,
+            vf_clip_mode="clipped", normalize_advantage=args["normalize_advantage"], ent_coef=args["ent_coef"],
+            vf_coef=args["vf_coef"], max_grad_norm=args["max_grad_norm"], target_kl=args["target_kl"],
+            verbose=min(self.verbose, 2), seed=self.seed, **self._policy_fields,
+        )
+
+    def _build(self, env: Any, learner=None, obs_stats=None, return_stats=None) -> None:
+        vec_env = _make_gym_vec_env(env, num_envs=1, seed=self.seed, verbose=self.verbose)  # SB3: one env per id
+        try:
+            if learner is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
+                raise ValueError(
+                    f"env: expected spaces {self._spaces[0]} / {self._spaces[1]} (those of the model), got "
+                    f"{vec_env.observation_space} / {vec_env.action_space}"
+                )
+            self.config = self._make_config(vec_env.num_envs, vec_env.action_space)
+        except BaseException:
+            vec_env.close()
+            raise
+        self._clip_var = tf.Variable(self.clip_range, trainable=False, name="clip_range")
+        self._clip_vf_var = (None if self.clip_range_vf is None
+                             else tf.Variable(self.clip_range_vf, trainable=False, name="clip_range_vf"))
+        overrides = HostOverrides(
+            learner=learner, obs_stats=obs_stats, return_stats=return_stats,
+            learning_rate_fn=lambda iteration: self._current_lr, clip_range=self._clip_var,
+            clip_range_vf=self._clip_vf_var, on_episodes=self._record_episodes, evaluation=False,
+        )
+        with self._device_scope():
+            self._runner = make_host_runner(vec_env, self.config, None, overrides)
+        self._state = self._runner.state
+        self.learner = self._runner.learner
+        self.env = self._runner.env
+        self._spaces = (self._runner.observation_space, self._runner.action_space)
+        self._policy = None
+
+    def _device_scope(self):
+        return tf.device(self.device) if self.device else _NullScope()
+
+    def _record_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        for r, length in zip(returns, lengths):
+            self.ep_info_buffer.append({"r": float(r), "l": int(length)})
+
+    # ---------------------------------------------------------------------------------------------------------
+    # SB3 API
+    # ---------------------------------------------------------------------------------------------------------
+
+    def get_env(self) -> gym.vector.VectorEnv | None:
+        """The training environment as a gymnasium vector env (same-step auto-reset)."""
+        return None if self.env is None else self.env.vec_env
+
+    @property
+    def n_envs(self) -> int:
+        return 0 if self.env is None else self.env.num_envs
+
+    @property
+    def observation_space(self) -> gym.spaces.Space:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> gym.spaces.Space:
+        return self._spaces[1]
+
+    def set_env(self, env: Any, force_reset: bool = True) -> None:
+        """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise)."""
+        del force_reset  # kppo always resets the new env
+        if self.learner is None:
+            self._build(env)
+            return
+        if self._runner is not None:
+            stats = (self._state.rollout.obs_stats, self._state.rollout.return_stats)
+        else:
+            stats = self._loaded_stats
+        old_runner = self._runner
+        self._build(env, learner=self.learner, obs_stats=stats[0], return_stats=stats[1])
+        if old_runner is not None:
+            old_runner.close()
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Any = None,
+        log_interval: int = 1,
+        tb_log_name: str = "PPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> "PPO":
+        """Collects rollouts and updates until `total_timesteps` more steps (SB3's counting) have been taken.
+
+        Callbacks: `on_step` is called n_steps times per rollout, after the rollout's update (SB3 calls it during
+        the rollout, before the update); returning False stops training at the end of that rollout.
+        """
+        if self._runner is None:
+            raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+            self.ep_info_buffer.clear()
+        self._total_timesteps = int(total_timesteps) + self.num_timesteps
+        if self.tensorboard_log is not None:
+            self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name))
+        else:
+            self.logger.verbose = self.verbose
+        callback = make_callback(callback)
+        callback.init_callback(self)
+        callback.on_training_start(locals(), globals())
+        bar = _progress_bar(self._total_timesteps - self.num_timesteps) if progress_bar else None
+        start, start_steps, iteration = time.perf_counter(), self.num_timesteps, 0
+        rollout_size = self.config.rollout_size
+        try:
+            with self._device_scope():
+                while self.num_timesteps < self._total_timesteps:
+                    self._apply_schedules()
+                    callback.on_rollout_start()
+                    self._state, diag = self._runner.train_step(self._state, 1)
+                    self._policy = None
+                    self._n_updates += int(diag.minibatch_steps)
+                    continue_training = True
+                    for _ in range(self.config.num_steps):
+                        self.num_timesteps += self.n_envs
+                        continue_training = callback.on_step() and continue_training
+                    callback.on_rollout_end()
+                    iteration += 1
+                    if bar is not None:
+                        bar.update(rollout_size)
+                    if log_interval is not None and iteration % log_interval == 0:
+                        self._log(diag, iteration, start, start_steps)
+                    if not continue_training:
+                        break
+        finally:
+            if bar is not None:
+                bar.close()
+        callback.on_training_end()
+        return self
+
+    def _clip_now(self) -> float:
+        return float(self._clip_var.numpy()) if self._runner is not None else self.clip_range
+
+    def _clip_vf_now(self) -> float | None:
+        if self._runner is not None and self._clip_vf_var is not None:
+            return float(self._clip_vf_var.numpy())
+        return self.clip_range_vf
+
+    def _apply_schedules(self) -> None:
+        progress = 1.0 - self.num_timesteps / max(self._total_timesteps, 1)
+        if self._lr_schedule is not None:
+            self._current_lr = float(self._lr_schedule(progress))
+        if self._clip_schedule is not None:
+            self._clip_var.assign(float(self._clip_schedule(progress)))
+        if self._clip_vf_schedule is not None:
+            self._clip_vf_var.assign(float(self._clip_vf_schedule(progress)))
+
+    def _log(self, diag, iteration: int, start: float, start_steps: int) -> None:
+        elapsed = max(time.perf_counter() - start, 1e-9)
+        record = self.logger.record
+        if self.ep_info_buffer:
+            record("rollout/ep_rew_mean", float(np.mean([e["r"] for e in self.ep_info_buffer])))
+            record("rollout/ep_len_mean", float(np.mean([e["l"] for e in self.ep_info_buffer])))
+        record("time/iterations", iteration)
+        record("time/fps", int((self.num_timesteps - start_steps) / elapsed))
+        record("time/time_elapsed", int(elapsed))
+        record("time/total_timesteps", self.num_timesteps)
+        record("train/approx_kl", float(diag.approx_kl))
+        record("train/clip_fraction", float(diag.clip_fraction))
+        record("train/clip_range", self._clip_now())
+        record("train/entropy_loss", -float(diag.entropy))
+        record("train/explained_variance", float(diag.explained_variance))
+        record("train/learning_rate", float(diag.learning_rate))
+        record("train/loss", float(diag.total_loss))
+        record("train/n_updates", self._n_updates)
+        record("train/policy_gradient_loss", float(diag.policy_loss))
+        record("train/value_loss", float(diag.value_loss))
+        self.logger.dump(self.num_timesteps)
+
+    def _get_policy(self) -> Policy:
+        if self.learner is None:
+            raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
+        if self._policy is None:
+            stats = self._state.rollout.obs_stats if self._runner is not None else self._loaded_stats[0]
+            scaling = ObsScaling(stats.mean.numpy(), stats.var.numpy(), self.config.normalize_obs)
+            self._policy = Policy(self.learner.actor, self.learner.dist, scaling, *self._spaces)
+        return self._policy
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
+        """(action, None) for one observation or a batch (raw observations, as the env returns them)."""
+        del state, episode_start  # no recurrent policies
+        policy = self._get_policy()
+        rng = None
+        if not deterministic:
+            self._predict_calls += 1
+            rng = np.array([self.seed, self._predict_calls], np.int32)
+        return policy.get_action(observation, rng=rng), None
+
+    def save(self, path: str | Path) -> None:
+        """Writes a kppo agent directory (config.yaml, metadata.json, weights/); no pickle. Schedules are saved
+        as their current values."""
+        if self.learner is None:
+            raise ValueError("save: the model has no networks yet; construct it with an env first")
+        obs_stats, return_stats = ((self._state.rollout.obs_stats, self._state.rollout.return_stats)
+                                   if self._runner is not None else self._loaded_stats)
+        extra = {"sb3": {**self._ppo_args, "learning_rate": self._current_lr, "clip_range": self._clip_now(),
+                         "clip_range_vf": self._clip_vf_now(),
+                         "policy": self.policy, "policy_kwargs": _jsonable(self.policy_kwargs), "seed": self.seed,
+                         "stats_window_size": self.stats_window_size, "use_sde": self.use_sde,
+                         "sde_sample_freq": self.sde_sample_freq, "num_timesteps": self.num_timesteps}}
+        checkpoint.save(path, self.config, self.learner, obs_stats, return_stats, *self._spaces, extra)
+
+    @classmethod
+    def load(cls, path: str | Path, env: Any = None, device: str = "auto", custom_objects: dict | None = None,
+             print_system_info: bool = False, force_reset: bool = True, **kwargs: Any) -> "PPO":
+        """Rebuilds a saved model; `env` (optional) must have the saved spaces. `custom_objects` and
+        `print_system_info` are accepted for compatibility and ignored."""
+        del custom_objects, print_system_info, force_reset
+        config, metadata, obs_space, act_space = checkpoint.read_metadata(path)
+        saved = metadata.get("extra", {}).get("sb3")
+        if saved is None:
+            raise ValueError(f"path: {str(path)!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
+        args = {k: saved[k] for k in ("n_steps", "batch_size", "n_epochs", "gamma", "gae_lambda",
+                                      "normalize_advantage", "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
+                                      "learning_rate", "clip_range", "clip_range_vf", "seed", "use_sde",
+                                      "sde_sample_freq", "stats_window_size")}
+        args.update(kwargs)
+        model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
+        from kppo.envs.gymnasium import flat_dim
+
+        learner = make_learner(config, flat_dim(obs_space), act_space)
+        obs_stats, return_stats = checkpoint.restore(path, learner, [flat_dim(obs_space)])
+        model.num_timesteps = int(saved.get("num_timesteps", 0))
+        model.config, model.learner = config, learner
+        model._spaces, model._loaded_stats = (obs_space, act_space), (obs_stats, return_stats)
+        model._current_lr = model.learning_rate
+        if env is not None:
+            model.set_env(env)
+        return model
+
+
+class _NullScope:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _jsonable(kwargs: dict) -> dict:
+    """policy_kwargs with callables replaced by their names (activation functions)."""
+    return {k: (_activation_name(v) if k == "activation_fn" else v) for k, v in kwargs.items()}
+
+
+def _progress_bar(total: int):
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    progress = Progress(TextColumn("steps"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                        TimeRemainingColumn())
+    progress.start()
+    task = progress.add_task("learn", total=total)
+
+    class _Bar:
+        def update(self, n: int) -> None:
+            progress.update(task, advance=n)
+
+        def close(self) -> None:
+            progress.stop()
+
+    return _Bar()

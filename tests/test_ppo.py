@@ -1,0 +1,185 @@
+"""The Stable-Baselines3-style facade: arguments, errors, learn/predict/save/load, callbacks, logging."""
+
+import gymnasium as gym
+import keras
+import numpy as np
+import pytest
+
+import kppo
+from kppo import PPO, BaseCallback, CheckpointCallback, EvalCallback, StopTrainingOnRewardThreshold
+
+FAST = dict(n_steps=32, batch_size=64, n_epochs=2, seed=0, policy_kwargs=dict(net_arch=[16]))
+
+
+def _cartpole(n=2):
+    return kppo.make_vec_env("CartPole-v1", n_envs=n, seed=0)
+
+
+def test_accepts_every_sb3_argument():
+    model = PPO(
+        policy="MlpPolicy", env=_cartpole(), learning_rate=lambda p: 3e-4 * p, n_steps=64, batch_size=32, n_epochs=3,
+        gamma=0.98, gae_lambda=0.9, clip_range=lambda p: 0.1 + 0.1 * p, clip_range_vf=0.5, normalize_advantage=False,
+        ent_coef=0.01, vf_coef=0.4, max_grad_norm=0.7, use_sde=False, sde_sample_freq=-1, rollout_buffer_class=None,
+        rollout_buffer_kwargs=None, target_kl=0.03, stats_window_size=10, tensorboard_log=None,
+        policy_kwargs=dict(net_arch=dict(pi=[32, 16], vf=[8]), activation_fn=keras.activations.relu, ortho_init=False,
+                           log_std_init=-0.5, squash_output=False, full_std=True),
+        verbose=0, seed=3, device="cpu", _init_setup_model=True,
+    )
+    c = model.config
+    assert (c.num_envs, c.num_steps, c.num_minibatches, c.num_epochs) == (2, 64, 4, 3)
+    assert (c.gamma, c.gae_lambda, c.clip_range, c.clip_range_vf, c.vf_clip_mode) == (0.98, 0.9, 0.2, 0.5, "clipped")
+    assert (c.normalize_advantage, c.ent_coef, c.vf_coef, c.max_grad_norm, c.target_kl) == (False, 0.01, 0.4, 0.7, 0.03)
+    assert (c.actor_hidden_units, c.critic_hidden_units, c.activation, c.kernel_init) == ((32, 16), (8,), "relu",
+                                                                                         "lecun_uniform")
+    model.learn(256)
+    assert model.num_timesteps == 256
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(clip_range_vf=-0.2), "clip_range_vf: expected a positive number"),
+        (dict(use_sde=True), "use_sde: generalized State-Dependent Exploration needs a Box action space"),
+        (dict(n_steps=1), "n_steps \\* n_envs: expected more than 1"),
+        (dict(rollout_buffer_class=dict), "rollout_buffer_class: expected None"),
+        (dict(rollout_buffer_kwargs={"x": 1}), "rollout_buffer_kwargs: expected None"),
+        (dict(policy_kwargs=dict(features_extractor_class=object)), "policy_kwargs: unsupported key"),
+        (dict(policy_kwargs=dict(activation_fn="sine")), "policy_kwargs.activation_fn: expected"),
+        (dict(policy_kwargs=dict(net_arch=dict(pi=[8], qf=[8]))), "policy_kwargs.net_arch: expected keys"),
+        (dict(device="tpu"), "device: expected"),
+        (dict(learning_rate="fast"), "learning_rate: expected a number or a schedule"),
+        (dict(gamma=2.0), "gamma: expected a number in \\[0, 1\\]"),
+        (dict(stats_window_size=0), "stats_window_size: expected an integer >= 1"),
+    ],
+)
+def test_rejects_bad_arguments_in_one_line(kwargs, message):
+    env = kppo.make_vec_env("CartPole-v1", n_envs=1) if kwargs.get("n_steps") == 1 else _cartpole()
+    with pytest.raises(ValueError, match=message) as err:
+        PPO("MlpPolicy", env, **{**dict(n_steps=32, batch_size=64), **kwargs})
+    assert "\n" not in str(err.value)
+
+
+def test_bad_policy_and_squash_without_bounds():
+    with pytest.raises(ValueError, match="policy: expected one of"):
+        PPO("CnnPolicy", _cartpole())
+
+    class Unbounded(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(2, np.float32), 0.0, False, False, {}
+
+    with pytest.raises(ValueError, match="action_space: expected a bounded Box"):
+        PPO("MlpPolicy", Unbounded(), policy_kwargs=dict(squash_output=True), n_steps=8, batch_size=8)
+
+
+def test_batch_size_not_dividing_the_rollout_warns():
+    with pytest.warns(UserWarning, match="mini-batch size of 100"):
+        model = PPO("MlpPolicy", _cartpole(), n_steps=64, batch_size=100)
+    assert model.config.rollout_size % model.config.num_minibatches == 0
+
+
+def test_learn_continues_the_count_and_returns_self():
+    model = PPO("MlpPolicy", _cartpole(), **FAST)
+    assert model.learn(100) is model
+    assert model.num_timesteps == 128  # whole rollouts of 2 envs x 32 steps
+    model.learn(64, reset_num_timesteps=False)
+    assert model.num_timesteps == 192
+    model.learn(64)
+    assert model.num_timesteps == 64
+
+
+def test_predict_is_identical_after_save_and_load(tmp_path):
+    model = PPO("MlpPolicy", _cartpole(), **FAST).learn(128)
+    obs = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    det = model.predict(obs, deterministic=True)[0]
+    sampled = model.predict(obs)[0]
+    single, state = model.predict(obs[0], deterministic=True)
+    assert state is None and single == det[0] and det.shape == (6,)
+    model.save(tmp_path / "agent")
+    loaded = PPO.load(tmp_path / "agent")
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], det)
+    np.testing.assert_array_equal(loaded.predict(obs)[0], sampled)  # same seed, first stochastic call
+    assert loaded.num_timesteps == 128
+    loaded.set_env(_cartpole())
+    loaded.learn(64, reset_num_timesteps=False)
+    assert loaded.num_timesteps == 192
+
+
+def test_load_rejects_foreign_and_mismatched_input(tmp_path):
+    with pytest.raises(ValueError, match="path: expected a kppo agent directory"):
+        PPO.load(tmp_path)
+    model = PPO("MlpPolicy", _cartpole(), **FAST)
+    model.save(tmp_path / "agent")
+    with pytest.raises(ValueError, match="env: expected spaces"):
+        PPO.load(tmp_path / "agent", env="Pendulum-v1")
+    (tmp_path / "agent" / "metadata.json").write_text("{not json")
+    with pytest.raises(ValueError, match="metadata.json: not valid JSON"):
+        PPO.load(tmp_path / "agent")
+
+
+class _StopAfter(BaseCallback):
+    def __init__(self, calls):
+        super().__init__()
+        self.stop_at, self.rollouts = calls, 0
+
+    def _on_rollout_end(self):
+        self.rollouts += 1
+
+    def _on_step(self):
+        return self.n_calls < self.stop_at
+
+
+def test_callback_returning_false_stops_training():
+    callback = _StopAfter(40)  # 32 calls per rollout: stops during the second rollout
+    model = PPO("MlpPolicy", _cartpole(), **FAST).learn(10_000, callback=callback)
+    assert callback.rollouts == 2 and model.num_timesteps == 128
+    assert callback.n_calls == 64
+
+
+def test_eval_and_checkpoint_callbacks(tmp_path):
+    stop = StopTrainingOnRewardThreshold(reward_threshold=-1.0)  # any return beats it: stop at the first eval
+    eval_cb = EvalCallback("CartPole-v1", callback_on_new_best=stop, n_eval_episodes=2, eval_freq=32,
+                           best_model_save_path=str(tmp_path / "best"), verbose=0)
+    ckpt_cb = CheckpointCallback(save_freq=32, save_path=str(tmp_path / "ckpt"))
+    model = PPO("MlpPolicy", _cartpole(), **FAST).learn(10_000, callback=[ckpt_cb, eval_cb])
+    assert model.num_timesteps == 64 and eval_cb.best_mean_reward > 0
+    restored = PPO.load(tmp_path / "ckpt" / "rl_model_64_steps")
+    obs = np.zeros((1, 4), np.float32)
+    np.testing.assert_array_equal(restored.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
+    assert PPO.load(tmp_path / "best" / "best_model").num_timesteps == 64
+
+
+def test_logging_to_stdout_and_tensorboard(tmp_path, capsys):
+    model = PPO("MlpPolicy", _cartpole(), verbose=1, tensorboard_log=str(tmp_path), **FAST)
+    model.learn(256, log_interval=2, tb_log_name="run", progress_bar=True)
+    out = capsys.readouterr().out
+    for key in ("ep_rew_mean", "ep_len_mean", "approx_kl", "clip_fraction", "explained_variance", "entropy_loss",
+                "policy_gradient_loss", "value_loss", "learning_rate", "fps"):
+        assert key in out, key
+    assert out.count("total_timesteps") == 2
+    assert list((tmp_path / "run_1").glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "MountainCarContinuous-v0"])
+def test_box_actions_stay_in_bounds(env_id):
+    model = PPO("MlpPolicy", env_id, n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=dict(squash_output=True))
+    model.learn(64)
+    obs = np.stack([model.observation_space.sample() for _ in range(20)])
+    for deterministic in (True, False):
+        actions = model.predict(obs, deterministic=deterministic)[0]
+        assert all(model.action_space.contains(a) for a in actions)
+
+
+@pytest.mark.slow
+def test_gymnasium_cartpole_fixed_setting_learns():
+    env = kppo.make_vec_env("CartPole-v1", n_envs=16, seed=0)
+    model = PPO("MlpPolicy", env, n_steps=128, batch_size=512, n_epochs=4, learning_rate=lambda p: 2.5e-4 * p,
+                ent_coef=0.01, clip_range=0.2, clip_range_vf=0.2, seed=0)
+    model.learn(500_000)
+    mean, _ = kppo.evaluate_policy(model, "CartPole-v1", n_eval_episodes=20)
+    assert mean >= 475
