@@ -108,6 +108,9 @@ class Config:
     state_independent_std: bool = _f(True, "Gaussian log-std is a free parameter (else a head on the features).")
     log_std_init: float = _f(0.0, "Initial log standard deviation of the Gaussian policy.")
     squash: bool = _f(False, "tanh-squash Box actions (sample stored pre-tanh); else clip to [-1, 1]. Then rescale.")
+    use_sde: bool = _f(False, "generalized State-Dependent Exploration (Box actions): noise = latent @ eps.")
+    sde_sample_freq: int = _f(-1, "gSDE: redraw the exploration matrices every N steps (-1: once per rollout).")
+    full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
     # --- normalization and env options ---
     normalize_obs: bool = _f(False, "Running mean/std observation normalization (clipped to +-10).")
     normalize_reward: bool = _f(False, "Scale rewards by the std of the discounted return (clipped to +-10).")
@@ -365,6 +368,8 @@ def _validate(c: Config) -> None:
     _check(c.kernel_init in KERNEL_INITS, "kernel_init", f"one of {KERNEL_INITS}", c.kernel_init)
     _check(c.verbose in (0, 1, 2), "verbose", "0, 1 or 2", c.verbose)
     _check(c.seed >= 0, "seed", "an integer >= 0", c.seed)
+    _check(c.sde_sample_freq == -1 or c.sde_sample_freq >= 1, "sde_sample_freq", "-1 or an integer >= 1",
+           c.sde_sample_freq)
     _check(
         c.rollout_size > 1, "num_envs * num_steps", "more than 1 (advantage normalization)", c.rollout_size
     )

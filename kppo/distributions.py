@@ -32,6 +32,8 @@ class ActionDistribution(abc.ABC):
     param_size: int
     #: Whether the actor also outputs a log-std (Gaussian).
     has_log_std: bool = False
+    #: Whether the actor outputs gSDE parameters (mean, latent features, log-std matrix).
+    state_dependent: bool = False
     #: Shape of one stored action, and its dtype.
     action_shape: tuple[int, ...]
     action_dtype: tf.DType
@@ -40,9 +42,20 @@ class ActionDistribution(abc.ABC):
     def distribution(self, params) -> tfd.Distribution:
         """The TFP distribution over stored actions (event shape = action_shape)."""
 
-    def sample(self, params, key: tf.Tensor) -> tf.Tensor:
-        """Stateless sample with seed `key` (int32 [2])."""
+    def sample(self, params, key: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
+        """Stateless sample with seed `key` (int32 [2]). `noise` (from `new_noise`) is used by gSDE only."""
+        del noise
         return self.distribution(params).sample(seed=key)
+
+    def noise_shape(self, num_envs: int) -> list[int]:
+        """Shape of the exploration noise carried through a rollout: empty except for gSDE."""
+        del num_envs
+        return [0]
+
+    def new_noise(self, params, key: tf.Tensor, num_envs: int) -> tf.Tensor:
+        """Fresh exploration noise (gSDE's per-env exploration matrices); an empty tensor otherwise."""
+        del params, key
+        return tf.zeros(self.noise_shape(num_envs))
 
     def log_prob(self, params, action: tf.Tensor) -> tf.Tensor:
         return self.distribution(params).log_prob(action)
@@ -107,6 +120,44 @@ class DiagGaussian(ActionDistribution):
         return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
 
 
+class StateDependentNoise(DiagGaussian):
+    """generalized State-Dependent Exploration (gSDE; Raffin et al. 2021, https://arxiv.org/abs/2005.05719), as
+    SB3's `StateDependentNoiseDistribution` with learn_features=False and use_expln=False.
+
+    params = (mean [B, A], latent [B, L], log_std [L, A] or [L, 1] when not full_std). The exploration noise is
+    a = mean + latent @ eps_b with eps_b ~ N(0, exp(log_std)^2) per env b, redrawn every `sde_sample_freq` steps;
+    the policy density is N(mean, latent^2 @ exp(log_std)^2 + 1e-6) (latent not differentiated).
+    """
+
+    state_dependent = True
+    has_log_std = False
+
+    def __init__(self, space: gym.spaces.Box, squash: bool, latent_dim: int, full_std: bool = True):
+        super().__init__(space, squash)
+        self.latent_dim = int(latent_dim)
+        self.full_std = bool(full_std)
+
+    def _std(self, log_std: tf.Tensor) -> tf.Tensor:
+        return tf.exp(log_std) * tf.ones([self.latent_dim, self.param_size])  # [L, A]
+
+    def distribution(self, params):
+        mean, latent, log_std = params
+        variance = tf.matmul(tf.square(tf.stop_gradient(latent)), tf.square(self._std(log_std)))
+        return tfd.Independent(tfd.Normal(mean, tf.sqrt(variance + 1e-6)), reinterpreted_batch_ndims=1)
+
+    def noise_shape(self, num_envs: int) -> list[int]:
+        return [num_envs, self.latent_dim, self.param_size]
+
+    def new_noise(self, params, key, num_envs):
+        return tf.random.stateless_normal(self.noise_shape(num_envs), seed=key) * self._std(params[2])
+
+    def sample(self, params, key, noise=None):
+        if noise is None:
+            return super().sample(params, key)
+        mean, latent, _ = params
+        return mean + tf.einsum("bl,bla->ba", latent, noise)
+
+
 class MultiCategorical(ActionDistribution):
     """MultiDiscrete(nvec) actions: one independent categorical per dimension (logits concatenated), log-probs and
     entropies summed. Stored action: int32 [..., len(nvec)] index per dimension; env action adds `start`."""
@@ -126,7 +177,8 @@ class MultiCategorical(ActionDistribution):
     def distribution(self, params):
         return tfd.Blockwise(self._parts(params))
 
-    def sample(self, params, key):
+    def sample(self, params, key, noise=None):
+        del noise
         keys = tf.unstack(tf.random.experimental.stateless_split(key, len(self.sizes)))
         return tf.stack([d.sample(seed=k) for d, k in zip(self._parts(params), keys)], axis=-1)
 
@@ -165,8 +217,22 @@ class Bernoulli(ActionDistribution):
         return action
 
 
-def make_distribution(action_space: gym.spaces.Space, squash: bool = False) -> ActionDistribution:
-    """Picks the distribution for `action_space` (ValueError naming the space if unsupported)."""
+def make_distribution(
+    action_space: gym.spaces.Space,
+    squash: bool = False,
+    use_sde: bool = False,
+    latent_dim: int = 0,
+    full_std: bool = True,
+) -> ActionDistribution:
+    """Picks the distribution for `action_space` (ValueError naming the space if unsupported).
+
+    Args:
+        use_sde: gSDE exploration (Box only); `latent_dim` is the width of the actor's last hidden layer.
+    """
+    if use_sde:
+        if not isinstance(action_space, gym.spaces.Box):
+            raise ValueError(f"use_sde: gSDE needs a Box action space, got {action_space}")
+        return StateDependentNoise(action_space, squash, latent_dim, full_std)
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(action_space)
     if isinstance(action_space, gym.spaces.Box):

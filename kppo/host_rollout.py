@@ -20,7 +20,7 @@ from kppo.distributions import ActionDistribution
 from kppo.gae import compute_gae
 from kppo.loops import scan
 from kppo.networks import Actor, Critic
-from kppo.rollout import RolloutSettings, observe
+from kppo.rollout import RolloutSettings, observe, resample_noise
 from kppo.types import EvalResult, EvalTransition, MeanStd, Transition
 
 
@@ -50,31 +50,44 @@ class StepPolicy:
     statistics update (the first step of a rollout acts on an observation that was counted already).
     """
 
-    def __init__(self, policy: HostPolicy, normalize_obs: bool, num_envs: int, obs_dim: int, jit: bool):
+    def __init__(
+        self, policy: HostPolicy, normalize_obs: bool, num_envs: int, obs_dim: int, jit: bool, sde_sample_freq: int = -1
+    ):
         self.policy = policy
         self.normalize_obs = normalize_obs
         self.stats = normalization.RunningMeanStd([obs_dim], name="obs_stats")
+        self.noise = tf.Variable(tf.zeros(policy.dist.noise_shape(num_envs)), trainable=False, name="sde_noise")
+        self.sde_sample_freq = sde_sample_freq
         self.action_size = int(np.prod(policy.dist.action_shape, dtype=np.int64))
         self.obs_dim = obs_dim
         spec = (tf.TensorSpec([2, num_envs, obs_dim], tf.float32), tf.TensorSpec([2], tf.int32))
-        self._calls = {flag: self._compile(flag, jit, spec) for flag in (False, True)}
+        resample_flags = (False, True) if policy.dist.state_dependent else (False,)
+        self._calls = {
+            (update, resample): self._compile(update, resample, jit, spec)
+            for update in (False, True)
+            for resample in resample_flags
+        }
 
-    def _compile(self, update_stats: bool, jit: bool, spec):
+    def _compile(self, update_stats: bool, resample: bool, jit: bool, spec):
         def call(packed, key):
-            return self._step(packed, key, update_stats)
+            return self._step(packed, key, update_stats, resample)
 
         return tf.function(call, jit_compile=jit, autograph=False).get_concrete_function(*spec)
 
-    def _step(self, packed: tf.Tensor, key: tf.Tensor, update_stats: bool) -> tf.Tensor:
+    def _step(self, packed: tf.Tensor, key: tf.Tensor, update_stats: bool, resample: bool) -> tf.Tensor:
         obs, prev_final = packed[0], packed[1]
+        num_envs = obs.shape[0]
         stats = self.stats.read()
         if update_stats and self.normalize_obs:
             stats = normalization.update(stats, obs)
             self.stats.assign(stats)
         norm_obs = observe(stats, obs, self.normalize_obs)
         params = self.policy.actor(norm_obs)
-        action = self.policy.dist.sample(params, key)
-        num_envs = obs.shape[0]
+        noise = tf.identity(self.noise)
+        if resample:
+            noise = self.policy.dist.new_noise(params, key, num_envs)
+            self.noise.assign(noise)
+        action = self.policy.dist.sample(params, key, noise)
         columns = [
             norm_obs,
             observe(stats, prev_final, self.normalize_obs),
@@ -85,9 +98,12 @@ class StepPolicy:
         ]
         return tf.concat(columns, axis=1)
 
-    def __call__(self, obs: np.ndarray, prev_final: np.ndarray, key: np.ndarray, update_stats: bool) -> dict:
-        """numpy in, numpy out: normalized obs and previous final obs, action, env action, log-prob, value."""
-        out = self._calls[update_stats](tf.constant(np.stack([obs, prev_final])), tf.constant(key)).numpy()
+    def __call__(self, obs: np.ndarray, prev_final: np.ndarray, key: np.ndarray, t: int) -> dict:
+        """Step t of a rollout, numpy in and out: normalized obs and previous final obs, action, env action,
+        log-prob, value. Step 0 does not count `obs` in the statistics again; gSDE noise is redrawn on schedule."""
+        resample = self.policy.dist.state_dependent and bool(resample_noise(t, self.sde_sample_freq))
+        call = self._calls[(t > 0, resample)]
+        out = call(tf.constant(np.stack([obs, prev_final])), tf.constant(key)).numpy()
         d, a = self.obs_dim, self.action_size
         parts = np.split(out, np.cumsum([d, d, a, a, 1]), axis=1)
         names = ("obs", "prev_final_obs", "action", "env_action", "log_prob", "value")
@@ -188,7 +204,7 @@ def collect_host_rollout(
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
     space = vec_env.action_space
     for t in range(num_steps):
-        out = step_policy(obs, prev_final, keys[t], update_stats=t > 0)
+        out = step_policy(obs, prev_final, keys[t], t)
         if t > 0:
             buf["final_obs"][t - 1] = out["prev_final_obs"]
         step = vec_env.step(out["env_action"].reshape((num_envs,) + space.shape).astype(space.dtype))

@@ -75,10 +75,14 @@ class Actor(keras.Model):
         log_std_init: float = 0.0,
         seed: int = 0,
         hidden_units: list[int] | None = None,
+        state_dependent_noise: bool = False,
+        full_std: bool = True,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
+        self.state_dependent_noise = bool(state_dependent_noise)
+        self.full_std = bool(full_std)
         self.param_size = int(param_size)
         self.num_hidden_layers = int(num_hidden_layers)
         self.num_hidden_units = int(num_hidden_units)
@@ -112,6 +116,12 @@ class Actor(keras.Model):
                 initializer=keras.initializers.Constant(self.log_std_init),
                 name="log_std",
             )
+        if self.state_dependent_noise:
+            self.sde_log_std = self.add_weight(
+                shape=(shape[-1], self.param_size if self.full_std else 1),
+                initializer=keras.initializers.Constant(self.log_std_init),
+                name="sde_log_std",
+            )
         self.built = True
 
     def call(self, obs):
@@ -119,6 +129,8 @@ class Actor(keras.Model):
         for layer in self.hidden:
             features = layer(features)
         out = self.head(features)
+        if self.state_dependent_noise:
+            return out, features, tf.identity(self.sde_log_std)
         if not self.gaussian:
             return out
         if self.log_std_head is not None:
@@ -138,6 +150,8 @@ class Actor(keras.Model):
             "log_std_init": self.log_std_init,
             "seed": self.seed,
             "hidden_units": self.hidden_units,
+            "state_dependent_noise": self.state_dependent_noise,
+            "full_std": self.full_std,
         }
 
 
@@ -199,6 +213,8 @@ def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic]
     actor = Actor(
         dist.param_size,
         gaussian=dist.has_log_std,
+        state_dependent_noise=dist.state_dependent,
+        full_std=getattr(dist, "full_std", True),
         state_independent_std=config.state_independent_std,
         log_std_init=config.log_std_init,
         seed=seed * 1000 + 1,

@@ -45,7 +45,6 @@ from kppo.runners import HostOverrides, make_host_runner, make_learner
 
 Schedule = Callable[[float], float]
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
-_SDE_KWARGS = ("full_std", "use_expln", "clip_mean")
 _IGNORED_KWARGS = ("share_features_extractor", "normalize_images")
 
 
@@ -98,11 +97,17 @@ def _policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "lecun_uniform"
     out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
     out["squash"] = bool(kwargs.pop("squash_output", False))
-    for key in _SDE_KWARGS + _IGNORED_KWARGS:
+    out["full_std"] = bool(kwargs.pop("full_std", True))
+    if kwargs.pop("use_expln", False):
+        raise ValueError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
+    if kwargs.pop("clip_mean", 2.0) != 2.0:
+        raise ValueError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
+    for key in _IGNORED_KWARGS:
         kwargs.pop(key, None)
     if kwargs:
         raise ValueError(f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
-                         f"ortho_init, log_std_init, squash_output, {', '.join(_SDE_KWARGS + _IGNORED_KWARGS)})")
+                         f"ortho_init, log_std_init, squash_output, full_std, use_expln, "
+                         f"{', '.join(_IGNORED_KWARGS)})")
     return out
 
 
@@ -212,8 +217,6 @@ class PPO:
         if self.use_sde and not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"use_sde: generalized State-Dependent Exploration needs a Box action space, got "
                              f"{action_space}")
-        if self.use_sde:
-            raise NotImplementedError("use_sde: gSDE is not implemented in kppo yet (issue 3); use use_sde=False")
         rollout = args["n_steps"] * n_envs
         if rollout <= 1:
             raise ValueError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
@@ -236,7 +239,8 @@ class PPO:
             gae_lambda=args["gae_lambda"], clip_range=self.clip_range, clip_range_vf=self.clip_range_vf,
             vf_clip_mode="clipped", normalize_advantage=args["normalize_advantage"], ent_coef=args["ent_coef"],
             vf_coef=args["vf_coef"], max_grad_norm=args["max_grad_norm"], target_kl=args["target_kl"],
-            verbose=min(self.verbose, 2), seed=self.seed, **self._policy_fields,
+            verbose=min(self.verbose, 2), seed=self.seed, use_sde=self.use_sde,
+            sde_sample_freq=self.sde_sample_freq if self.sde_sample_freq > 0 else -1, **self._policy_fields,
         )
 
     def _build(self, env: Any, learner=None, obs_stats=None, return_stats=None) -> None:

@@ -30,6 +30,12 @@ class RolloutSettings(NamedTuple):
     gae_lambda: float
     normalize_obs: bool
     normalize_reward: bool
+    sde_sample_freq: int = -1  # gSDE: redraw the exploration noise every N steps (-1: at the rollout start only)
+
+
+def resample_noise(t, sde_sample_freq: int):
+    """Whether step t (0-based within the rollout) draws new gSDE noise (SB3: at the start and every freq steps)."""
+    return t == 0 if sde_sample_freq <= 0 else t % sde_sample_freq == 0
 
 
 def observe(stats: MeanStd, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
@@ -56,19 +62,26 @@ def initial_rollout_state(agent: Agent, key: tf.Tensor, num_envs: int, normalize
         discounted_return=tf.zeros([num_envs], tf.float32),
         obs_stats=obs_stats,
         return_stats=normalization.initial_stats(()),
+        noise=tf.zeros(agent.dist.noise_shape(num_envs)),
     )
 
 
 def env_step(
-    agent: Agent, settings: RolloutSettings, state: RolloutState, key: tf.Tensor
+    agent: Agent, settings: RolloutSettings, state: RolloutState, inputs: tuple[tf.Tensor, tf.Tensor]
 ) -> tuple[RolloutState, tuple[Transition, tf.Tensor]]:
-    """One vectorized step with a sampled action. Returns the new state and (transition, normalized final obs);
-    the transition's `final_value` is filled in after the loop, in one batched critic call."""
+    """One vectorized step with a sampled action; `inputs` = (key, step index in the rollout). Returns the new
+    state and (transition, normalized final obs); the transition's `final_value` is filled in after the loop, in
+    one batched critic call."""
+    key, t = inputs
     key_action, key_env = tf.unstack(tf.random.experimental.stateless_split(key, 2))
     obs = observe(state.obs_stats, state.obs, settings.normalize_obs)
     params = agent.actor(obs)
     value = agent.critic(obs)
-    action = agent.dist.sample(params, key_action)
+    num_envs = state.discounted_return.shape[0]
+    noise = tf.where(
+        resample_noise(t, settings.sde_sample_freq), agent.dist.new_noise(params, key_action, num_envs), state.noise
+    )
+    action = agent.dist.sample(params, key_action, noise)
     log_prob = agent.dist.log_prob(params, action)
     result = agent.env.step(state.env_state, env_action(agent, action), key_env)
     done = tf.logical_or(result.terminated, result.truncated)
@@ -96,7 +109,7 @@ def env_step(
         episode_return=tf.where(done, stats.returned_episode_return, 0.0),
         episode_length=tf.where(done, stats.returned_episode_length, 0),
     )
-    new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats)
+    new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats, noise)
     return new_state, (transition, final_obs)
 
 
@@ -109,7 +122,8 @@ def collect_rollout(
         (state after the rollout, Transition [T, B], advantages [T, B], returns [T, B]).
     """
     keys = tf.random.experimental.stateless_split(key, settings.num_steps)
-    state, (traj, final_obs) = scan(lambda s, k: env_step(agent, settings, s, k), state, keys)
+    steps = tf.range(settings.num_steps)
+    state, (traj, final_obs) = scan(lambda s, x: env_step(agent, settings, s, x), state, (keys, steps))
     num_steps, num_envs = settings.num_steps, traj.value.shape[1]
     flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
     traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))

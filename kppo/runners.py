@@ -60,7 +60,7 @@ def learning_rate(config: Config, iteration) -> tf.Tensor:
 
 def rollout_settings(config: Config) -> RolloutSettings:
     return RolloutSettings(config.num_steps, config.gamma, config.gae_lambda, config.normalize_obs,
-                           config.normalize_reward)
+                           config.normalize_reward, config.sde_sample_freq)
 
 
 def update_settings(config: Config, clip_range=None, clip_range_vf=None) -> UpdateSettings:
@@ -73,7 +73,9 @@ def update_settings(config: Config, clip_range=None, clip_range_vf=None) -> Upda
 
 
 def make_learner(config: Config, observation_dim: int, action_space: gym.spaces.Space) -> Learner:
-    dist = make_distribution(action_space, config.squash)
+    widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
+    latent_dim = widths[-1] if widths else observation_dim
+    dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std)
     actor, critic = make_networks(config, observation_dim, dist, config.seed)
     optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate, epsilon=1e-5)
     learner = Learner(dist, actor, critic, optimizer)
@@ -267,7 +269,8 @@ def make_host_runner(
     settings = rollout_settings(config)
     upd = update_settings(config, overrides.clip_range, overrides.clip_range_vf)
     jit = config.jit_rollout
-    step_policy = StepPolicy(policy, config.normalize_obs, config.num_envs, vec_env.flat_obs_dim, jit)
+    step_policy = StepPolicy(policy, config.normalize_obs, config.num_envs, vec_env.flat_obs_dim, jit,
+                             config.sde_sample_freq)
     finish_fn = tf.function(lambda *a: finish_rollout(learner.critic, settings, *a), autograph=False)
     update_fn = tf.function(lambda b, k: update(learner, upd, b, k), jit_compile=config.jit_update, autograph=False)
 

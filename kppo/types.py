@@ -38,6 +38,7 @@ class RolloutState(NamedTuple):
     discounted_return: tf.Tensor  # float32 [B], for reward scaling
     obs_stats: MeanStd
     return_stats: MeanStd
+    noise: tf.Tensor  # gSDE exploration matrices [B, latent, A]; an empty tensor for other distributions
 
 
 class RunnerState(NamedTuple):

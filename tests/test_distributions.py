@@ -84,3 +84,37 @@ def test_multi_binary_bernoulli():
     want = np.log(p[0]) + np.log(1 - p[1]) + np.log(p[2])
     assert dist.log_prob(logits, tf.constant([[1, 0, 1]])).numpy()[0] == pytest.approx(want, rel=1e-5)
     assert dist.sample(tf.zeros([4, 3]), tf.constant([0, 1])).numpy().dtype == np.int32
+
+
+def test_gsde_density_and_noise():
+    from kppo.distributions import StateDependentNoise
+
+    dist = make_distribution(ASYMMETRIC, use_sde=True, latent_dim=3, full_std=True)
+    assert isinstance(dist, StateDependentNoise) and dist.state_dependent
+    mean = tf.constant([[0.1, -0.2]])
+    latent = tf.constant([[1.0, 2.0, 0.0]])
+    log_std = tf.constant(np.log([[1.0, 2.0], [0.5, 1.0], [3.0, 3.0]]), tf.float32)
+    params = (mean, latent, log_std)
+    # variance_a = sum_l latent_l^2 std_la^2: a0 = 1*1 + 4*0.25 = 2, a1 = 1*4 + 4*1 = 8
+    std = np.sqrt(np.array([2.0, 8.0]) + 1e-6)
+    u = np.array([0.5, 1.0])
+    want = sum(-0.5 * ((x - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi) for x, m, s in zip(u, [0.1, -0.2], std))
+    assert dist.log_prob(params, tf.constant([u], tf.float32)).numpy()[0] == pytest.approx(want, rel=1e-5)
+    noise = dist.new_noise(params, tf.constant([1, 2]), 1)
+    assert noise.shape == (1, 3, 2)
+    np.testing.assert_allclose(dist.sample(params, tf.constant([0, 0]), noise).numpy(),
+                               mean.numpy() + latent.numpy() @ noise.numpy()[0], rtol=1e-5)
+    big = dist.new_noise(params, tf.constant([3, 4]), 4000).numpy()
+    np.testing.assert_allclose(big.std(axis=0), np.exp(log_std.numpy()), rtol=0.06)
+
+
+def test_gsde_needs_a_box():
+    with pytest.raises(ValueError, match="use_sde: gSDE needs a Box action space, got Discrete"):
+        make_distribution(gym.spaces.Discrete(2), use_sde=True, latent_dim=4)
+
+
+@pytest.mark.parametrize("freq, steps", [(-1, [0]), (4, [0, 4, 8]), (1, list(range(10)))])
+def test_gsde_noise_schedule(freq, steps):
+    from kppo.rollout import resample_noise
+
+    assert [t for t in range(10) if resample_noise(t, freq)] == steps

@@ -138,3 +138,15 @@ def test_unsupported_spaces_are_named():
 
     with pytest.raises(ValueError, match="observation_space: expected a Box or a Dict of Boxes"):
         kppo.train(TupleEnv, kppo.Config(**TINY))
+
+
+@pytest.mark.parametrize("backend", ["tf", "gymnasium"])
+def test_gsde_trains_on_both_paths(backend):
+    config = kppo.Config(**{**TINY, "env_backend": backend, "use_sde": True, "sde_sample_freq": 4, "squash": True,
+                            "log_std_init": -1.0})
+    result = kppo.train("Pendulum-v1", config)
+    assert np.all(np.isfinite(result.metrics["train/total_loss"]))
+    names = [v.name for v in result.learner.actor.trainable_variables]
+    assert any("sde_log_std" in n for n in names)
+    actions = result.policy.get_action(np.zeros((4, 3), np.float32), rng=1)
+    assert actions.shape == (4, 1) and np.all(np.abs(actions) <= 2.0)
