@@ -23,6 +23,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.config import Config
+from kppo.normalization import RunningMeanStd, initial_stats
 from kppo.types import MeanStd
 from kppo.update import Learner
 
@@ -61,19 +62,11 @@ def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
     raise ValueError(f"metadata.json: unknown space type {kind!r}")
 
 
-class _Stats(tf.Module):
-    def __init__(self, stats: MeanStd):
-        super().__init__()
-        self.mean = tf.Variable(stats.mean)
-        self.var = tf.Variable(stats.var)
-        self.count = tf.Variable(stats.count)
-
-    def read(self) -> MeanStd:
-        return MeanStd(tf.identity(self.mean), tf.identity(self.var), tf.identity(self.count))
-
-
-def _trackable(learner: Learner, obs_stats: MeanStd, return_stats: MeanStd) -> tuple[tf.train.Checkpoint, _Stats, _Stats]:
-    obs, ret = _Stats(obs_stats), _Stats(return_stats)
+def _trackable(learner: Learner, obs_stats: MeanStd, return_stats: MeanStd):
+    """A checkpoint of the learner and both statistics (held in variables while it is written or read)."""
+    obs, ret = RunningMeanStd(obs_stats.mean.shape), RunningMeanStd(())
+    obs.assign(obs_stats)
+    ret.assign(return_stats)
     ckpt = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
                                obs_stats=obs, return_stats=ret)
     return ckpt, obs, ret
@@ -138,13 +131,11 @@ def restore(path: str | Path, learner: Learner, obs_shape: list[int]) -> tuple[M
     Returns:
         (observation statistics, return statistics).
     """
-    from kppo import normalization
-
-    ckpt, obs, ret = _trackable(learner, normalization.initial_stats(obs_shape), normalization.initial_stats(()))
+    ckpt, obs, ret = _trackable(learner, initial_stats(obs_shape), initial_stats(()))
     prefix = str(Path(path) / "weights" / "ckpt")
     try:
         ckpt.read(prefix).assert_existing_objects_matched()
-    except (tf.errors.OpError, ValueError, AssertionError) as err:
+    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"weights: could not restore {prefix!r} into this network ({first})") from None
     return obs.read(), ret.read()
