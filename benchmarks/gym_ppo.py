@@ -22,9 +22,9 @@ JSON line; the driver alternates the order of the frameworks across repeats and 
 
 Usage (from the repository root; kppo runs under the interpreter running this script unless --python-kppo says
 otherwise, SB3 under --python-peers):
-  .venv/bin/python benchmarks/gymnasium.py --python-peers .venv-bench/bin/python
-  .venv/bin/python benchmarks/gymnasium.py --python-peers .venv-bench/bin/python --timesteps-scale 0.1  # smoke run
-  .venv/bin/python benchmarks/gymnasium.py --tasks pendulum --repeats 3 --python-peers .venv-bench/bin/python \\
+  .venv/bin/python benchmarks/gym_ppo.py --python-peers .venv-bench/bin/python
+  .venv/bin/python benchmarks/gym_ppo.py --python-peers .venv-bench/bin/python --timesteps-scale 0.1  # smoke run
+  .venv/bin/python benchmarks/gym_ppo.py --tasks pendulum --repeats 3 --python-peers .venv-bench/bin/python \\
       --json bench_out/gymnasium.json
 
 Only the standard library is imported here at module level; each worker imports only its own framework.
@@ -32,26 +32,21 @@ Only the standard library is imported here at module level; each worker imports 
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
+import json
 import os
+import platform
+import statistics
+import subprocess
 import sys
+import time
 
-# This file is called gymnasium.py: when run as a script its folder comes first on sys.path, and `import gymnasium`
-# (by the workers, SB3 and kppo) would find this file instead of the real package. Drop the folder from sys.path
-# before anything imports gymnasium.
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import time  # noqa: E402
 
 
 def _load_cartpole_helpers():
-    # benchmarks/ is not a package (and is off sys.path, see above): load the sibling harness by its path.
+    # benchmarks/ is not a package: load the sibling harness by its path.
     # It imports only the standard library at module level.
     spec = importlib.util.spec_from_file_location("_kppo_bench_cartpole", os.path.join(_HERE, "cartpole.py"))
     module = importlib.util.module_from_spec(spec)
