@@ -11,6 +11,7 @@ from kppo.callbacks import (
 )
 from kppo.config import Config
 from kppo.evaluation import evaluate_policy
+from kppo.export import export
 from kppo.policy import ActScaling, ObsScaling, Policy
 from kppo.ppo import PPO, make_vec_env
 from kppo.train import METRICS, PPOResult, train
@@ -33,6 +34,7 @@ __all__ = [
     "StopTrainingOnRewardThreshold",
     "__version__",
     "evaluate_policy",
+    "export",
     "make_vec_env",
     "train",
 ]

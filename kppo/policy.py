@@ -75,6 +75,7 @@ class Policy:
             tf.constant(obs_scaling.mean, tf.float32), tf.constant(obs_scaling.var, tf.float32), tf.constant(1.0)
         )
         self._compiled_actor = tf.function(self._apply_actor, reduce_retracing=True)
+        self._compiled_get_action = tf.function(self._get_action_graph, reduce_retracing=True)
 
     @property
     def act_scaling(self) -> ActScaling:
@@ -121,10 +122,13 @@ class Policy:
     def get_action(self, obs, rng=None) -> np.ndarray:
         """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None."""
         batch, single = self._batched(obs)
-        key = None if rng is None else _as_key(rng)
-        out = self._compiled_get_action(tf.constant(batch), key).numpy()
+        out = self.get_action_flat(batch, rng)
         return out[0] if single else out
 
-    @tf.function(reduce_retracing=True)
-    def _compiled_get_action(self, obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
+    def get_action_flat(self, flat_obs: np.ndarray, rng=None) -> np.ndarray:
+        """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order)."""
+        key = None if rng is None else _as_key(rng)
+        return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key).numpy()
+
+    def _get_action_graph(self, obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
         return self.dist.to_env(self._apply_actor(self.normalize(obs), key))

@@ -4,6 +4,7 @@ runs them from a Python loop that evaluates, reports and times (rex/purejaxrl's 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 import time
 from typing import Any, Callable
@@ -45,7 +46,7 @@ class PPOResult:
         stats = self.runner_state.rollout.obs_stats
         return ObsScaling(stats.mean.numpy(), stats.var.numpy(), self.config.normalize_obs)
 
-    @property
+    @functools.cached_property
     def policy(self) -> Policy:
         return Policy(
             self.learner.actor, self.learner.dist, self.obs_scaling, self.observation_space, self.action_space
