@@ -1,0 +1,1 @@
+"""kppo's deployment kit: run an exported policy with numpy + LiteRT only (no TensorFlow, no kppo)."""

@@ -1,0 +1,44 @@
+"""Closed-loop evaluation of an exported policy on a gymnasium env (numpy + LiteRT + gymnasium; no TensorFlow).
+
+    python -m export.evaluate policy.tflite --env Pendulum-v1 --episodes 10 --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import gymnasium as gym
+import numpy as np
+
+from export.runtime import Controller
+
+
+def run_episodes(controller: Controller, env_id: str, episodes: int, seed: int) -> list[float]:
+    """Returns of `episodes` episodes, episode i reset with seed + i."""
+    env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(controller.act(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    env.close()
+    return returns
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("artifact")
+    parser.add_argument("--env", required=True, help="gymnasium id")
+    parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    returns = run_episodes(Controller(args.artifact), args.env, args.episodes, args.seed)
+    print(f"{args.env}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
+
+
+if __name__ == "__main__":
+    main()
