@@ -174,6 +174,17 @@ def parity_observations(policy: Policy, count: int, seed: int = 0, recorded: np.
     return np.concatenate(parts)
 
 
+def _calibration_observations(policy: Policy, recorded: np.ndarray | None, seed: int) -> np.ndarray:
+    """int8 calibration data: recorded observations, else samples within the normalization statistics' bulk
+    (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range."""
+    if recorded is not None:
+        return np.asarray(recorded, np.float32).reshape(-1, _obs_dim(policy))
+    rng = np.random.default_rng(seed + 1)
+    mean = np.asarray(policy.obs_scaling.mean, np.float32)
+    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float32) + 1e-8)
+    return (mean + std * rng.normal(size=(500, len(mean)))).astype(np.float32)
+
+
 def measure_parity(run, policy: Policy, obs: np.ndarray) -> dict[str, float]:
     """Artifact vs `Policy.get_action` on `obs`: for Box actions the error relative to the action range; for
     discrete actions the fraction of differing actions among observations whose top two logits differ by > 1e-4."""
@@ -255,7 +266,7 @@ def export(
                 shutil.rmtree(path)
             shutil.copytree(saved_model, path)
         else:
-            blob = _convert(saved_model, quantize, obs)
+            blob = _convert(saved_model, quantize, _calibration_observations(policy, representative_obs, seed))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
             runner = TFLiteRunner(blob)

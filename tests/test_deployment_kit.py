@@ -74,3 +74,13 @@ def test_latency_and_controller_errors(tmp_path):
     )
     assert 0 < got["invoke_us"] < 10_000 and got["act_us"] >= got["invoke_us"] * 0.5
     assert got["err"] == "obs: expected 3 values once flattened, got 2"
+
+
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
+    result = kppo.train("Pendulum-v1", kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1,
+                                                   squash=True, normalize_obs=True))
+    exported = kppo.export(result, tmp_path / "p.tflite", quantize=quantize)
+    got = _kit(f"import json\nfrom export.micro_check import check\nprint(json.dumps(check({str(exported.path)!r}, 100)))\n")
+    assert 0 < got["arena_bytes"] <= 16 * 1024
+    assert got["max_abs_error_vs_litert"] <= 1e-5  # same kernels' arithmetic up to float rounding
