@@ -48,7 +48,7 @@ class ParityError(ValueError):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _resolve(source: Any) -> tuple[Policy, Any, dict | None]:
+def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
     """(policy, critic or None, training config dict or None) of a PPOResult, Policy, kppo.PPO or agent directory."""
     from kppo.ppo import PPO
     from kppo.train import PPOResult
@@ -251,7 +251,7 @@ def export(
         raise ValueError(f"quantize: only for format='tflite', got {quantize!r} with format={format!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
-    policy, critic, config = _resolve(source)
+    policy, critic, config = resolve_source(source)
     path = Path(path)
     obs = parity_observations(policy, max(int(parity_obs), 1000), seed, representative_obs)
     staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))

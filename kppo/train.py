@@ -105,6 +105,7 @@ def train(
     *,
     eval_metrics_fn: EvalMetricsFn | None = None,
     on_eval: Callable[[dict], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> PPOResult:
     """Trains PPO on a TF-native or a gymnasium environment.
 
@@ -118,6 +119,8 @@ def train(
             each round's metrics (rex's EVAL_METRICS_JAX_CB).
         on_eval: host callback called with each round's metrics dict (rex's EVAL_METRICS_HOST_CB); defaults to
             printing one line when `config.verbose` >= 1.
+        on_progress: host callback called with the number of environment steps so far after every compiled call
+            (progress bars).
 
     Returns:
         PPOResult.
@@ -129,14 +132,14 @@ def train(
     if on_eval is None and config.verbose >= 1:
         on_eval = _print_metrics
     try:
-        state, rows, timings = _run(runner, config, on_eval)
+        state, rows, timings = _run(runner, config, on_eval, on_progress)
     finally:
         runner.close()
     metrics = {name: np.asarray([row[name] for row in rows]) for name in rows[0]}
     return PPOResult(config, state, metrics, runner.learner, runner.observation_space, runner.action_space, timings)
 
 
-def _run(runner, config: Config, on_eval) -> tuple[RunnerState, list[dict], dict[str, float]]:
+def _run(runner, config: Config, on_eval, on_progress=None) -> tuple[RunnerState, list[dict], dict[str, float]]:
     """The host loop: rounds of compiled training calls, one evaluation per round."""
     state = runner.state
     rows: list[dict[str, Any]] = []
@@ -158,6 +161,8 @@ def _run(runner, config: Config, on_eval) -> tuple[RunnerState, list[dict], dict
             sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
             calls += 1
             remaining -= n
+            if on_progress is not None:
+                on_progress(int(state.iteration) * config.rollout_size)
             if config.debug:
                 episodes = max(diag.episodes, 1.0)
                 print(f"[kppo debug] iterations to {int(state.iteration)}: {diag.episodes:.0f} episodes, "

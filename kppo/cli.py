@@ -1,0 +1,232 @@
+"""`kppo train | eval | export`: YAML configs + dotted overrides -> Config -> train -> a run directory.
+
+    kppo train                                  # the default example: TF-native CartPole, exports policy.tflite
+    kppo train pendulum --set learning_rate=3e-4 --seed 1 --out runs/p1
+    kppo eval runs/p1 --episodes 20             # or an artifact: kppo eval runs/p1/policy.tflite
+    kppo export runs/p1 --format tflite --quantize int8
+
+A run directory holds config.yaml, agent/ (networks, optimizer and statistics; no pickle), metrics.csv,
+tensorboard/, learning_curve.png, policy.tflite + policy.tflite.metadata.json, summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+
+
+def _config_help() -> str:
+    from kppo.config import Config
+
+    docs = Config.field_docs()
+    defaults = Config().to_dict()
+    width = max(len(name) for name in docs)
+    lines = ["config fields (set with --set name=value; rex and SB3 spellings also work):"]
+    lines += [f"  {name:<{width}}  {docs[name]} Default: {defaults[name]!r}." for name in docs]
+    return "\n".join(lines)
+
+
+def _load_config(spec: str | None, overrides: list[str], seed: int | None):
+    from kppo.config import Config
+
+    if spec is None:
+        config = Config(verbose=0)
+    elif spec.endswith((".yaml", ".yml")) or Path(spec).is_file():
+        config = Config.from_yaml(Path(spec))
+    else:
+        path = CONFIG_DIR / f"{spec}.yaml"
+        if not path.is_file():
+            names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+            raise ValueError(f"CONFIG: expected a YAML file or one of {names}, got {spec!r}")
+        config = Config.from_yaml(path)
+    changes: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set: expected name=value, got {item!r}")
+        try:
+            changes[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ValueError(f"--set {key}: could not parse the value {value!r}") from None
+    if seed is not None:
+        changes["seed"] = seed
+    return config.replace(**changes) if changes else config
+
+
+class _Progress:
+    """A live bar: steps, steps/s, last evaluation return, ETA (rich); silent when quiet."""
+
+    def __init__(self, total: int, quiet: bool):
+        self.quiet, self.total, self.last_eval = quiet, total, float("nan")
+        if quiet:
+            return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("[bold]kppo"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} steps"),
+                            TextColumn("{task.fields[rate]:>9,.0f} steps/s"), TextColumn("eval {task.fields[eval]}"),
+                            TimeRemainingColumn())
+        self.task = self.bar.add_task("train", total=total, rate=0.0, eval="-")
+        self.start = time.perf_counter()
+        self.bar.start()
+
+    def steps(self, done: int) -> None:
+        if not self.quiet:
+            rate = done / max(time.perf_counter() - self.start, 1e-9)
+            self.bar.update(self.task, completed=done, rate=rate)
+
+    def evaluated(self, metrics: dict) -> None:
+        if not self.quiet:
+            self.bar.update(self.task, eval=f"{metrics['eval/mean_returns']:.1f}")
+
+    def close(self) -> None:
+        if not self.quiet:
+            self.bar.stop()
+
+
+def cmd_train(args) -> int:
+    import kppo
+    from kppo import checkpoint, reporting
+
+    config = _load_config(args.config, args.set, args.seed)
+    out = Path(args.out) if args.out else Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    config.to_yaml(out / "config.yaml")
+    progress = _Progress(config.num_iterations * config.rollout_size, args.quiet)
+    try:
+        result = kppo.train(config=config, on_eval=progress.evaluated, on_progress=progress.steps)
+    finally:
+        progress.close()
+    stats = result.runner_state.rollout
+    checkpoint.save(out / "agent", config, result.learner, stats.obs_stats, stats.return_stats,
+                    result.observation_space, result.action_space)
+    reporting.write_metrics_csv(out / "metrics.csv", result.metrics)
+    reporting.write_tensorboard(out / "tensorboard", result.metrics)
+    reporting.plot_learning_curve(out / "learning_curve.png", result.metrics, f"{config.env}, seed {config.seed}")
+    extra = {}
+    if not args.no_export:
+        exported = kppo.export(result, out / "policy.tflite")
+        extra["artifact"] = {"path": str(exported.path), "parity_max_error": exported.metadata["parity"]["max_error"]}
+    summary = reporting.write_summary(out / "summary.json", result, extra)
+    print(f"{config.env}: final eval {summary['final_eval_mean_return']:.1f} +- {summary['final_eval_std_return']:.1f}"
+          f" after {summary['total_steps']:,} steps in {summary['wall_total_s']:.1f} s -> {out}")
+    return 0
+
+
+def _gym_returns(act, env_id: str, episodes: int, seed: int) -> list[float]:
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs))
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return returns
+
+
+def cmd_eval(args) -> int:
+    from kppo.checkpoint import space_from_dict
+    from kppo.envs.gymnasium import flatten_obs
+    from kppo.export import TFLiteRunner, resolve_source
+
+    target = Path(args.target)
+    if target.is_dir() and (target / "agent").is_dir():
+        target = target / "agent"
+    if target.is_dir():
+        policy, _, config = resolve_source(target)
+        env_id = args.env or config["env"]
+
+        def act(obs):
+            action = policy.get_action(obs)
+            return int(action) if np.ndim(action) == 0 else action
+    elif target.suffix == ".tflite" and target.is_file():
+        meta_path = target.with_name(target.name + ".metadata.json")
+        if not meta_path.is_file():
+            raise ValueError(f"ARTIFACT: expected {meta_path.name} beside {target.name}, found none")
+        metadata = json.loads(meta_path.read_text())
+        runner = TFLiteRunner(target)
+        space = space_from_dict(metadata["observation_space"])
+        env_id = args.env or (metadata.get("training_config") or {}).get("env")
+        if env_id is None:
+            raise ValueError("--env: expected a gymnasium id (the artifact's metadata names no training env)")
+
+        def act(obs):
+            batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
+            out = runner(flatten_obs(space, batch))[0]
+            return int(out) if np.ndim(out) == 0 else out
+    else:
+        raise ValueError(f"RUN_DIR|ARTIFACT: expected a run directory, an agent directory or a .tflite file, got {str(target)!r}")
+    returns = _gym_returns(act, env_id, args.episodes, args.seed)
+    print(f"{env_id}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
+    return 0
+
+
+def cmd_export(args) -> int:
+    import kppo
+
+    source = Path(args.run)
+    if (source / "agent").is_dir():
+        source = source / "agent"
+    quantize = None if args.quantize in (None, "none", "float32") else args.quantize
+    default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
+    out = Path(args.out) if args.out else Path(args.run) / default
+    exported = kppo.export(source, out, format=args.format, quantize=quantize,
+                           batch_size=None if args.batch_size == 0 else args.batch_size)
+    parity = exported.metadata["parity"]
+    print(f"wrote {exported.path} ({exported.metadata['size_bytes']:,} bytes; parity max error {parity['max_error']:.2e}"
+          f" on {parity['observations']} observations) and {exported.metadata_path.name}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kppo", description="PPO for TensorFlow/Keras.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train (default: TF-native CartPole) and export policy.tflite",
+                           formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_config_help())
+    train.add_argument("config", nargs="?", help="a YAML file or a task name from configs/ (e.g. cartpole, pendulum)")
+    train.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a config field")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--out", help="run directory (default: runs/<env>-seed<N>-<time>)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--no-export", action="store_true", help="skip policy.tflite")
+    train.set_defaults(func=cmd_train)
+    ev = sub.add_parser("eval", help="closed-loop episodes of a run, agent directory or .tflite artifact")
+    ev.add_argument("target", metavar="RUN_DIR|ARTIFACT")
+    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--env", help="gymnasium id (default: the training env)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.set_defaults(func=cmd_eval)
+    ex = sub.add_parser("export", help="export a run's agent as TFLite or SavedModel")
+    ex.add_argument("run", metavar="RUN_DIR")
+    ex.add_argument("--format", choices=["tflite", "saved_model"], default="tflite")
+    ex.add_argument("--quantize", choices=["none", "float16", "dynamic", "int8"], default="none")
+    ex.add_argument("--batch-size", type=int, default=1, help="fixed input batch (0: dynamic)")
+    ex.add_argument("--out")
+    ex.set_defaults(func=cmd_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as err:
+        print(f"kppo {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
