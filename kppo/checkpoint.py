@@ -139,3 +139,65 @@ def restore(path: str | Path, learner: Learner, obs_shape: list[int]) -> tuple[M
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ValueError(f"weights: could not restore {prefix!r} into this network ({first})") from None
     return obs.read(), ret.read()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checkpoints during training (resume)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _NestVariables(tf.Module):
+    """A nest of tensors (the runner state) mirrored in variables, so tf.train.Checkpoint can save it."""
+
+    def __init__(self, template: Any):
+        super().__init__(name="runner_state")
+        self._structure = template
+        self.leaves = [tf.Variable(leaf, trainable=False) for leaf in tf.nest.flatten(template)]
+
+    def assign(self, state: Any) -> None:
+        for variable, leaf in zip(self.leaves, tf.nest.flatten(state)):
+            variable.assign(leaf)
+
+    def read(self) -> Any:
+        return tf.nest.pack_sequence_as(self._structure, [tf.identity(v) for v in self.leaves])
+
+
+class TrainingCheckpointer:
+    """Writes and restores everything a run needs to continue exactly: networks, optimizer (Adam moments and step),
+    the runner state (env state, observations, statistics, RNG key, iteration) and the metric rows so far.
+
+    `tf.train.CheckpointManager` writes the data files first and then replaces the `checkpoint` index atomically, so
+    a crash while writing leaves the previous checkpoint usable; `restore_latest` falls back to an older checkpoint
+    (with a warning) when the newest one cannot be read.
+    """
+
+    def __init__(self, directory: str | Path, learner: Learner, state_template: Any, max_to_keep: int = 3):
+        self.state = _NestVariables(state_template)
+        self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
+        self.checkpoint = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
+                                              runner_state=self.state, metric_rows=self.rows)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
+
+    def save(self, state: Any, rows: list[dict], iteration: int) -> str:
+        self.state.assign(state)
+        self.rows.assign(json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows]))
+        return self.manager.save(checkpoint_number=iteration)
+
+    def restore_latest(self) -> tuple[Any, list[dict]] | None:
+        """(runner state, metric rows) of the newest readable checkpoint, or None if there is none."""
+        import warnings
+
+        for path in reversed(self.manager.checkpoints):
+            try:
+                self.checkpoint.read(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
+                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+                warnings.warn(f"checkpoint {path!r} could not be read ({first}); trying the previous one")
+                continue
+            return self.state.read(), json.loads(self.rows.numpy().decode())
+        return None
+
+
+def _plain(value: Any) -> Any:
+    value = np.asarray(value)
+    return value.item() if value.ndim == 0 else value.tolist()

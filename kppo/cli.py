@@ -92,19 +92,51 @@ class _Progress:
             self.bar.stop()
 
 
+def _stop_on_signals() -> dict:
+    """SIGINT/SIGTERM set a flag that training polls after every compiled call (then it checkpoints and stops)."""
+    import signal
+
+    received: dict[str, int] = {}
+
+    def handler(signum, frame):
+        del frame
+        received["signal"] = signum
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return received
+
+
 def cmd_train(args) -> int:
     import kppo
     from kppo import checkpoint, reporting
+    from kppo.config import Config
 
-    config = _load_config(args.config, args.set, args.seed)
-    out = Path(args.out) if args.out else Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
-    config.to_yaml(out / "config.yaml")
+    if args.resume:
+        out = Path(args.resume)
+        if args.config or args.set or args.seed is not None:
+            raise ValueError("--resume: expected no CONFIG, --set or --seed (the run's config.yaml is used)")
+        if not (out / "config.yaml").is_file() or not (out / "checkpoints").is_dir():
+            raise ValueError(f"--resume: expected a run directory with config.yaml and checkpoints/, got {str(out)!r}")
+        config = Config.from_yaml(out / "config.yaml")
+    else:
+        config = _load_config(args.config, args.set, args.seed)
+        default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = Path(args.out) if args.out else default
+        out.mkdir(parents=True, exist_ok=True)
+        config.to_yaml(out / "config.yaml")
+    received = _stop_on_signals()
     progress = _Progress(config.num_iterations * config.rollout_size, args.quiet)
     try:
-        result = kppo.train(config=config, on_eval=progress.evaluated, on_progress=progress.steps)
+        result = kppo.train(config=config, on_eval=progress.evaluated, on_progress=progress.steps,
+                            checkpoint_dir=out / "checkpoints", resume=bool(args.resume),
+                            should_stop=lambda: "signal" in received)
     finally:
         progress.close()
+    if result.interrupted:
+        step = int(result.runner_state.iteration) * config.rollout_size
+        print(f"interrupted at step {step:,}: checkpoint written; continue with `kppo train --resume {out}`")
+        return 128 + received["signal"]
     stats = result.runner_state.rollout
     checkpoint.save(out / "agent", config, result.learner, stats.obs_stats, stats.return_stats,
                     result.observation_space, result.action_space)
@@ -202,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", help="run directory (default: runs/<env>-seed<N>-<time>)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--no-export", action="store_true", help="skip policy.tflite")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its latest checkpoint")
     train.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="closed-loop episodes of a run, agent directory or .tflite artifact")
     ev.add_argument("target", metavar="RUN_DIR|ARTIFACT")
@@ -223,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as err:
+    except (ValueError, FloatingPointError) as err:
         print(f"kppo {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -125,6 +125,7 @@ class Config:
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool = _f(False, "Compile the update with XLA (measured slower on CPU).")
+    checkpoint_every: int = _f(0, "With a checkpoint directory: also checkpoint every N iterations (0: at round ends).")
     iterations_per_call: int = _f(
         16, "Training iterations (rollout + GAE + update) per compiled call (fewer host round trips; debug prints per call)."
     )
@@ -346,6 +347,7 @@ def _check(ok: bool, name: str, expected: str, got: Any) -> None:
 def _validate(c: Config) -> None:
     for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "num_hidden_units", "num_eval_envs"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
+    _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
     for name in ("eval_freq", "iterations_per_call"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
     _check(c.num_hidden_layers >= 0, "num_hidden_layers", "an integer >= 0", c.num_hidden_layers)

@@ -7,13 +7,16 @@ import dataclasses
 import functools
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.checkpoint import TrainingCheckpointer
 from kppo.config import Config
+from kppo.envs.base import VecEnv
 from kppo.policy import ObsScaling, Policy
 from kppo.runners import EvalMetricsFn, learning_rate, make_runner
 from kppo.types import Diagnostics, RunnerState
@@ -31,6 +34,7 @@ class PPOResult:
         learner: actor, critic, optimizer and distribution (what a checkpoint saves).
         observation_space, action_space: of one env.
         timings: compile_s (first compiled calls), run_s (the rest), total_s (both, excluding setup).
+        interrupted: True when `should_stop` ended the run early.
     """
 
     config: Config
@@ -40,6 +44,7 @@ class PPOResult:
     observation_space: gym.spaces.Space
     action_space: gym.spaces.Space
     timings: dict[str, float]
+    interrupted: bool = False
 
     @property
     def obs_scaling(self) -> ObsScaling:
@@ -106,6 +111,9 @@ def train(
     eval_metrics_fn: EvalMetricsFn | None = None,
     on_eval: Callable[[dict], None] | None = None,
     on_progress: Callable[[int], None] | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> PPOResult:
     """Trains PPO on a TF-native or a gymnasium environment.
 
@@ -121,6 +129,13 @@ def train(
             printing one line when `config.verbose` >= 1.
         on_progress: host callback called with the number of environment steps so far after every compiled call
             (progress bars).
+        checkpoint_dir: write checkpoints here: every `config.checkpoint_every` iterations (0: at round ends), at
+            the end, and when `should_stop` says so. Keeps the last 3.
+        resume: continue from the newest readable checkpoint in `checkpoint_dir` (TF-native envs: the resumed run
+            ends bit-identical to an uninterrupted one on CPU). The metric row of an interrupted round averages only
+            the iterations after the resume.
+        should_stop: polled after every compiled call; True -> checkpoint (if a directory is set) and return early
+            with `PPOResult.interrupted` set (signal handlers use this).
 
     Returns:
         PPOResult.
@@ -131,38 +146,68 @@ def train(
     runner = make_runner(env, config, eval_metrics_fn)
     if on_eval is None and config.verbose >= 1:
         on_eval = _print_metrics
+    checkpointer, rows = None, []
+    if checkpoint_dir is not None:
+        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.learner, runner.state)
+    if resume:
+        if checkpointer is None:
+            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
+        if not isinstance(runner.env, VecEnv):
+            raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
+        restored = checkpointer.restore_latest()
+        if restored is None:
+            raise ValueError(f"resume: expected a checkpoint in {str(checkpoint_dir)!r}, found none")
+        runner = runner._replace(state=restored[0])
+        rows = restored[1]
     try:
-        state, rows, timings = _run(runner, config, on_eval, on_progress)
+        state, rows, timings, interrupted = _run(runner, config, on_eval, on_progress, rows, checkpointer, should_stop)
     finally:
         runner.close()
-    metrics = {name: np.asarray([row[name] for row in rows]) for name in rows[0]}
-    return PPOResult(config, state, metrics, runner.learner, runner.observation_space, runner.action_space, timings)
+    metrics = {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
+    return PPOResult(config, state, metrics, runner.learner, runner.observation_space, runner.action_space, timings,
+                     interrupted)
 
 
-def _run(runner, config: Config, on_eval, on_progress=None) -> tuple[RunnerState, list[dict], dict[str, float]]:
-    """The host loop: rounds of compiled training calls, one evaluation per round."""
+def _run(runner, config: Config, on_eval, on_progress=None, rows=None, checkpointer=None, should_stop=None):
+    """The host loop: rounds of compiled training calls, one evaluation per round, checkpoints.
+
+    Returns (state, metric rows, timings, interrupted)."""
     state = runner.state
-    rows: list[dict[str, Any]] = []
-    compile_s = 0.0
+    rows = list(rows or [])
+    compile_s, first_call, first_eval = 0.0, True, True
     start = time.perf_counter()
+    iteration = int(state.iteration)
+    last_checkpoint = iteration
     # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
     warmup = threading.Thread(target=runner.warmup or (lambda: None), daemon=True)
     warmup.start()
-    for round_index, round_iterations in enumerate(_round_sizes(config.num_iterations, config.eval_freq)):
-        round_start, sums, calls = time.perf_counter(), None, 0
-        remaining = round_iterations
-        while remaining > 0:
-            n = min(config.iterations_per_call, remaining)
+    ends = np.cumsum(_round_sizes(config.num_iterations, config.eval_freq))
+    for round_index, end in enumerate(ends):
+        if end <= iteration:
+            continue  # finished before a resume
+        round_start, sums, round_iterations = time.perf_counter(), None, int(end) - iteration
+        while iteration < end:
+            n = min(config.iterations_per_call, int(end) - iteration)
             t0 = time.perf_counter()
             state, diag = runner.train_step(state, n)
             diag = tf.nest.map_structure(lambda x: float(x.numpy()), diag)
-            if round_index == 0 and calls == 0:
+            _check_finite(diag, iteration + n)
+            if first_call:
                 compile_s += time.perf_counter() - t0
+                first_call = False
             sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
-            calls += 1
-            remaining -= n
+            iteration += n
             if on_progress is not None:
-                on_progress(int(state.iteration) * config.rollout_size)
+                on_progress(iteration * config.rollout_size)
+            if checkpointer is not None and config.checkpoint_every and iteration - last_checkpoint >= config.checkpoint_every:
+                checkpointer.save(state, rows, iteration)
+                last_checkpoint = iteration
+            if should_stop is not None and should_stop():
+                if checkpointer is not None:
+                    checkpointer.save(state, rows, iteration)
+                warmup.join()
+                total_s = time.perf_counter() - start
+                return state, rows, {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}, True
             if config.debug:
                 episodes = max(diag.episodes, 1.0)
                 print(f"[kppo debug] iterations to {int(state.iteration)}: {diag.episodes:.0f} episodes, "
@@ -174,16 +219,30 @@ def _run(runner, config: Config, on_eval, on_progress=None) -> tuple[RunnerState
         t0 = time.perf_counter()
         mean_diag = Diagnostics(*[tf.constant(x / round_iterations, tf.float32) for x in sums])
         result, extra = runner.eval_step(state.rollout.obs_stats, round_index, total_steps, mean_diag)
-        if round_index == 0:
+        if first_eval:  # the first evaluation of this process includes its compilation
             compile_s += time.perf_counter() - t0
+            first_eval = False
         row = _round_metrics(config, sums, round_iterations, total_steps, result, train_wall)
         row.update({name: np.asarray(value) for name, value in extra.items()})
         row["time/elapsed_s"] = time.perf_counter() - start
         rows.append(row)
         if on_eval is not None:
             on_eval(row)
+        if checkpointer is not None:
+            checkpointer.save(state, rows, iteration)
+            last_checkpoint = iteration
     total_s = time.perf_counter() - start
-    return state, rows, {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}
+    return state, rows, {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}, False
+
+
+def _check_finite(diag: Diagnostics, iteration: int) -> None:
+    """Stops a run whose loss became NaN/inf (nothing is checkpointed after it: the last checkpoint stays good)."""
+    bad = [name for name in ("total_loss", "value_loss", "policy_loss", "entropy") if not np.isfinite(getattr(diag, name))]
+    if bad:
+        raise FloatingPointError(
+            f"training: non-finite {', '.join(bad)} in iterations up to {iteration} (an env returning NaN/inf "
+            "observations or rewards, or diverging updates); stopped, the last checkpoint is kept"
+        )
 
 
 def _round_metrics(config, sums: Diagnostics, iterations: int, total_steps: int, result, train_wall: float) -> dict:

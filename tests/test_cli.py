@@ -75,3 +75,62 @@ def test_console_script_help_lists_every_field():
 
     for name, doc in Config.field_docs().items():
         assert name in out.stdout, name
+
+
+def _start_training(run, extra=()):
+    import os
+
+    cmd = [sys.executable, "-m", "kppo.cli", "train", "cartpole", "--out", str(run), "--quiet", "--no-export",
+           "--set", "total_timesteps=2000000", "--set", "checkpoint_every=16", "--set", "iterations_per_call=4",
+           *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _wait_for_checkpoint(run, proc, timeout=180):
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if list((run / "checkpoints").glob("ckpt-*.index")):
+            return
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.5)
+    raise AssertionError("no checkpoint appeared")
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path):
+    import signal
+
+    from kppo.checkpoint import TrainingCheckpointer
+    from kppo.config import Config
+    from kppo.runners import make_runner
+
+    run = tmp_path / "run"
+    proc = _start_training(run)
+    _wait_for_checkpoint(run, proc)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    if sig == "SIGTERM":
+        assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    # the newest checkpoint loads into a fresh process's networks; a SIGKILL loses at most one interval
+    config = Config.from_yaml(run / "config.yaml")
+    runner = make_runner(None, config)
+    restored = TrainingCheckpointer(run / "checkpoints", runner.learner, runner.state).restore_latest()
+    assert restored is not None and int(restored[0].iteration) >= 16
+    assert np.all(np.isfinite(runner.learner.actor.trainable_variables[0].numpy()))
+
+
+def test_resume_through_the_cli(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "cartpole", "--out", str(run), "--no-export", *TINY]) == 0
+    first = json.loads((run / "summary.json").read_text())
+    assert main(["train", "--resume", str(run), "--quiet", "--no-export"]) == 0  # already complete: no new steps
+    again = json.loads((run / "summary.json").read_text())
+    assert again["total_steps"] == first["total_steps"]
+    assert again["final_eval_mean_return"] == first["final_eval_mean_return"]
+    assert main(["train", "cartpole", "--resume", str(run)]) == 2
+    assert "--resume: expected no CONFIG" in capsys.readouterr().err

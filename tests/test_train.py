@@ -138,3 +138,46 @@ def test_bad_env_is_named():
         _train("Nope-v0", env_backend="tf")
     with pytest.raises(ValueError, match="env: expected a TF-native env .* or a gymnasium env .*, got int"):
         kppo.train(3, kppo.Config(**TINY))
+
+
+def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
+    config = kppo.Config(**{**TINY, "total_timesteps": 4 * 16 * 8, "eval_freq": 2, "iterations_per_call": 1})
+    full = kppo.train("CartPole-v1", config)
+    calls = []
+    stopped = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 5)
+    assert stopped.interrupted and int(stopped.runner_state.iteration) == 5
+    resumed = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, resume=True)
+    assert not resumed.interrupted and int(resumed.runner_state.iteration) == 8
+    for a, b in zip(full.learner.variables + full.learner.optimizer.variables,
+                    resumed.learner.variables + resumed.learner.optimizer.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(full.metrics["train/total_steps"], resumed.metrics["train/total_steps"])
+    np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])
+
+
+def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(tmp_path):
+    config = kppo.Config(**{**TINY, "checkpoint_every": 2, "iterations_per_call": 1})
+    kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path)
+    newest = sorted(tmp_path.glob("ckpt-*.data-*"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))[-1]
+    newest.write_bytes(b"garbage")
+    with pytest.warns(UserWarning, match="could not be read"):
+        result = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, resume=True)
+    assert int(result.runner_state.iteration) == 6
+
+
+def test_resume_needs_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match="resume: expected a checkpoint in"):
+        kppo.train("CartPole-v1", kppo.Config(**TINY), checkpoint_dir=tmp_path, resume=True)
+
+
+class _NanReward(_Walk):
+    def transition(self, state, action):
+        state, reward, terminated = super().transition(state, action)
+        return state, reward * float("nan"), terminated
+
+
+def test_a_non_finite_loss_stops_training_and_keeps_the_last_checkpoint(tmp_path):
+    env = envs.wrap(_NanReward())
+    with pytest.raises(FloatingPointError, match="training: non-finite total_loss.* in iterations up to 1 "):
+        kppo.train(env, kppo.Config(**{**TINY, "iterations_per_call": 1}), checkpoint_dir=tmp_path)
+    assert not list(tmp_path.glob("ckpt-*"))  # nothing was written after the bad update
