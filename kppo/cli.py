@@ -127,8 +127,16 @@ def cmd_train(args) -> int:
         config.to_yaml(out / "config.yaml")
     received = _stop_on_signals()
     progress = _Progress(config.num_iterations * config.rollout_size, args.quiet)
+    rows: list[dict] = []
+
+    def on_eval(row: dict) -> None:  # every round ends with a checkpoint: refresh the curve with it
+        progress.evaluated(row)
+        rows.append(row)
+        metrics = {name: np.asarray([r[name] for r in rows]) for name in row}
+        reporting.plot_learning_curve(out / "learning_curve.png", metrics, f"{config.env}, seed {config.seed}")
+
     try:
-        result = kppo.train(config=config, on_eval=progress.evaluated, on_progress=progress.steps,
+        result = kppo.train(config=config, on_eval=on_eval, on_progress=progress.steps,
                             checkpoint_dir=out / "checkpoints", resume=bool(args.resume),
                             should_stop=lambda: "signal" in received)
     finally:
@@ -142,7 +150,7 @@ def cmd_train(args) -> int:
                     result.observation_space, result.action_space)
     reporting.write_metrics_csv(out / "metrics.csv", result.metrics)
     reporting.write_tensorboard(out / "tensorboard", result.metrics)
-    reporting.plot_learning_curve(out / "learning_curve.png", result.metrics, f"{config.env}, seed {config.seed}")
+    reporting.plot_learning_curve(out / "learning_curve.png", result.metrics, f"{config.env}, seed {config.seed}")  # incl. rows restored by --resume
     extra = {}
     if not args.no_export:
         exported = kppo.export(result, out / "policy.tflite")
