@@ -161,19 +161,26 @@ def cmd_train(args) -> int:
     return 0
 
 
+class _Actor:
+    """The `predict` interface `kppo.evaluate_policy` plays with, around an action function of one observation."""
+
+    def __init__(self, act):
+        self.act = act
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True):
+        del state, episode_start, deterministic
+        return self.act(observation), None
+
+
 def _gym_returns(act, env_id: str, episodes: int, seed: int) -> list[float]:
     import gymnasium as gym
 
+    from kppo.evaluation import evaluate_policy
+
     env = gym.make(env_id)
-    returns = []
-    for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
-        total, done = 0.0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(act(obs))
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
+    env.reset(seed=seed)  # seeds the episode sequence; evaluate_policy resets without seeds after this
+    returns, _ = evaluate_policy(_Actor(act), env, n_eval_episodes=episodes, return_episode_rewards=True, warn=False)
+    env.close()
     return returns
 
 

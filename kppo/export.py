@@ -49,16 +49,12 @@ class ParityError(ValueError):
 
 
 def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
-    """(policy, critic or None, training config dict or None) of a PPOResult, Policy, kppo.PPO or agent directory."""
-    from kppo.ppo import PPO
-    from kppo.train import PPOResult
-
-    if isinstance(source, PPOResult):
-        return source.policy, source.learner.critic, source.config.to_dict()
-    if isinstance(source, PPO):
-        return source._get_policy(), source.learner.critic, source.config.to_dict()
+    """(policy, critic or None, training config dict or None) of a `PPOResult` or `kppo.PPO` (anything with
+    `policy`, `learner` and `config`), a `Policy`, or an agent directory written by `save`."""
     if isinstance(source, Policy):
         return source, None, None
+    if all(hasattr(source, name) for name in ("policy", "learner", "config")):
+        return source.policy, source.learner.critic, source.config.to_dict()
     if isinstance(source, (str, Path)):
         from kppo.envs.gymnasium import flat_dim
         from kppo.runners import make_learner

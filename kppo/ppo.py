@@ -167,7 +167,7 @@ class PPO:
             raise ValueError(f"rollout_buffer_kwargs: expected None or {{}}, got {rollout_buffer_kwargs!r}")
         if isinstance(stats_window_size, bool) or not isinstance(stats_window_size, int) or stats_window_size < 1:
             raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
-        self.policy = policy
+        self.policy_class = policy
         self.verbose = verbose
         self.seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
         self.device = _tf_device(device)
@@ -408,6 +408,11 @@ class PPO:
         record("train/value_loss", float(diag.value_loss))
         self.logger.dump(self.num_timesteps)
 
+    @property
+    def policy(self) -> Policy:
+        """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
+        return self._get_policy()
+
     def _get_policy(self) -> Policy:
         if self.learner is None:
             raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
@@ -436,7 +441,7 @@ class PPO:
                                    if self._runner is not None else self._loaded_stats)
         extra = {"sb3": {**self._ppo_args, "learning_rate": self._current_lr, "clip_range": self._clip_now(),
                          "clip_range_vf": self._clip_vf_now(),
-                         "policy": self.policy, "policy_kwargs": _jsonable(self.policy_kwargs), "seed": self.seed,
+                         "policy": self.policy_class, "policy_kwargs": _jsonable(self.policy_kwargs), "seed": self.seed,
                          "stats_window_size": self.stats_window_size, "use_sde": self.use_sde,
                          "sde_sample_freq": self.sde_sample_freq, "num_timesteps": self.num_timesteps}}
         checkpoint.save(path, self.config, self.learner, obs_stats, return_stats, *self._spaces, extra)
