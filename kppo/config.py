@@ -125,6 +125,8 @@ class Config:
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool = _f(False, "Compile the update with XLA (measured slower on CPU).")
+    distribute: str = _f("none", "'none' (one device) or 'mirrored' (tf.distribute.MirroredStrategy over `devices`).")
+    devices: tuple[str, ...] | None = _f(None, "Devices for 'mirrored', e.g. ['/cpu:0', '/cpu:1'] (default: all GPUs).")
     checkpoint_every: int = _f(0, "With a checkpoint directory: also checkpoint every N iterations (0: at round ends).")
     iterations_per_call: int = _f(
         16, "Training iterations (rollout + GAE + update) per compiled call (fewer host round trips; debug prints per call)."
@@ -332,6 +334,10 @@ def _coerce(name: str, type_name: Any, value: Any) -> Any:
         ):
             raise ValueError(f"{name}: expected a list of positive integers, got {value!r}")
         return tuple(int(v) for v in value)
+    if type_name == "tuple[str, ...]":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"{name}: expected a list of device names, got {value!r}")
+        return tuple(value)
     if type_name == "str":
         if not isinstance(value, str):
             raise ValueError(f"{name}: expected a string, got {value!r}")
@@ -347,6 +353,11 @@ def _check(ok: bool, name: str, expected: str, got: Any) -> None:
 def _validate(c: Config) -> None:
     for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "num_hidden_units", "num_eval_envs"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
+    _check(c.distribute in ("none", "mirrored"), "distribute", "one of ('none', 'mirrored')", c.distribute)
+    if c.distribute != "none":
+        _check(not (c.normalize_obs or c.normalize_reward), "normalize_obs/normalize_reward",
+               "False with distribute (merging replica statistics is not implemented yet)", True)
+        _check(c.target_kl is None, "target_kl", "None with distribute (not implemented yet)", c.target_kl)
     _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
     for name in ("eval_freq", "iterations_per_call"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))

@@ -147,6 +147,8 @@ def train(
     if on_eval is None and config.verbose >= 1:
         on_eval = _print_metrics
     checkpointer, rows = None, []
+    if checkpoint_dir is not None and config.distribute != "none":
+        raise ValueError("checkpoint_dir: checkpoints of distributed runs are not implemented yet; use distribute='none'")
     if checkpoint_dir is not None:
         checkpointer = TrainingCheckpointer(checkpoint_dir, runner.learner, runner.state)
     if resume:
@@ -164,6 +166,7 @@ def train(
     finally:
         runner.close()
     metrics = {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
+    state = runner.view(state)
     return PPOResult(config, state, metrics, runner.learner, runner.observation_space, runner.action_space, timings,
                      interrupted)
 
@@ -176,7 +179,7 @@ def _run(runner, config: Config, on_eval, on_progress=None, rows=None, checkpoin
     rows = list(rows or [])
     compile_s, first_call, first_eval = 0.0, True, True
     start = time.perf_counter()
-    iteration = int(state.iteration)
+    iteration = int(runner.view(state).iteration)
     last_checkpoint = iteration
     # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
     warmup = threading.Thread(target=runner.warmup or (lambda: None), daemon=True)
@@ -210,15 +213,15 @@ def _run(runner, config: Config, on_eval, on_progress=None, rows=None, checkpoin
                 return state, rows, {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}, True
             if config.debug:
                 episodes = max(diag.episodes, 1.0)
-                print(f"[kppo debug] iterations to {int(state.iteration)}: {diag.episodes:.0f} episodes, "
+                print(f"[kppo debug] iterations to {iteration}: {diag.episodes:.0f} episodes, "
                       f"mean return {diag.episode_return_sum / episodes:.2f}, "
                       f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
         train_wall = time.perf_counter() - round_start
         warmup.join()
-        total_steps = int(state.iteration) * config.rollout_size
+        total_steps = iteration * config.rollout_size
         t0 = time.perf_counter()
         mean_diag = Diagnostics(*[tf.constant(x / round_iterations, tf.float32) for x in sums])
-        result, extra = runner.eval_step(state.rollout.obs_stats, round_index, total_steps, mean_diag)
+        result, extra = runner.eval_step(runner.view(state).rollout.obs_stats, round_index, total_steps, mean_diag)
         if first_eval:  # the first evaluation of this process includes its compilation
             compile_s += time.perf_counter() - t0
             first_eval = False

@@ -12,6 +12,7 @@ import keras
 
 from kppo import losses
 from kppo._tf import tf
+from kppo.distribute import clip_and_scale
 from kppo.distributions import ActionDistribution
 from kppo.networks import Actor, Critic
 from kppo.types import Batch, LossInfo, Transition
@@ -96,7 +97,8 @@ def minibatch_loss(learner: Learner, settings: UpdateSettings, mb: Batch) -> tup
 
 
 def minibatch_step(learner: Learner, settings: UpdateSettings, mb: Batch) -> tuple[LossInfo, tf.Tensor, tf.Tensor]:
-    """Gradient of one minibatch, clipped by global norm and applied unless target KL is exceeded.
+    """Gradient of one minibatch, clipped by global norm and applied unless target KL is exceeded. Under
+    tf.distribute the gradients are all-reduced before the clip (`kppo.distribute.clip_and_scale`).
 
     Returns (loss info, pre-clip global gradient norm, bool applied). The KL test uses the approx KL of this
     minibatch before the step (SB3: https://github.com/DLR-RM/stable-baselines3/blob/master/stable_baselines3/ppo/ppo.py).
@@ -105,7 +107,7 @@ def minibatch_step(learner: Learner, settings: UpdateSettings, mb: Batch) -> tup
     with tf.GradientTape() as tape:
         loss, info = minibatch_loss(learner, settings, mb)
     grads = tape.gradient(loss, variables)
-    clipped, grad_norm = tf.clip_by_global_norm(grads, settings.max_grad_norm)
+    clipped, grad_norm = clip_and_scale(grads, settings.max_grad_norm)  # all-reduce first under tf.distribute
     if settings.target_kl is None:
         learner.optimizer.apply_gradients(zip(clipped, variables))
         return info, grad_norm, tf.constant(True)

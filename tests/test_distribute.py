@@ -1,0 +1,112 @@
+"""tf.distribute.MirroredStrategy on 2 logical CPU devices (each test runs in a fresh process: logical devices must
+be configured before TensorFlow initializes)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kppo
+
+ROOT = Path(__file__).resolve().parents[1]
+PRELUDE = """
+import json
+import numpy as np
+import kppo
+from kppo._tf import tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+"""
+
+
+def _run(code: str, timeout: int = 600) -> dict:
+    out = subprocess.run([sys.executable, "-c", PRELUDE + code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.distributed
+def test_one_update_equals_the_single_device_update_with_clipping():
+    got = _run("""
+import gymnasium as gym
+from kppo.config import Config
+from kppo.runners import make_learner, update_settings
+from kppo.types import Batch
+from kppo.update import minibatch_step
+config = Config(num_hidden_units=16, max_grad_norm=0.01, normalize_advantage=False, learning_rate=1e-2)
+space = gym.spaces.Discrete(3)
+rng = np.random.default_rng(0)
+n = 64
+obs = tf.constant(rng.normal(size=(n, 4)), tf.float32)
+action = tf.constant(rng.integers(0, 3, n), tf.int32)
+def batch(learner):
+    return Batch(obs, action, learner.dist.log_prob(learner.actor(obs), action) - 0.1, learner.critic(obs),
+                 tf.constant(rng_adv, tf.float32), tf.constant(rng_ret, tf.float32))
+rng_adv, rng_ret = rng.normal(size=n), rng.normal(size=n) + 1
+single = make_learner(config, 4, space)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    mirrored = make_learner(config, 4, space)
+for a, b in zip(mirrored.variables, single.variables):
+    a.assign(b)
+full = batch(single)
+norms = []
+for _ in range(3):
+    _, norm, _ = tf.function(lambda b: minibatch_step(single, update_settings(config), b))(full)
+    norms.append(float(norm))
+shards = strategy.experimental_distribute_values_from_function(
+    lambda ctx: tf.nest.map_structure(lambda x: x[ctx.replica_id_in_sync_group * 32:(ctx.replica_id_in_sync_group + 1) * 32], full))
+step = tf.function(lambda b: strategy.run(lambda s: minibatch_step(mirrored, update_settings(config), s)[1], args=(b,)))
+for _ in range(3):
+    step(shards)
+diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(mirrored.variables, single.variables))
+moved = max(float(np.max(np.abs(a.numpy()))) for a in single.variables)
+replicas = [[v.numpy() for v in var.value.values] for var in mirrored.variables]
+same = all(np.array_equal(r[0], r[1]) for r in replicas)
+print(json.dumps({"diff": diff, "norms": norms, "replicas_identical": same}))
+""")
+    assert min(got["norms"]) > 0.01  # clipping was active on every step
+    assert got["diff"] <= 1e-5
+    assert got["replicas_identical"]
+
+
+@pytest.mark.distributed
+def test_two_replicas_train_and_stay_identical():
+    got = _run("""
+config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=8, num_steps=32,
+                     total_timesteps=8 * 32 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16)
+result = kppo.train("CartPole-v1", config, seed=0)
+variables = result.learner.actor.trainable_variables + result.learner.critic.trainable_variables
+same = all(np.array_equal(v.value.values[0].numpy(), v.value.values[1].numpy()) for v in variables)
+print(json.dumps({"same": same, "steps": int(result.metrics["train/total_steps"][-1]),
+                  "iteration": int(result.runner_state.iteration),
+                  "finite": bool(np.all(np.isfinite(result.metrics["train/total_loss"])))}))
+""")
+    assert got["same"] and got["finite"] and got["steps"] == 8 * 32 * 6 and got["iteration"] == 6
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_two_replicas_learn_cartpole():
+    got = _run("""
+config = kppo.Config.from_yaml("configs/cartpole.yaml").replace(distribute="mirrored", devices=["/cpu:0", "/cpu:1"])
+result = kppo.train(config=config, seed=0)
+print(json.dumps({"final": float(result.metrics["eval/mean_returns"][-1])}))
+""", timeout=900)
+    assert got["final"] >= 475
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(distribute="tpu"), "distribute: expected one of"),
+        (dict(distribute="mirrored", normalize_obs=True), "normalize_obs/normalize_reward: expected False with distribute"),
+        (dict(distribute="mirrored", target_kl=0.01), "target_kl: expected None with distribute"),
+    ],
+)
+def test_unsupported_combinations_are_named(changes, message):
+    with pytest.raises(ValueError, match=message):
+        kppo.Config(**changes)
