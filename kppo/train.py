@@ -209,13 +209,9 @@ def _run(runner, config: Config, on_eval, on_progress=None, rows=None, checkpoin
                 if checkpointer is not None:
                     checkpointer.save(state, rows, iteration)
                 warmup.join()
-                total_s = time.perf_counter() - start
-                return state, rows, {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}, True
+                return state, rows, _timings(compile_s, start), True
             if config.debug:
-                episodes = max(diag.episodes, 1.0)
-                print(f"[kppo debug] iterations to {iteration}: {diag.episodes:.0f} episodes, "
-                      f"mean return {diag.episode_return_sum / episodes:.2f}, "
-                      f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
+                _print_debug(diag, iteration)
         train_wall = time.perf_counter() - round_start
         warmup.join()
         total_steps = iteration * config.rollout_size
@@ -234,8 +230,20 @@ def _run(runner, config: Config, on_eval, on_progress=None, rows=None, checkpoin
         if checkpointer is not None:
             checkpointer.save(state, rows, iteration)
             last_checkpoint = iteration
+    return state, rows, _timings(compile_s, start), False
+
+
+def _timings(compile_s: float, start: float) -> dict[str, float]:
     total_s = time.perf_counter() - start
-    return state, rows, {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}, False
+    return {"compile_s": compile_s, "run_s": total_s - compile_s, "total_s": total_s}
+
+
+def _print_debug(diag: Diagnostics, iteration: int) -> None:
+    """rex's DEBUG output: episode statistics of the iterations just run."""
+    episodes = max(diag.episodes, 1.0)
+    print(f"[kppo debug] iterations to {iteration}: {diag.episodes:.0f} episodes, "
+          f"mean return {diag.episode_return_sum / episodes:.2f}, "
+          f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
 
 
 def _check_finite(diag: Diagnostics, iteration: int) -> None:
