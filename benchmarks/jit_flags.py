@@ -9,7 +9,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 
 WORKER = """
 import json, sys, time

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -61,4 +60,4 @@ def next_run_dir(root: str | Path, name: str) -> Path:
     """root/name_N with N one more than the largest existing (SB3's tensorboard run naming)."""
     root = Path(root)
     taken = [int(p.name.rsplit("_", 1)[1]) for p in root.glob(f"{name}_*") if p.name.rsplit("_", 1)[1].isdigit()]
-    return root / f"{name}_{max(taken, default=0) + 1}" if os.sep not in name else root / name
+    return root / f"{name}_{max(taken, default=0) + 1}"
