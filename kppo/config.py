@@ -354,10 +354,6 @@ def _validate(c: Config) -> None:
     for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "num_hidden_units", "num_eval_envs"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
     _check(c.distribute in ("none", "mirrored"), "distribute", "one of ('none', 'mirrored')", c.distribute)
-    if c.distribute != "none":
-        _check(not (c.normalize_obs or c.normalize_reward), "normalize_obs/normalize_reward",
-               "False with distribute (merging replica statistics is not implemented yet)", True)
-        _check(c.target_kl is None, "target_kl", "None with distribute (not implemented yet)", c.target_kl)
     _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
     for name in ("eval_freq", "iterations_per_call"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))

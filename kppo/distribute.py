@@ -10,7 +10,9 @@ CPUs: 5e-3 off a single-device update; this rule: 3e-8).
 
 MirroredStrategy forbids synchronization points (all-reduce, optimizer apply) inside `tf.while_loop`, so the
 distributed update runs its epochs x minibatches as separate `strategy.run` calls in one traced function, and the
-iterations of a call run from the host. Advantages are normalized per replica.
+iterations of a call run from the host. Advantages are normalized per replica. Observation and return moments are
+merged across replicas after every rollout (Chan merge, `merge_normalization`): during a rollout each replica adds
+only its own shard's samples to the common moments, as the envs of one device would add theirs step by step.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kppo._tf import tf
+from kppo.normalization import merge_replicas
 
 STRATEGIES = ("none", "mirrored")
 
@@ -50,6 +53,20 @@ def clip_and_scale(grads: list, max_grad_norm: float) -> tuple[list, tf.Tensor]:
     if n > 1:
         clipped = [g / n for g in clipped]
     return clipped, norm
+
+
+def merge_normalization(strategy: tf.distribute.Strategy, base, state):
+    """Per-replica runner `state` with every replica's observation and return moments replaced by their merge
+    (`kppo.normalization.merge_replicas`); `base` is the rollout state all replicas started from (one replica's).
+    After the merge all replicas normalize with the moments of every shard's samples, as one device would."""
+    local = [s.rollout for s in strategy.experimental_local_results(state)]
+    obs = merge_replicas(base.obs_stats, [r.obs_stats for r in local])
+    ret = merge_replicas(base.return_stats, [r.return_stats for r in local])
+
+    def assign(s, obs, ret):
+        return s._replace(rollout=s.rollout._replace(obs_stats=obs, return_stats=ret))
+
+    return strategy.run(assign, args=(state, obs, ret))
 
 
 def replica_view(strategy: tf.distribute.Strategy) -> Callable:

@@ -30,6 +30,23 @@ def merge(a: MeanStd, b: MeanStd) -> MeanStd:
     return MeanStd(mean, m2 / count, count)
 
 
+def merge_replicas(base: MeanStd, replicas: list[MeanStd]) -> MeanStd:
+    """The moments of `base`'s stream plus every replica's new samples, where each replica's moments are
+    `base` updated with that replica's samples (tf.distribute: all replicas start an iteration from the same
+    merged moments). `base` is counted once: sums over replicas minus (K - 1) copies of `base`, taken about the
+    merged mean so nothing cancels beyond float32 rounding of the totals.
+    """
+    extra = float(len(replicas) - 1)
+    count = tf.add_n([r.count for r in replicas]) - extra * base.count
+    mean = (tf.add_n([r.count * r.mean for r in replicas]) - extra * base.count * base.mean) / count
+
+    def m2(s: MeanStd) -> tf.Tensor:  # sum of squared deviations about the merged mean
+        return s.count * (s.var + tf.square(s.mean - mean))
+
+    var = (tf.add_n([m2(r) for r in replicas]) - extra * m2(base)) / count
+    return MeanStd(mean, tf.maximum(var, 0.0), count)
+
+
 def batch_stats(x: tf.Tensor) -> MeanStd:
     """Moments of a batch x [N, *shape] (population variance)."""
     x = tf.cast(x, tf.float32)

@@ -11,7 +11,8 @@ deterministic evaluation round. The training loop in `kppo.train` only sees this
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import keras
@@ -24,12 +25,26 @@ from kppo.config import Config
 from kppo.distribute import make_strategy, replica_view
 from kppo.distributions import make_distribution
 from kppo.envs.base import VecEnv
-from kppo.host_rollout import HostPolicy, HostRolloutState, StepPolicy, collect_host_rollout, evaluate_host, finish_rollout
+from kppo.host_rollout import (
+    HostPolicy,
+    HostRolloutState,
+    StepPolicy,
+    collect_host_rollout,
+    evaluate_host,
+    finish_rollout,
+)
 from kppo.losses import explained_variance
 from kppo.networks import make_networks
-from kppo.rollout import Agent, RolloutSettings, collect_rollout, evaluate, initial_rollout_state, observe
-from kppo.types import Diagnostics, EvalTransition, LossInfo, RunnerState, Transition
-from kppo.update import Learner, UpdateSettings, UpdateStats, flatten, minibatch_indices, minibatch_step, update
+from kppo.rollout import (
+    Agent,
+    RolloutSettings,
+    collect_rollout,
+    evaluate,
+    initial_rollout_state,
+    observe,
+)
+from kppo.types import Diagnostics, EvalTransition, RunnerState, Transition
+from kppo.update import Learner, UpdateSettings, UpdateStats, flatten, update
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTransition], dict]
 
@@ -208,6 +223,8 @@ def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalM
         view = Runner._field_defaults["view"]
         compiled_train = make_train_step(agent, learner, config)
     else:
+        from kppo.mirrored import make_distributed_train_step, setup_replicas
+
         agent, eval_agent, learner, state, key_eval = setup_replicas(env, config, strategy)
         view = replica_view(strategy)
         compiled_train = make_distributed_train_step(agent, learner, config, strategy, view)
@@ -226,83 +243,6 @@ def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalM
 
     return Runner(learner, state, train_step, eval_step, agent.env.observation_space, agent.env.action_space,
                   warmup, lambda: None, agent.env, view)
-
-
-def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
-    """`setup` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each replica
-    with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica id)."""
-    replicas = strategy.num_replicas_in_sync
-    if config.num_envs % replicas or (config.rollout_size // replicas) % config.num_minibatches:
-        raise ValueError(
-            f"num_envs: expected a multiple of the {replicas} replicas whose shard rollout divides into "
-            f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
-        )
-    shard = config.num_envs // replicas
-    train_env, eval_env = make_native_envs(env, config)
-    with strategy.scope():
-        learner = make_learner(config, _native_observation_dim(train_env.observation_space), train_env.action_space)
-    agent = Agent(train_env, learner.dist, learner.actor, learner.critic)
-    key_reset, key_train, key_eval = root_keys(config.seed)
-
-    def replica_state(context):
-        replica = context.replica_id_in_sync_group
-        fold = tf.random.experimental.stateless_fold_in
-        rollout = initial_rollout_state(agent, fold(key_reset, replica), shard, config.normalize_obs)
-        return RunnerState(rollout, fold(key_train, replica), tf.constant(0, tf.int32))
-
-    state = strategy.experimental_distribute_values_from_function(replica_state)
-    return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
-
-
-def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, strategy, view) -> Callable:
-    """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`: one compiled function per iteration
-    (rollout per replica, then epochs x minibatches as separate `strategy.run` calls: MirroredStrategy allows no
-    all-reduce inside a tf.while_loop), iterations looped on the host."""
-    settings, upd = rollout_settings(config), update_settings(config)
-    rollout_fn = _maybe_compile(lambda s, k: collect_rollout(agent, settings, s, k), config.jit_rollout)
-    steps = config.num_epochs * config.num_minibatches
-    mean = tf.distribute.ReduceOp.MEAN
-
-    def replica_rollout(state: RunnerState):
-        key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
-        rollout, traj, advantages, returns = rollout_fn(state.rollout, key_rollout)
-        batch = flatten(traj, advantages, returns)
-        indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
-        no_update = UpdateStats(LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0),
-                                tf.constant(0), tf.constant(0))
-        partial = diagnostics(traj, returns, no_update, tf.constant(0.0))
-        return RunnerState(rollout, key, state.iteration + 1), batch, indices, partial
-
-    def replica_minibatch(batch, indices, k: int):
-        minibatch = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
-        info, grad_norm, _ = minibatch_step(learner, upd, minibatch)
-        return info, grad_norm
-
-    @tf.function(autograph=False)
-    def iteration(state, lr):
-        learner.optimizer.learning_rate.assign(lr)
-        state, batch, indices, partial = strategy.run(replica_rollout, args=(state,))
-        loss_sum, norm_sum = None, 0.0
-        for k in range(steps):  # unrolled on purpose (see the docstring)
-            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, k))
-            info = tf.nest.map_structure(lambda x: strategy.reduce(mean, x, axis=None), info)
-            loss_sum = info if loss_sum is None else tf.nest.map_structure(tf.add, loss_sum, info)
-            norm_sum += strategy.reduce(mean, grad_norm, axis=None)
-        partial = tf.nest.map_structure(lambda x: strategy.reduce(mean, x, axis=None), partial)
-        return state, partial._replace(
-            **{name: value / steps for name, value in loss_sum._asdict().items()},
-            learning_rate=lr, grad_norm=norm_sum / steps, minibatch_steps=tf.constant(float(steps)),
-        )
-
-    def train_step(state, num_iterations):
-        acc = None
-        for _ in range(int(num_iterations)):
-            lr = learning_rate(config, int(view(state).iteration))
-            state, diag = iteration(state, tf.cast(lr, tf.float32))
-            acc = diag if acc is None else tf.nest.map_structure(tf.add, acc, diag)
-        return state, acc
-
-    return train_step
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,0 +1,163 @@
+"""The TF-native runner under a tf.distribute strategy (see `kppo.distribute` for the rules it follows).
+
+Each replica owns an env shard of num_envs / replicas envs and its own RNG stream; per iteration one compiled function
+runs every replica's rollout, merges the normalization moments, then the epochs x minibatches as separate
+`strategy.run` calls (MirroredStrategy allows no all-reduce inside a tf.while_loop, nor inside a tf.cond branch).
+With `target_kl` the minibatch loop runs from the host instead: before each gradient step the replicas' approx KL of
+the minibatch (mean over replicas = the KL of the whole minibatch) is read, and the update stops once it exceeds
+1.5 x target_kl, as SB3 (and kppo on one device) do.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kppo import normalization
+from kppo._tf import tf
+from kppo.config import Config
+from kppo.distribute import merge_normalization
+from kppo.envs.base import VecEnv
+from kppo.rollout import Agent, collect_rollout, initial_rollout_state
+from kppo.runners import (
+    Setup,
+    _maybe_compile,
+    _native_observation_dim,
+    diagnostics,
+    learning_rate,
+    make_learner,
+    make_native_envs,
+    rollout_settings,
+    root_keys,
+    update_settings,
+)
+from kppo.types import Diagnostics, LossInfo, RolloutState, RunnerState
+from kppo.update import (
+    Learner,
+    UpdateStats,
+    flatten,
+    minibatch_indices,
+    minibatch_loss,
+    minibatch_step,
+)
+
+
+def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
+    """`setup` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each replica
+    with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica id)."""
+    replicas = strategy.num_replicas_in_sync
+    if config.num_envs % replicas or (config.rollout_size // replicas) % config.num_minibatches:
+        raise ValueError(
+            f"num_envs: expected a multiple of the {replicas} replicas whose shard rollout divides into "
+            f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
+        )
+    shard = config.num_envs // replicas
+    train_env, eval_env = make_native_envs(env, config)
+    with strategy.scope():
+        learner = make_learner(config, _native_observation_dim(train_env.observation_space), train_env.action_space)
+    agent = Agent(train_env, learner.dist, learner.actor, learner.critic)
+    key_reset, key_train, key_eval = root_keys(config.seed)
+
+    def replica_state(context):
+        replica = context.replica_id_in_sync_group
+        fold = tf.random.experimental.stateless_fold_in
+        rollout = initial_rollout_state(agent, fold(key_reset, replica), shard, config.normalize_obs)
+        return RunnerState(rollout, fold(key_train, replica), tf.constant(0, tf.int32))
+
+    state = strategy.experimental_distribute_values_from_function(replica_state)
+    start = normalization.initial_stats([_native_observation_dim(train_env.observation_space)])
+    state = merge_normalization(strategy, state_base(start), state)  # each shard's reset observations
+    return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
+
+
+def state_base(obs_stats):
+    """A stand-in rollout state holding only the moments every replica starts from (`merge_normalization`)."""
+    return RolloutState(None, None, None, obs_stats, normalization.initial_stats(()), None)
+
+
+def _zero_stats() -> UpdateStats:
+    return UpdateStats(LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0), tf.constant(0),
+                       tf.constant(0))
+
+
+def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, strategy, view) -> Callable:
+    """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host."""
+    settings = rollout_settings(config)
+    upd = update_settings(config)._replace(target_kl=None)  # the KL stop is decided outside the replicas
+    rollout_fn = _maybe_compile(lambda s, k: collect_rollout(agent, settings, s, k), config.jit_rollout)
+    steps = config.num_epochs * config.num_minibatches
+    mean = tf.distribute.ReduceOp.MEAN
+
+    def reduce(nest):
+        return tf.nest.map_structure(lambda x: strategy.reduce(mean, x, axis=None), nest)
+
+    def replica_rollout(state: RunnerState):
+        key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
+        rollout, traj, advantages, returns = rollout_fn(state.rollout, key_rollout)
+        batch = flatten(traj, advantages, returns)
+        indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
+        partial = diagnostics(traj, returns, _zero_stats(), tf.constant(0.0))
+        return RunnerState(rollout, key, state.iteration + 1), batch, indices, partial
+
+    def gather(batch, indices, k):
+        return tf.nest.map_structure(lambda x: tf.gather(x, tf.gather(indices, k)), batch)
+
+    def replica_minibatch(batch, indices, k):
+        info, grad_norm, _ = minibatch_step(learner, upd, gather(batch, indices, k))
+        return info, grad_norm
+
+    def rollout(state, lr):
+        learner.optimizer.learning_rate.assign(lr)
+        base = view(state).rollout
+        state, batch, indices, partial = strategy.run(replica_rollout, args=(state,))
+        return merge_normalization(strategy, base, state), batch, indices, reduce(partial)
+
+    def finish(partial, loss_sum, norm_sum, lr, done):
+        count = tf.maximum(tf.cast(done, tf.float32), 1.0)
+        return partial._replace(
+            **{name: value / count for name, value in loss_sum._asdict().items()},
+            learning_rate=lr, grad_norm=norm_sum / count, minibatch_steps=tf.cast(done, tf.float32),
+        )
+
+    @tf.function(autograph=False)
+    def iteration(state, lr):
+        state, batch, indices, partial = rollout(state, lr)
+        loss_sum, norm_sum = _zero_stats().loss, 0.0
+        for k in range(steps):  # unrolled on purpose (see the module docstring)
+            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, k))
+            loss_sum = tf.nest.map_structure(tf.add, loss_sum, reduce(info))
+            norm_sum += reduce(grad_norm)
+        return state, finish(partial, loss_sum, norm_sum, lr, steps)
+
+    rollout_call = tf.function(rollout, autograph=False)
+    minibatch_call = tf.function(lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))),
+                                 autograph=False)
+    kl_call = tf.function(
+        lambda b, i, k: strategy.reduce(
+            mean, strategy.run(lambda b, i: minibatch_loss(learner, upd, gather(b, i, k))[1].approx_kl, args=(b, i)),
+            axis=None),
+        autograph=False,
+    )
+
+    def iteration_with_kl_stop(state, lr) -> tuple[RunnerState, Diagnostics]:
+        """The iteration with SB3's target-KL stop: the minibatch loop on the host, one KL read per step."""
+        state, batch, indices, partial = rollout_call(state, lr)
+        loss_sum, norm_sum, done = _zero_stats().loss, 0.0, 0
+        for k in range(steps):
+            k = tf.constant(k)
+            if float(kl_call(batch, indices, k)) > 1.5 * config.target_kl:
+                break
+            info, grad_norm = minibatch_call(batch, indices, k)
+            loss_sum, norm_sum, done = tf.nest.map_structure(tf.add, loss_sum, info), norm_sum + grad_norm, done + 1
+        return state, finish(partial, loss_sum, norm_sum, lr, done)
+
+    run_iteration = iteration if config.target_kl is None else iteration_with_kl_stop
+
+    def train_step(state, num_iterations):
+        acc = None
+        for _ in range(int(num_iterations)):
+            lr = learning_rate(config, int(view(state).iteration))
+            state, diag = run_iteration(state, tf.cast(lr, tf.float32))
+            acc = diag if acc is None else tf.nest.map_structure(tf.add, acc, diag)
+        return state, acc
+
+    return train_step
