@@ -23,6 +23,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.config import Config
+from kppo.distribute import from_replica_values, replica_values
 from kppo.normalization import RunningMeanStd, initial_stats
 from kppo.types import MeanStd
 from kppo.update import Learner
@@ -171,15 +172,20 @@ class TrainingCheckpointer:
     (with a warning) when the newest one cannot be read.
     """
 
-    def __init__(self, directory: str | Path, learner: Learner, state_template: Any, max_to_keep: int = 3):
-        self.state = _NestVariables(state_template)
+    def __init__(self, directory: str | Path, learner: Learner, state_template: Any, max_to_keep: int = 3,
+                 strategy: Any = None):
+        self.strategy = strategy  # tf.distribute: every replica's runner state is saved (`replica_values`)
+        self.state = _NestVariables(self._plain_state(state_template))
         self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
         self.checkpoint = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
                                               runner_state=self.state, metric_rows=self.rows)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
 
+    def _plain_state(self, state: Any) -> Any:
+        return state if self.strategy is None else replica_values(self.strategy, state)
+
     def save(self, state: Any, rows: list[dict], iteration: int) -> str:
-        self.state.assign(state)
+        self.state.assign(self._plain_state(state))
         self.rows.assign(json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows]))
         return self.manager.save(checkpoint_number=iteration)
 
@@ -194,7 +200,10 @@ class TrainingCheckpointer:
                 first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
                 warnings.warn(f"checkpoint {path!r} could not be read ({first}); trying the previous one")
                 continue
-            return self.state.read(), json.loads(self.rows.numpy().decode())
+            state = self.state.read()
+            if self.strategy is not None:
+                state = from_replica_values(self.strategy, state)
+            return state, json.loads(self.rows.numpy().decode())
         return None
 
 

@@ -69,6 +69,28 @@ def merge_normalization(strategy: tf.distribute.Strategy, base, state):
     return strategy.run(assign, args=(state, obs, ret))
 
 
+def replica_values(strategy: tf.distribute.Strategy, state) -> tuple:
+    """A per-replica nest as a tuple of plain nests, one per replica (checkpoints save every replica's env state
+    and RNG stream). A leaf all replicas share (MirroredStrategy returns it as one tensor) is repeated."""
+    count = strategy.num_replicas_in_sync
+
+    def pick(x, i):
+        local = strategy.experimental_local_results(x)
+        return local[i] if len(local) > 1 else local[0]
+
+    return tuple(tf.nest.map_structure(lambda x: pick(x, i), state) for i in range(count))
+
+
+def from_replica_values(strategy: tf.distribute.Strategy, values: tuple):
+    """Inverse of `replica_values`: replica i gets values[i]."""
+    if len(values) != strategy.num_replicas_in_sync:
+        raise ValueError(f"checkpoint: expected a state for each of {strategy.num_replicas_in_sync} replicas, "
+                         f"got {len(values)}")
+    return strategy.experimental_distribute_values_from_function(
+        lambda context: values[context.replica_id_in_sync_group]
+    )
+
+
 def replica_view(strategy: tf.distribute.Strategy) -> Callable:
     """Maps a per-replica nest to the first replica's values (what evaluation and reports read)."""
 

@@ -60,6 +60,7 @@ class Runner(NamedTuple):
     close: Callable[[], None]
     env: Any  # the training env: a kppo.envs.VecEnv or a kppo.envs.gymnasium.GymVecEnv
     view: Callable[[Any], RunnerState] = lambda state: state  # one replica's state (tf.distribute: the first)
+    strategy: Any = None  # the tf.distribute strategy, or None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -242,7 +243,7 @@ def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalM
         compiled_eval(view(state).rollout.obs_stats, key_eval, tf.constant(0, tf.int64), zeros)
 
     return Runner(learner, state, train_step, eval_step, agent.env.observation_space, agent.env.action_space,
-                  warmup, lambda: None, agent.env, view)
+                  warmup, lambda: None, agent.env, view, strategy)
 
 
 # ---------------------------------------------------------------------------------------------------------------

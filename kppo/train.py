@@ -147,10 +147,8 @@ def train(
     if on_eval is None and config.verbose >= 1:
         on_eval = _print_metrics
     checkpointer, rows = None, []
-    if checkpoint_dir is not None and config.distribute != "none":
-        raise ValueError("checkpoint_dir: checkpoints of distributed runs are not implemented yet; use distribute='none'")
     if checkpoint_dir is not None:
-        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.learner, runner.state)
+        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.learner, runner.state, strategy=runner.strategy)
     if resume:
         if checkpointer is None:
             raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
