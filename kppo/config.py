@@ -44,6 +44,7 @@ KERNEL_INITS = (
     "lecun_uniform",
     "xavier_normal",
     "xavier_uniform",
+    "torch_default",
 )
 LR_SCHEDULES = ("constant", "linear")
 VF_CLIP_MODES = ("max", "clipped")
@@ -103,7 +104,8 @@ class Config:
     kernel_init: str = _f(
         "orthogonal",
         "'orthogonal' (gains sqrt(2) hidden, 0.01 policy head, 1 value head) or a Keras initializer name "
-        "(glorot/he/kaiming/lecun/xavier x normal/uniform).",
+        "(glorot/he/kaiming/lecun/xavier x normal/uniform), or 'torch_default' (torch.nn.Linear's U(+-1/sqrt(fan_in)) "
+        "kernels, SB3's ortho_init=False; biases stay zero).",
     )
     state_independent_std: bool = _f(True, "Gaussian log-std is a free parameter (else a head on the features).")
     log_std_init: float = _f(0.0, "Initial log standard deviation of the Gaussian policy.")

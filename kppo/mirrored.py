@@ -10,7 +10,7 @@ the minibatch (mean over replicas = the KL of the whole minibatch) is read, and 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from kppo import normalization
 from kppo._tf import tf
@@ -79,16 +79,74 @@ def _zero_stats() -> UpdateStats:
                        tf.constant(0))
 
 
-def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, strategy, view) -> Callable:
-    """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host."""
-    settings = rollout_settings(config)
+class ReplicaUpdate(NamedTuple):
+    """The distributed update over per-replica (batch, indices): `unrolled` is traced into a caller's tf.function
+    (all epochs x minibatches as separate `strategy.run` calls); `with_kl_stop` runs them from the host and stops
+    at SB3's target-KL test. Both return (summed LossInfo, summed pre-clip gradient norm, minibatches applied)."""
+
+    unrolled: Callable
+    with_kl_stop: Callable
+
+
+def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUpdate:
     upd = update_settings(config)._replace(target_kl=None)  # the KL stop is decided outside the replicas
-    rollout_fn = _maybe_compile(lambda s, k: collect_rollout(agent, settings, s, k), config.jit_rollout)
     steps = config.num_epochs * config.num_minibatches
     mean = tf.distribute.ReduceOp.MEAN
 
     def reduce(nest):
         return tf.nest.map_structure(lambda x: strategy.reduce(mean, x, axis=None), nest)
+
+    def gather(batch, indices, k):
+        return tf.nest.map_structure(lambda x: tf.gather(x, tf.gather(indices, k)), batch)
+
+    def replica_minibatch(batch, indices, k):
+        info, grad_norm, _ = minibatch_step(learner, upd, gather(batch, indices, k))
+        return info, grad_norm
+
+    def unrolled(batch, indices):
+        loss_sum, norm_sum = _zero_stats().loss, 0.0
+        for k in range(steps):  # unrolled on purpose (see the module docstring)
+            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, k))
+            loss_sum = tf.nest.map_structure(tf.add, loss_sum, reduce(info))
+            norm_sum += reduce(grad_norm)
+        return loss_sum, norm_sum, steps
+
+    minibatch_call = tf.function(lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))),
+                                 autograph=False)
+
+    def replica_kl(batch, indices, k):
+        return minibatch_loss(learner, upd, gather(batch, indices, k))[1].approx_kl
+
+    kl_call = tf.function(lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None),
+                          autograph=False)
+
+    def with_kl_stop(batch, indices):
+        loss_sum, norm_sum, done = _zero_stats().loss, 0.0, 0
+        for k in range(steps):
+            k = tf.constant(k)
+            if float(kl_call(batch, indices, k)) > 1.5 * config.target_kl:
+                break
+            info, grad_norm = minibatch_call(batch, indices, k)
+            loss_sum, norm_sum, done = tf.nest.map_structure(tf.add, loss_sum, info), norm_sum + grad_norm, done + 1
+        return loss_sum, norm_sum, done
+
+    return ReplicaUpdate(unrolled, with_kl_stop)
+
+
+def _finish(partial: Diagnostics, loss_sum, norm_sum, done, lr) -> Diagnostics:
+    """The rollout's diagnostics completed with the update's means over the minibatches applied."""
+    count = tf.maximum(tf.cast(done, tf.float32), 1.0)
+    return partial._replace(
+        **{name: value / count for name, value in loss_sum._asdict().items()},
+        learning_rate=lr, grad_norm=norm_sum / count, minibatch_steps=tf.cast(done, tf.float32),
+    )
+
+
+def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, strategy, view) -> Callable:
+    """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host."""
+    settings = rollout_settings(config)
+    rollout_fn = _maybe_compile(lambda s, k: collect_rollout(agent, settings, s, k), config.jit_rollout)
+    replica_update = make_replica_update(learner, config, strategy)
 
     def replica_rollout(state: RunnerState):
         key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
@@ -98,57 +156,23 @@ def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, 
         partial = diagnostics(traj, returns, _zero_stats(), tf.constant(0.0))
         return RunnerState(rollout, key, state.iteration + 1), batch, indices, partial
 
-    def gather(batch, indices, k):
-        return tf.nest.map_structure(lambda x: tf.gather(x, tf.gather(indices, k)), batch)
-
-    def replica_minibatch(batch, indices, k):
-        info, grad_norm, _ = minibatch_step(learner, upd, gather(batch, indices, k))
-        return info, grad_norm
-
     def rollout(state, lr):
         learner.optimizer.learning_rate.assign(lr)
         base = view(state).rollout
         state, batch, indices, partial = strategy.run(replica_rollout, args=(state,))
-        return merge_normalization(strategy, base, state), batch, indices, reduce(partial)
-
-    def finish(partial, loss_sum, norm_sum, lr, done):
-        count = tf.maximum(tf.cast(done, tf.float32), 1.0)
-        return partial._replace(
-            **{name: value / count for name, value in loss_sum._asdict().items()},
-            learning_rate=lr, grad_norm=norm_sum / count, minibatch_steps=tf.cast(done, tf.float32),
-        )
+        partial = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), partial)
+        return merge_normalization(strategy, base, state), batch, indices, partial
 
     @tf.function(autograph=False)
     def iteration(state, lr):
         state, batch, indices, partial = rollout(state, lr)
-        loss_sum, norm_sum = _zero_stats().loss, 0.0
-        for k in range(steps):  # unrolled on purpose (see the module docstring)
-            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, k))
-            loss_sum = tf.nest.map_structure(tf.add, loss_sum, reduce(info))
-            norm_sum += reduce(grad_norm)
-        return state, finish(partial, loss_sum, norm_sum, lr, steps)
+        return state, _finish(partial, *replica_update.unrolled(batch, indices), lr)
 
     rollout_call = tf.function(rollout, autograph=False)
-    minibatch_call = tf.function(lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))),
-                                 autograph=False)
-    kl_call = tf.function(
-        lambda b, i, k: strategy.reduce(
-            mean, strategy.run(lambda b, i: minibatch_loss(learner, upd, gather(b, i, k))[1].approx_kl, args=(b, i)),
-            axis=None),
-        autograph=False,
-    )
 
     def iteration_with_kl_stop(state, lr) -> tuple[RunnerState, Diagnostics]:
-        """The iteration with SB3's target-KL stop: the minibatch loop on the host, one KL read per step."""
         state, batch, indices, partial = rollout_call(state, lr)
-        loss_sum, norm_sum, done = _zero_stats().loss, 0.0, 0
-        for k in range(steps):
-            k = tf.constant(k)
-            if float(kl_call(batch, indices, k)) > 1.5 * config.target_kl:
-                break
-            info, grad_norm = minibatch_call(batch, indices, k)
-            loss_sum, norm_sum, done = tf.nest.map_structure(tf.add, loss_sum, info), norm_sum + grad_norm, done + 1
-        return state, finish(partial, loss_sum, norm_sum, lr, done)
+        return state, _finish(partial, *replica_update.with_kl_stop(batch, indices), lr)
 
     run_iteration = iteration if config.target_kl is None else iteration_with_kl_stop
 
@@ -161,3 +185,36 @@ def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, 
         return state, acc
 
     return train_step
+
+
+def make_sharded_update(learner: Learner, config: Config, strategy) -> Callable:
+    """The gymnasium path's update under `strategy`: `(traj, advantages, returns, key) -> UpdateStats` on a rollout
+    collected on the host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
+    minibatch permutation (key folded with r)."""
+    replicas = strategy.num_replicas_in_sync
+    if config.num_envs % replicas or (config.rollout_size // replicas) % config.num_minibatches:
+        raise ValueError(
+            f"num_envs: expected a multiple of the {replicas} replicas whose shard rollout divides into "
+            f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
+        )
+    shard = config.num_envs // replicas
+    replica_update = make_replica_update(learner, config, strategy)
+
+    def replica_shard(traj, advantages, returns, key):
+        replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
+        columns = tf.range(shard) + replica * shard
+        take = lambda x: tf.gather(x, columns, axis=1)  # noqa: E731
+        batch = flatten(tf.nest.map_structure(take, traj), take(advantages), take(returns))
+        key = tf.random.experimental.stateless_fold_in(key, replica)
+        return batch, minibatch_indices(key, shard * config.num_steps, config.num_epochs, config.num_minibatches)
+
+    shard_call = tf.function(lambda *args: strategy.run(replica_shard, args=args), autograph=False)
+    unrolled_call = tf.function(replica_update.unrolled, autograph=False)
+
+    def update(traj, advantages, returns, key) -> UpdateStats:
+        batch, indices = shard_call(traj, advantages, returns, key)
+        run = unrolled_call if config.target_kl is None else replica_update.with_kl_stop
+        loss_sum, norm_sum, done = run(batch, indices)
+        return UpdateStats(loss_sum, tf.convert_to_tensor(norm_sum, tf.float32), tf.constant(done), tf.constant(done))
+
+    return update

@@ -25,6 +25,8 @@ def make_initializer(kind: str, gain: float, seed: int) -> keras.initializers.In
     """Orthogonal with `gain`, or the named Keras initializer (the gain only applies to orthogonal, as in rex)."""
     if kind == "orthogonal":
         return keras.initializers.Orthogonal(gain=gain, seed=seed)
+    if kind == "torch_default":  # torch.nn.Linear: kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in))
+        return keras.initializers.VarianceScaling(scale=1.0 / 3.0, mode="fan_in", distribution="uniform", seed=seed)
     return keras.initializers.get({"class_name": _ALIASES.get(kind, kind), "config": {"seed": seed}})
 
 

@@ -60,7 +60,7 @@ class Runner(NamedTuple):
     close: Callable[[], None]
     env: Any  # the training env: a kppo.envs.VecEnv or a kppo.envs.gymnasium.GymVecEnv
     view: Callable[[Any], RunnerState] = lambda state: state  # one replica's state (tf.distribute: the first)
-    strategy: Any = None  # the tf.distribute strategy, or None
+    strategy: Any = None  # the tf.distribute strategy the state is distributed over (per-replica state), or None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -291,7 +291,15 @@ def make_host_runner(
     if overrides.evaluation:
         eval_env = make_vec_env(_eval_source(env), config.num_eval_envs, vectorization=config.vectorization,
                                 seed=config.seed + 1)
-    learner = overrides.learner or make_learner(config, vec_env.flat_obs_dim, vec_env.action_space)
+    strategy = make_strategy(config.distribute, config.devices)
+    if strategy is None:
+        learner = overrides.learner or make_learner(config, vec_env.flat_obs_dim, vec_env.action_space)
+    else:  # all env shards step on the host; the update runs on the replicas (kppo.mirrored.make_sharded_update)
+        if overrides.learner is not None:
+            raise ValueError("distribute: expected 'none' when reusing trained networks (PPO.load/set_env), "
+                             f"got {config.distribute!r}")
+        with strategy.scope():
+            learner = make_learner(config, vec_env.flat_obs_dim, vec_env.action_space)
     policy = HostPolicy(learner.dist, learner.actor, learner.critic)
     settings = rollout_settings(config)
     upd = update_settings(config, overrides.clip_range, overrides.clip_range_vf)
@@ -299,7 +307,16 @@ def make_host_runner(
     step_policy = StepPolicy(policy, config.normalize_obs, config.num_envs, vec_env.flat_obs_dim, jit,
                              config.sde_sample_freq)
     finish_fn = tf.function(lambda *a: finish_rollout(learner.critic, settings, *a), autograph=False)
-    update_fn = tf.function(lambda b, k: update(learner, upd, b, k), jit_compile=config.jit_update, autograph=False)
+    if strategy is None:
+        compiled_update = tf.function(lambda b, k: update(learner, upd, b, k), jit_compile=config.jit_update,
+                                      autograph=False)
+
+        def update_fn(traj, advantages, returns, key):
+            return compiled_update(flatten(traj, advantages, returns), key)
+    else:
+        from kppo.mirrored import make_sharded_update
+
+        update_fn = make_sharded_update(learner, config, strategy)
 
     def act(obs_stats, obs):
         return learner.dist.to_env(learner.dist.mode(learner.actor(observe(obs_stats, obs, config.normalize_obs))))
@@ -332,7 +349,7 @@ def make_host_runner(
             if overrides.on_episodes is not None:
                 ended = (done.traj.terminated.numpy() | done.traj.truncated.numpy())
                 overrides.on_episodes(done.traj.episode_return.numpy()[ended], done.traj.episode_length.numpy()[ended])
-            stats = update_fn(flatten(done.traj, done.advantages, done.returns), key_update)
+            stats = update_fn(done.traj, done.advantages, done.returns, key_update)
             diag = diagnostics(done.traj, done.returns, stats, lr)
             acc = diag if acc is None else tf.nest.map_structure(tf.add, acc, diag)
             state = RunnerState(rollout, key, state.iteration + 1)
@@ -350,7 +367,7 @@ def make_host_runner(
             eval_env.close()
 
     return Runner(learner, state, train_step, eval_step, vec_env.observation_space, vec_env.action_space, None,
-                  close, vec_env)
+                  close, vec_env)  # the state stays on the host: not per-replica
 
 
 def make_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:

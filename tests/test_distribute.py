@@ -139,6 +139,23 @@ print(json.dumps({"single": float(single.metrics["train/minibatch_steps"][-1]),
     assert got["full"] == 16.0 and got["same"]
 
 
+@pytest.mark.distributed
+def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
+    got = _run("""
+config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=4, num_steps=32,
+                     total_timesteps=4 * 32 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=16,
+                     env_backend="gymnasium", normalize_obs=True)
+result = kppo.train("CartPole-v1", config, seed=0)
+variables = result.learner.actor.trainable_variables + result.learner.critic.trainable_variables
+same = all(np.array_equal(v.value.values[0].numpy(), v.value.values[1].numpy()) for v in variables)
+print(json.dumps({"same": same, "steps": int(result.metrics["train/total_steps"][-1]),
+                  "minibatch_steps": result.metrics["train/minibatch_steps"].tolist(),
+                  "finite": bool(np.all(np.isfinite(result.metrics["train/total_loss"])))}))
+""")
+    assert got["same"] and got["finite"] and got["steps"] == 4 * 32 * 4
+    assert got["minibatch_steps"] == [16.0, 16.0]  # 4 epochs x 4 minibatches per iteration, on each replica's shard
+
+
 RESUME = """
 import hashlib
 config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=8, num_steps=16,

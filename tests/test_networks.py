@@ -70,3 +70,14 @@ def test_config_round_trip_and_seeded_init():
     assert clone.get_config() == actor.get_config()
     for a, b in zip(actor.weights, clone.weights):  # same seed -> same initial weights
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_torch_default_init_has_torchs_bound():
+    """torch.nn.Linear's default kernel init is U(-1/sqrt(fan_in), 1/sqrt(fan_in)): max close to the bound, std
+    bound / sqrt(3)."""
+    from kppo.networks import make_initializer
+
+    kernel = make_initializer("torch_default", 1.0, seed=0)((256, 512)).numpy()
+    bound = 1.0 / np.sqrt(256)
+    assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.99 * bound
+    assert kernel.std() == pytest.approx(bound / np.sqrt(3), rel=0.01)
