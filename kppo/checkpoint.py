@@ -23,7 +23,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.config import Config
-from kppo.distribute import from_replica_values, replica_values
+from kppo.distribute import from_replica_values, is_chief, replica_values, worker_id
 from kppo.normalization import RunningMeanStd, initial_stats
 from kppo.types import MeanStd
 from kppo.update import Learner
@@ -175,19 +175,29 @@ class TrainingCheckpointer:
     def __init__(self, directory: str | Path, learner: Learner, state_template: Any, max_to_keep: int = 3,
                  strategy: Any = None):
         self.strategy = strategy  # tf.distribute: every replica's runner state is saved (`replica_values`)
+        if strategy is not None:  # traced: eager collectives crash multi-worker runs (SIGSEGV, measured)
+            self._gather = tf.function(lambda state: replica_values(strategy, state), autograph=False)
         self.state = _NestVariables(self._plain_state(state_template))
         self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
         self.checkpoint = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
                                               runner_state=self.state, metric_rows=self.rows)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
+        # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into
+        # `directory`; the others write to a scratch directory removed after each save. All restore the chief's.
+        self.scratch = None if is_chief(strategy) else Path(directory) / f".worker-{worker_id(strategy)}"
+        self.writer = self.manager if self.scratch is None else tf.train.CheckpointManager(
+            self.checkpoint, str(self.scratch), max_to_keep=1)
 
     def _plain_state(self, state: Any) -> Any:
-        return state if self.strategy is None else replica_values(self.strategy, state)
+        return state if self.strategy is None else self._gather(state)
 
     def save(self, state: Any, rows: list[dict], iteration: int) -> str:
         self.state.assign(self._plain_state(state))
         self.rows.assign(json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows]))
-        return self.manager.save(checkpoint_number=iteration)
+        path = self.writer.save(checkpoint_number=iteration)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        return path
 
     def restore_latest(self) -> tuple[Any, list[dict]] | None:
         """(runner state, metric rows) of the newest readable checkpoint, or None if there is none."""

@@ -47,6 +47,7 @@ KERNEL_INITS = (
     "torch_default",
 )
 LR_SCHEDULES = ("constant", "linear")
+DISTRIBUTE = ("none", "mirrored", "multi_worker", "tpu")
 VF_CLIP_MODES = ("max", "clipped")
 ENV_BACKENDS = ("auto", "tf", "gymnasium")
 VECTORIZATIONS = ("sync", "async")
@@ -127,7 +128,11 @@ class Config:
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool = _f(False, "Compile the update with XLA (measured slower on CPU).")
-    distribute: str = _f("none", "'none' (one device) or 'mirrored' (tf.distribute.MirroredStrategy over `devices`).")
+    distribute: str = _f(
+        "none",
+        "'none' (one device), 'mirrored' (MirroredStrategy over `devices`), 'multi_worker' (MultiWorkerMirroredStrategy "
+        "from TF_CONFIG) or 'tpu' (TPUStrategy; TPU_NAME or the local TPU VM).",
+    )
     devices: tuple[str, ...] | None = _f(None, "Devices for 'mirrored', e.g. ['/cpu:0', '/cpu:1'] (default: all GPUs).")
     checkpoint_every: int = _f(0, "With a checkpoint directory: also checkpoint every N iterations (0: at round ends).")
     iterations_per_call: int = _f(
@@ -355,7 +360,7 @@ def _check(ok: bool, name: str, expected: str, got: Any) -> None:
 def _validate(c: Config) -> None:
     for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "num_hidden_units", "num_eval_envs"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
-    _check(c.distribute in ("none", "mirrored"), "distribute", "one of ('none', 'mirrored')", c.distribute)
+    _check(c.distribute in DISTRIBUTE, "distribute", f"one of {DISTRIBUTE}", c.distribute)
     _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
     for name in ("eval_freq", "iterations_per_call"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))

@@ -19,19 +19,67 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kppo._tf import tf
-from kppo.normalization import merge_replicas
+import json
+import os
 
-STRATEGIES = ("none", "mirrored")
+from kppo._tf import tf
+from kppo.normalization import merge_from_sums
+
+STRATEGIES = ("none", "mirrored", "multi_worker", "tpu")
+_STRATEGY_CACHE: dict = {}  # MultiWorkerMirroredStrategy and TPU initialization may happen once per process
 
 
 def make_strategy(name: str, devices: tuple[str, ...] | None = None) -> tf.distribute.Strategy | None:
-    """None for "none"; a MirroredStrategy over `devices` (default: all local GPUs, else the CPU)."""
+    """None for "none"; a MirroredStrategy over `devices` (default: all local GPUs, else the CPU); a
+    MultiWorkerMirroredStrategy from the TF_CONFIG environment variable; a TPUStrategy from a TPUClusterResolver
+    (TPU VM: `tpu="local"`). Multi-worker and TPU strategies are created once per process and reused."""
     if name == "none":
         return None
     if name == "mirrored":
         return tf.distribute.MirroredStrategy(list(devices) if devices else None)
-    raise ValueError(f"distribute: expected one of {STRATEGIES}, got {name!r}")
+    if name in _STRATEGY_CACHE:
+        return _STRATEGY_CACHE[name]
+    if name == "multi_worker":
+        try:
+            cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+        except (json.JSONDecodeError, AttributeError):
+            cluster = {}
+        if not cluster:
+            raise ValueError("distribute: 'multi_worker' reads the cluster from TF_CONFIG, expected "
+                             '{"cluster": {"worker": [...]}, "task": {...}}, got '
+                             f"{os.environ.get('TF_CONFIG')!r}")
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    elif name == "tpu":
+        strategy = _tpu_strategy()
+    else:
+        raise ValueError(f"distribute: expected one of {STRATEGIES}, got {name!r}")
+    _STRATEGY_CACHE[name] = strategy
+    return strategy
+
+
+def _tpu_strategy() -> tf.distribute.Strategy:
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=os.environ.get("TPU_NAME", "local"))
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, tf.errors.OpError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"distribute: 'tpu' needs a TPU, found none ({first})") from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy: tf.distribute.Strategy | None) -> bool:
+    """True except on the non-chief workers of a multi-worker cluster (worker 0 is the chief without a "chief")."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return True
+    return resolver.task_type in (None, "chief") or (resolver.task_type == "worker" and resolver.task_id == 0
+                                                   and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def worker_id(strategy: tf.distribute.Strategy | None) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    return int(resolver.task_id or 0) if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) else 0
 
 
 def num_replicas() -> int:
@@ -55,34 +103,79 @@ def clip_and_scale(grads: list, max_grad_norm: float) -> tuple[list, tf.Tensor]:
     return clipped, norm
 
 
+def _all_local(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process holds every replica's values (one machine), so merges need no collectives. Measured: on
+    2 logical CPUs, all-reduces added to the rollout function clash with the update's gradient all-reduce ("Shape
+    mismatch in the collective instance"), so a single machine merges from its local results instead."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+        return True
+    return sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) <= 1
+
+
 def merge_normalization(strategy: tf.distribute.Strategy, base, state):
     """Per-replica runner `state` with every replica's observation and return moments replaced by their merge
-    (`kppo.normalization.merge_replicas`); `base` is the rollout state all replicas started from (one replica's).
-    After the merge all replicas normalize with the moments of every shard's samples, as one device would."""
-    local = [s.rollout for s in strategy.experimental_local_results(state)]
-    obs = merge_replicas(base.obs_stats, [r.obs_stats for r in local])
-    ret = merge_replicas(base.return_stats, [r.return_stats for r in local])
+    (`kppo.normalization.merge_from_sums`); `base` is the rollout state all replicas started from. One machine sums
+    its local replicas' values; a multi-worker cluster all-reduces the sums. After the merge all replicas normalize
+    with the moments of every shard's samples, as one device would."""
+    names = ("obs_stats", "return_stats")
+    if _all_local(strategy):
+        local = [s.rollout for s in strategy.experimental_local_results(state)]
+        merged = {name: merge_from_sums(getattr(base, name), len(local),
+                                        lambda f, name=name: tf.add_n([f(getattr(r, name)) for r in local]))
+                  for name in names}
 
-    def assign(s, obs, ret):
-        return s._replace(rollout=s.rollout._replace(obs_stats=obs, return_stats=ret))
+        def assign(replica_state, merged):
+            return replica_state._replace(rollout=replica_state.rollout._replace(**merged))
 
-    return strategy.run(assign, args=(state, obs, ret))
+        return strategy.run(assign, args=(state, merged))
+
+    device = strategy.extended.worker_devices[0]  # placed: a collective needs its input's device (multi-worker)
+
+    def merge(replica_state, base_obs, base_return):
+        context = tf.distribute.get_replica_context()
+        rollout = replica_state.rollout
+        merged = {}
+        with tf.device(device):
+            for name, start in zip(names, (base_obs, base_return)):
+                def total(f, mine=getattr(rollout, name)):  # identity: an op with a device, not a function input
+                    return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(f(mine)))
+
+                merged[name] = merge_from_sums(start, context.num_replicas_in_sync, total)
+        return replica_state._replace(rollout=rollout._replace(**merged))
+
+    return strategy.run(merge, args=(state, base.obs_stats, base.return_stats))
 
 
 def replica_values(strategy: tf.distribute.Strategy, state) -> tuple:
-    """A per-replica nest as a tuple of plain nests, one per replica (checkpoints save every replica's env state
-    and RNG stream). A leaf all replicas share (MirroredStrategy returns it as one tensor) is repeated."""
+    """Every replica's runner state (across all workers), as a tuple of plain nests, so the chief can checkpoint the
+    env states and RNG streams of the whole cluster: local results on one machine, all-gathered across workers."""
     count = strategy.num_replicas_in_sync
+    if _all_local(strategy):
+        def pick(x, i):
+            local = strategy.experimental_local_results(x)
+            return local[i] if len(local) > 1 else local[0]  # a leaf every replica shares comes back as one tensor
 
-    def pick(x, i):
-        local = strategy.experimental_local_results(x)
-        return local[i] if len(local) > 1 else local[0]
+        return tuple(tf.nest.map_structure(lambda x: pick(x, i), state) for i in range(count))
 
-    return tuple(tf.nest.map_structure(lambda x: pick(x, i), state) for i in range(count))
+    device = strategy.extended.worker_devices[0]
+
+    def gather_leaf(x):  # collective gathers take no bool on CPU (as int32 and back) and crash on empty tensors
+        context = tf.distribute.get_replica_context()
+        if x.shape.num_elements() == 0:
+            return tf.zeros([count, *x.shape], x.dtype)
+        with tf.device(device):
+            wide = tf.cast(x, tf.int32) if x.dtype == tf.bool else x
+            out = context.all_gather(tf.expand_dims(wide, 0), axis=0)
+        return tf.cast(out, tf.bool) if x.dtype == tf.bool else out
+
+    stacked = tf.nest.map_structure(lambda x: strategy.experimental_local_results(x)[0],
+                                    strategy.run(lambda s: tf.nest.map_structure(gather_leaf, s), args=(state,)))
+    return tuple(tf.nest.map_structure(lambda x: x[i], stacked) for i in range(count))
 
 
 def from_replica_values(strategy: tf.distribute.Strategy, values: tuple):
-    """Inverse of `replica_values`: replica i gets values[i]."""
+    """Inverse of `replica_values`: replica i (counted across workers) gets values[i]."""
     if len(values) != strategy.num_replicas_in_sync:
         raise ValueError(f"checkpoint: expected a state for each of {strategy.num_replicas_in_sync} replicas, "
                          f"got {len(values)}")

@@ -65,7 +65,8 @@ def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
 
     state = strategy.experimental_distribute_values_from_function(replica_state)
     start = normalization.initial_stats([_native_observation_dim(train_env.observation_space)])
-    state = merge_normalization(strategy, state_base(start), state)  # each shard's reset observations
+    # each shard's reset observations (collectives run inside a tf.function: eager ones clash with traced ones)
+    state = tf.function(lambda s: merge_normalization(strategy, state_base(start), s), autograph=False)(state)
     return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
 
 

@@ -8,6 +8,8 @@ exactly the statistics of one stream (`merge`).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from kppo._tf import tf
 from kppo.types import MeanStd
 
@@ -30,21 +32,28 @@ def merge(a: MeanStd, b: MeanStd) -> MeanStd:
     return MeanStd(mean, m2 / count, count)
 
 
-def merge_replicas(base: MeanStd, replicas: list[MeanStd]) -> MeanStd:
-    """The moments of `base`'s stream plus every replica's new samples, where each replica's moments are
-    `base` updated with that replica's samples (tf.distribute: all replicas start an iteration from the same
-    merged moments). `base` is counted once: sums over replicas minus (K - 1) copies of `base`, taken about the
-    merged mean so nothing cancels beyond float32 rounding of the totals.
+def merge_from_sums(base: MeanStd, num_replicas: int, total: Callable[[Callable[[MeanStd], tf.Tensor]], tf.Tensor]
+                    ) -> MeanStd:
+    """The moments of `base`'s stream plus every replica's new samples, where each replica's moments are `base`
+    updated with that replica's samples (tf.distribute: all replicas start an iteration from the same merged
+    moments). `total(f)` is the sum of f(replica moments) over the replicas (`tf.add_n` over a list, or an
+    all-reduce inside a replica context). `base` is counted once: sums over replicas minus (K - 1) copies of `base`,
+    taken about the merged mean so nothing cancels beyond float32 rounding of the totals.
     """
-    extra = float(len(replicas) - 1)
-    count = tf.add_n([r.count for r in replicas]) - extra * base.count
-    mean = (tf.add_n([r.count * r.mean for r in replicas]) - extra * base.count * base.mean) / count
+    extra = float(num_replicas - 1)
+    count = total(lambda s: s.count) - extra * base.count
+    mean = (total(lambda s: s.count * s.mean) - extra * base.count * base.mean) / count
 
     def m2(s: MeanStd) -> tf.Tensor:  # sum of squared deviations about the merged mean
         return s.count * (s.var + tf.square(s.mean - mean))
 
-    var = (tf.add_n([m2(r) for r in replicas]) - extra * m2(base)) / count
+    var = (total(m2) - extra * m2(base)) / count
     return MeanStd(mean, tf.maximum(var, 0.0), count)
+
+
+def merge_replicas(base: MeanStd, replicas: list[MeanStd]) -> MeanStd:
+    """`merge_from_sums` over a list of replica moments."""
+    return merge_from_sums(base, len(replicas), lambda f: tf.add_n([f(r) for r in replicas]))
 
 
 def batch_stats(x: tf.Tensor) -> MeanStd:

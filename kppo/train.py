@@ -228,6 +228,7 @@ def _run(runner, config: Config, on_eval, on_progress=None, rows=None, checkpoin
         if checkpointer is not None:
             checkpointer.save(state, rows, iteration)
             last_checkpoint = iteration
+    warmup.join()  # a resumed run with nothing left to do must not exit while the warm-up compiles (abort at exit)
     return state, rows, _timings(compile_s, start), False
 
 

@@ -2,6 +2,8 @@
 be configured before TensorFlow initializes)."""
 
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +191,66 @@ print(json.dumps({{"digest": digest(result), "iteration": int(result.runner_stat
     assert resumed["digest"] == first["full"]
 
 
+WORKER = """
+import hashlib, json, sys
+import numpy as np
+import kppo
+config = kppo.Config(distribute=sys.argv[2], num_envs=8, num_steps=16, total_timesteps=8 * 16 * 4, eval_freq=2,
+                     num_eval_envs=4, num_hidden_units=16, iterations_per_call=1, normalize_obs=True,
+                     normalize_reward=True, devices=["/cpu:0", "/cpu:1"] if sys.argv[2] == "mirrored" else None)
+if sys.argv[2] == "mirrored":
+    from kppo._tf import tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+result = kppo.train("CartPole-v1", config, seed=0, checkpoint_dir=sys.argv[1], resume=sys.argv[3] == "resume")
+arrays = [v.numpy() for v in result.learner.variables + result.learner.optimizer.variables]
+print(json.dumps({"digest": hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest(),
+                  "iteration": int(result.runner_state.iteration),
+                  "count": float(result.runner_state.rollout.obs_stats.count)}))
+"""
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.distributed
+def test_two_worker_processes_train_in_sync_and_the_chiefs_checkpoint_restores(tmp_path):
+    """MultiWorkerMirroredStrategy: two real worker processes on 127.0.0.1 (free ports) train 4 iterations and end
+    with identical weights and merged normalization moments; only the chief writes checkpoints, holding every
+    replica's state, and a fresh process (2 logical CPUs, mirrored) restores it to the same weights."""
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        env = {**os.environ, "TF_CONFIG": tf_config}
+        procs.append(subprocess.Popen([sys.executable, str(script), str(tmp_path / "ckpt"), "multi_worker", "new"],
+                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert outs[0]["digest"] == outs[1]["digest"]
+    assert outs[0]["iteration"] == 4
+    assert outs[0]["count"] == pytest.approx(1e-4 + 8 + 8 * 16 * 4)  # both workers' samples, counted once
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.name.startswith(".worker")) == []
+    restored = subprocess.run([sys.executable, str(script), str(tmp_path / "ckpt"), "mirrored", "resume"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=600,
+                              env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    got = json.loads(restored.stdout.strip().splitlines()[-1])
+    assert got["digest"] == outs[0]["digest"] and got["iteration"] == 4
+
+
 @pytest.mark.distributed
 @pytest.mark.slow
 def test_two_replicas_learn_cartpole():
@@ -202,10 +264,28 @@ print(json.dumps({"final": float(result.metrics["eval/mean_returns"][-1])}))
     assert got["final"] >= 450
 
 
+def test_tpu_and_multi_worker_without_their_hardware_or_cluster_get_one_line_errors():
+    code = """
+import kppo
+for name, env in (("tpu", None), ("multi_worker", "")):
+    import os
+    os.environ["TF_CONFIG"] = "" if env is None else env
+    try:
+        kppo.train("CartPole-v1", kppo.Config(distribute=name))
+    except ValueError as err:
+        print(str(err))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2, out.stderr[-2000:]
+    assert lines[0].startswith("distribute: 'tpu' needs a TPU, found none")
+    assert lines[1].startswith("distribute: 'multi_worker' reads the cluster from TF_CONFIG, expected")
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
-        (dict(distribute="tpu"), "distribute: expected one of"),
+        (dict(distribute="gpus"), "distribute: expected one of"),
     ],
 )
 def test_unsupported_combinations_are_named(changes, message):
