@@ -41,16 +41,22 @@ from kppo.update import (
 )
 
 
-def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
-    """`setup` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each replica
-    with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica id)."""
+def shard_size(config: Config, strategy) -> int:
+    """Envs per replica; a one-line error unless num_envs splits evenly into shards whose rollouts split evenly
+    into num_minibatches."""
     replicas = strategy.num_replicas_in_sync
     if config.num_envs % replicas or (config.rollout_size // replicas) % config.num_minibatches:
         raise ValueError(
             f"num_envs: expected a multiple of the {replicas} replicas whose shard rollout divides into "
             f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
         )
-    shard = config.num_envs // replicas
+    return config.num_envs // replicas
+
+
+def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
+    """`setup` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each replica
+    with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica id)."""
+    shard = shard_size(config, strategy)
     train_env, eval_env = make_native_envs(env, config)
     with strategy.scope():
         learner = make_learner(config, _native_observation_dim(train_env.observation_space), train_env.action_space)
@@ -192,13 +198,7 @@ def make_sharded_update(learner: Learner, config: Config, strategy) -> Callable:
     """The gymnasium path's update under `strategy`: `(traj, advantages, returns, key) -> UpdateStats` on a rollout
     collected on the host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
     minibatch permutation (key folded with r)."""
-    replicas = strategy.num_replicas_in_sync
-    if config.num_envs % replicas or (config.rollout_size // replicas) % config.num_minibatches:
-        raise ValueError(
-            f"num_envs: expected a multiple of the {replicas} replicas whose shard rollout divides into "
-            f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
-        )
-    shard = config.num_envs // replicas
+    shard = shard_size(config, strategy)
     replica_update = make_replica_update(learner, config, strategy)
 
     def replica_shard(traj, advantages, returns, key):

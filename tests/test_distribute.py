@@ -264,6 +264,23 @@ print(json.dumps({"final": float(result.metrics["eval/mean_returns"][-1])}))
     assert got["final"] >= 450
 
 
+@pytest.mark.distributed
+def test_num_envs_that_do_not_split_into_replica_shards_are_named():
+    got = _run("""
+messages = []
+for backend in ("tf", "gymnasium"):
+    config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=3, num_steps=16,
+                         num_minibatches=2, total_timesteps=3 * 16 * 2, eval_freq=1, env_backend=backend)
+    try:
+        kppo.train("CartPole-v1", config)
+    except ValueError as err:
+        messages.append(str(err))
+print(json.dumps(messages))
+""")
+    assert got == ["num_envs: expected a multiple of the 2 replicas whose shard rollout divides into "
+                   "num_minibatches=2, got 3"] * 2
+
+
 def test_tpu_and_multi_worker_without_their_hardware_or_cluster_get_one_line_errors():
     code = """
 import kppo
