@@ -10,7 +10,8 @@ CPUs: 5e-3 off a single-device update; this rule: 3e-8).
 
 MirroredStrategy forbids synchronization points (all-reduce, optimizer apply) inside `tf.while_loop`, so the
 distributed update runs its epochs x minibatches as separate `strategy.run` calls in one traced function, and the
-iterations of a call run from the host. Advantages are normalized per replica. Observation and return moments are
+iterations of a call run from the host. Advantages are normalized over the whole minibatch (moments all-reduced
+across the replicas' shards, `minibatch_moments`), as on one device. Observation and return moments are
 merged across replicas after every rollout (Chan merge, `merge_normalization`): during a rollout each replica adds
 only its own shard's samples to the common moments, as the envs of one device would add theirs step by step.
 """
@@ -86,6 +87,16 @@ def num_replicas() -> int:
     """Replicas of the current replica context (1 outside any strategy)."""
     context = tf.distribute.get_replica_context()
     return 1 if context is None else context.num_replicas_in_sync
+
+
+def minibatch_moments(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Mean and population variance of x [N] over the whole minibatch: under a strategy, over every replica's
+    (equal-sized) shard, so advantage normalization matches one device's."""
+    if num_replicas() == 1:
+        return tf.nn.moments(x, axes=[0])
+    context = tf.distribute.get_replica_context()
+    mean, square = context.all_reduce(tf.distribute.ReduceOp.MEAN, [tf.reduce_mean(x), tf.reduce_mean(tf.square(x))])
+    return mean, tf.maximum(square - tf.square(mean), 0.0)
 
 
 def clip_and_scale(grads: list, max_grad_norm: float) -> tuple[list, tf.Tensor]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from kppo import normalization
+from kppo import losses, normalization
 from kppo._tf import tf
 from kppo.config import Config
 from kppo.distribute import merge_normalization
@@ -36,7 +36,6 @@ from kppo.update import (
     UpdateStats,
     flatten,
     minibatch_indices,
-    minibatch_loss,
     minibatch_step,
 )
 
@@ -121,8 +120,9 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
     minibatch_call = tf.function(lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))),
                                  autograph=False)
 
-    def replica_kl(batch, indices, k):
-        return minibatch_loss(learner, upd, gather(batch, indices, k))[1].approx_kl
+    def replica_kl(batch, indices, k):  # the KL only: no collective inside (they clash across functions, measured)
+        mb = gather(batch, indices, k)
+        return losses.approx_kl(learner.dist.log_prob(learner.actor(mb.obs), mb.action), mb.log_prob)
 
     kl_call = tf.function(lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None),
                           autograph=False)

@@ -12,7 +12,7 @@ import keras
 
 from kppo import losses
 from kppo._tf import tf
-from kppo.distribute import clip_and_scale
+from kppo.distribute import clip_and_scale, minibatch_moments
 from kppo.distributions import ActionDistribution
 from kppo.networks import Actor, Critic
 from kppo.types import Batch, LossInfo, Transition
@@ -79,7 +79,9 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
 def minibatch_loss(learner: Learner, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
     """PPO loss of one minibatch (inside the tape)."""
     params = learner.actor(mb.obs)
-    advantages = losses.normalize_advantages(mb.advantage) if settings.normalize_advantage else mb.advantage
+    advantages = mb.advantage
+    if settings.normalize_advantage:
+        advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages))
     return losses.ppo_loss(
         learner.dist.log_prob(params, mb.action),
         learner.dist.entropy(params),

@@ -31,14 +31,14 @@ def _run(code: str, timeout: int = 600) -> dict:
 
 
 @pytest.mark.distributed
-def test_one_update_equals_the_single_device_update_with_clipping():
+def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_normalization():
     got = _run("""
 import gymnasium as gym
 from kppo.config import Config
 from kppo.runners import make_learner, update_settings
 from kppo.types import Batch
 from kppo.update import minibatch_step
-config = Config(num_hidden_units=16, max_grad_norm=0.01, normalize_advantage=False, learning_rate=1e-2)
+config = Config(num_hidden_units=16, max_grad_norm=0.01, normalize_advantage=True, learning_rate=1e-2)
 space = gym.spaces.Discrete(3)
 rng = np.random.default_rng(0)
 n = 64
