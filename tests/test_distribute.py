@@ -96,8 +96,8 @@ def test_normalization_moments_are_merged_across_replicas():
     hold the same moments, counting every env's samples exactly once."""
     got = _run("""
 config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=8, num_steps=16,
-                     total_timesteps=8 * 16 * 3, eval_freq=1, num_eval_envs=4, num_hidden_units=16,
-                     normalize_obs=True, normalize_reward=True)
+                     total_timesteps=8 * 16 * 3, eval_freq=1, num_eval_envs=4, num_hidden_units=16, num_epochs=2,
+                     num_minibatches=2, normalize_obs=True, normalize_reward=True)
 from kppo.runners import make_runner
 runner = make_runner("Pendulum-v1", config)
 state, _ = runner.train_step(runner.state, 3)
@@ -161,8 +161,8 @@ print(json.dumps({"same": same, "steps": int(result.metrics["train/total_steps"]
 RESUME = """
 import hashlib
 config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=8, num_steps=16,
-                     total_timesteps=8 * 16 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16,
-                     iterations_per_call=1, normalize_obs=True, normalize_reward=True)
+                     total_timesteps=8 * 16 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16, num_epochs=2,
+                     num_minibatches=2, iterations_per_call=1, normalize_obs=True, normalize_reward=True)
 def digest(result):
     arrays = [v.numpy() for v in result.learner.variables + result.learner.optimizer.variables]
     arrays += [np.asarray(x) for x in tf.nest.flatten(result.runner_state)]
@@ -196,8 +196,8 @@ import hashlib, json, sys
 import numpy as np
 import kppo
 config = kppo.Config(distribute=sys.argv[2], num_envs=8, num_steps=16, total_timesteps=8 * 16 * 4, eval_freq=2,
-                     num_eval_envs=4, num_hidden_units=16, iterations_per_call=1, normalize_obs=True,
-                     normalize_reward=True, devices=["/cpu:0", "/cpu:1"] if sys.argv[2] == "mirrored" else None)
+                     num_eval_envs=4, num_hidden_units=16, num_epochs=2, num_minibatches=2, iterations_per_call=1,
+                     normalize_obs=True, normalize_reward=True, devices=["/cpu:0", "/cpu:1"] if sys.argv[2] == "mirrored" else None)
 if sys.argv[2] == "mirrored":
     from kppo._tf import tf
     cpu = tf.config.list_physical_devices("CPU")[0]
