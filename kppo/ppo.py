@@ -16,7 +16,7 @@ SB3 argument -> kppo:
     clip_range_vf (None | float | schedule) -> clip_range_vf with vf_clip_mode="clipped" (SB3's formula)
     policy_kwargs: net_arch           -> actor_hidden_units / critic_hidden_units
                    activation_fn      -> activation (a Keras activation or its name)
-                   ortho_init         -> kernel_init "orthogonal" (else "lecun_uniform", close to torch's default)
+                   ortho_init         -> kernel_init "orthogonal" (else "torch_default": torch.nn.Linear's kernel init)
                    log_std_init, squash_output -> log_std_init, squash
     seed, verbose                     -> seed, verbose
     device                            -> a TensorFlow device scope ("auto": TensorFlow's placement)
@@ -94,7 +94,7 @@ def _policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
         raise ValueError("policy_kwargs.net_arch: kppo needs at least one hidden layer in each of pi and vf")
     out["actor_hidden_units"], out["critic_hidden_units"] = pi, vf
     out["activation"] = _activation_name(kwargs.pop("activation_fn", "tanh"))
-    out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "lecun_uniform"
+    out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "torch_default"
     out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
     out["squash"] = bool(kwargs.pop("squash_output", False))
     out["full_std"] = bool(kwargs.pop("full_std", True))

@@ -30,7 +30,7 @@ def test_accepts_every_sb3_argument():
     assert (c.gamma, c.gae_lambda, c.clip_range, c.clip_range_vf, c.vf_clip_mode) == (0.98, 0.9, 0.2, 0.5, "clipped")
     assert (c.normalize_advantage, c.ent_coef, c.vf_coef, c.max_grad_norm, c.target_kl) == (False, 0.01, 0.4, 0.7, 0.03)
     assert (c.actor_hidden_units, c.critic_hidden_units, c.activation, c.kernel_init) == ((32, 16), (8,), "relu",
-                                                                                         "lecun_uniform")
+                                                                                         "torch_default")
     model.learn(256)
     assert model.num_timesteps == 256
 
