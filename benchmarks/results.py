@@ -39,7 +39,7 @@ class Task:
     budget: int
     eval_rounds: int
     eval_episodes: int
-    sb3: dict | None = field(default=None)  # rl-zoo3 hyperparams/ppo.yml, None where SB3 is too slow here
+    sb3: dict | None = field(default=None)  # rl-zoo3 hyperparams/ppo.yml (MuJoCo: the -v3 entries)
 
 
 TASKS = {
@@ -68,8 +68,20 @@ TASKS = {
         dict(normalize=True, n_envs=16, n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4,
              ent_coef=0.01),
     ),
-    "halfcheetah": Task("HalfCheetah-v5", "configs/halfcheetah.yaml", 5819.0, 1_000_000, 20, 10),
-    "hopper": Task("Hopper-v5", "configs/hopper.yaml", 2410.0, 1_000_000, 20, 10),
+    "halfcheetah": Task(
+        "HalfCheetah-v5", "configs/halfcheetah.yaml", 5819.0, 1_000_000, 20, 10,
+        dict(normalize=True, n_envs=1, batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05,
+             ent_coef=0.000401762, clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
+             policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="relu",
+                                net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    ),
+    "hopper": Task(
+        "Hopper-v5", "configs/hopper.yaml", 2410.0, 1_000_000, 20, 10,
+        dict(normalize=True, n_envs=1, batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05,
+             ent_coef=0.00229519, clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
+             policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="relu",
+                                net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+    ),
 }
 
 
@@ -235,7 +247,8 @@ def table(results: dict[tuple[str, str], list[dict]]) -> str:
         b = results.get((name, "sb3"))
         if b:
             t = summarize(b, task.zoo)
-            row += f" {t['mean']:.1f} ± {t['std']:.1f} ({t['seeds']} seeds) | {t['wall_s']:.0f} | {t['steps_per_s']:,.0f} |"
+            seeds = f"{t['seeds']} seed" + ("s" if t["seeds"] > 1 else "")
+            row += f" {t['mean']:.1f} ± {t['std']:.1f} ({seeds}) | {t['wall_s']:.0f} | {t['steps_per_s']:,.0f} |"
         else:
             row += " not run | | |"
         lines.append(row)
