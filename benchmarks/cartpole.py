@@ -348,6 +348,19 @@ def _has_modules(python: str, modules, cwd: str, env: dict) -> tuple[bool, str]:
     return (not missing), (f"{python} lacks {missing}" if missing else "")
 
 
+def _available(frameworks: list[str], pythons: dict[str, str], required: dict) -> tuple[list[str], list[str]]:
+    """(frameworks whose interpreter has their modules, notes naming the skipped ones and why)."""
+    available, notes = [], []
+    for f in frameworks:
+        ok, why = _has_modules(pythons[f], required[f], REPO_ROOT, _worker_env(f))
+        if ok:
+            available.append(f)
+        else:
+            notes.append(f"skipped {f}: {why}")
+            print(f"[bench] skipping {f}: {why}", file=sys.stderr, flush=True)
+    return available, notes
+
+
 def _worker_env(name: str) -> dict:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -454,15 +467,7 @@ def main(argv=None) -> int:
         p.error(f"unknown framework(s): {', '.join(unknown)} (choose from {', '.join(FRAMEWORKS)})")
     pythons = {f: args.python_kppo if f == "kppo" else args.python_peers for f in frameworks}
 
-    notes = []
-    available = []
-    for f in frameworks:
-        ok, why = _has_modules(pythons[f], REQUIRED_MODULES[f], REPO_ROOT, _worker_env(f))
-        if ok:
-            available.append(f)
-        else:
-            notes.append(f"skipped {f}: {why}")
-            print(f"[bench] skipping {f}: {why}", file=sys.stderr, flush=True)
+    available, notes = _available(frameworks, pythons, REQUIRED_MODULES)
 
     results = []
     for rep in range(args.repeats):

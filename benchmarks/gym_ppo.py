@@ -55,8 +55,8 @@ def _load_cartpole_helpers():
 
 
 _cp = _load_cartpole_helpers()
-_rss_mb, _versions, _has_modules, _worker_env, _fmt, REPO_ROOT = (
-    _cp._rss_mb, _cp._versions, _cp._has_modules, _cp._worker_env, _cp._fmt, _cp.REPO_ROOT)
+_rss_mb, _versions, _worker_env, _fmt, REPO_ROOT = (
+    _cp._rss_mb, _cp._versions, _cp._worker_env, _cp._fmt, _cp.REPO_ROOT)
 
 # --------------------------------------------------------------------------------------------------
 # The tasks. "lr" is ("constant", value) or ("linear", start) for lambda p: start * p (p = progress remaining).
@@ -379,14 +379,7 @@ def main(argv=None) -> int:
     budgets = {t: max(1, int(round(TASKS[t]["timesteps"] * args.timesteps_scale))) for t in tasks}
     pythons = {f: args.python_kppo if f == "kppo" else args.python_peers for f in frameworks}
 
-    notes, available = [], []
-    for f in frameworks:
-        ok, why = _has_modules(pythons[f], REQUIRED_MODULES[f], REPO_ROOT, _worker_env(f))
-        if ok:
-            available.append(f)
-        else:
-            notes.append(f"skipped {f}: {why}")
-            print(f"[bench] skipping {f}: {why}", file=sys.stderr, flush=True)
+    available, notes = _cp._available(frameworks, pythons, REQUIRED_MODULES)
 
     results = []
     for rep in range(args.repeats):

@@ -1,4 +1,5 @@
-"""tf.distribute: strategy resolution, the cross-replica gradient rule, and the distributed training iteration.
+"""tf.distribute: strategy resolution, the cross-replica rules (gradients, advantage moments, normalization merge)
+and the replica-state helpers checkpoints use; the distributed runner itself is `kppo.mirrored`.
 
 One code path: with no strategy (distribute="none") nothing here changes the computation. Under a strategy each
 replica runs its own environment shard, rollout and GAE; per minibatch each replica computes the gradient of its own
@@ -18,15 +19,14 @@ only its own shard's samples to the common moments, as the envs of one device wo
 
 from __future__ import annotations
 
-from typing import Callable
-
 import json
 import os
+from typing import Callable
 
 from kppo._tf import tf
-from kppo.normalization import merge_from_sums
+from kppo.config import DISTRIBUTE
+from kppo.normalization import merge_from_sums, merge_replicas
 
-STRATEGIES = ("none", "mirrored", "multi_worker", "tpu")
 _STRATEGY_CACHE: dict = {}  # MultiWorkerMirroredStrategy and TPU initialization may happen once per process
 
 
@@ -53,7 +53,7 @@ def make_strategy(name: str, devices: tuple[str, ...] | None = None) -> tf.distr
     elif name == "tpu":
         strategy = _tpu_strategy()
     else:
-        raise ValueError(f"distribute: expected one of {STRATEGIES}, got {name!r}")
+        raise ValueError(f"distribute: expected one of {DISTRIBUTE}, got {name!r}")
     _STRATEGY_CACHE[name] = strategy
     return strategy
 
@@ -69,18 +69,25 @@ def _tpu_strategy() -> tf.distribute.Strategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
+def _cluster(strategy: tf.distribute.Strategy | None):
+    """The cluster resolver of a MultiWorkerMirroredStrategy, else None."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return strategy.cluster_resolver
+    return None
+
+
 def is_chief(strategy: tf.distribute.Strategy | None) -> bool:
     """True except on the non-chief workers of a multi-worker cluster (worker 0 is the chief without a "chief")."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
+    resolver = _cluster(strategy)
+    if resolver is None:
         return True
     return resolver.task_type in (None, "chief") or (resolver.task_type == "worker" and resolver.task_id == 0
                                                    and "chief" not in resolver.cluster_spec().as_dict())
 
 
 def worker_id(strategy: tf.distribute.Strategy | None) -> int:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    return int(resolver.task_id or 0) if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) else 0
+    resolver = _cluster(strategy)
+    return 0 if resolver is None else int(resolver.task_id or 0)
 
 
 def num_replicas() -> int:
@@ -118,44 +125,39 @@ def _all_local(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process holds every replica's values (one machine), so merges need no collectives. Measured: on
     2 logical CPUs, all-reduces added to the rollout function clash with the update's gradient all-reduce ("Shape
     mismatch in the collective instance"), so a single machine merges from its local results instead."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) or resolver is None:
-        return True
-    return sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) <= 1
+    resolver = _cluster(strategy)
+    return resolver is None or sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) <= 1
 
 
-def merge_normalization(strategy: tf.distribute.Strategy, base, state):
-    """Per-replica runner `state` with every replica's observation and return moments replaced by their merge
-    (`kppo.normalization.merge_from_sums`); `base` is the rollout state all replicas started from. One machine sums
-    its local replicas' values; a multi-worker cluster all-reduces the sums. After the merge all replicas normalize
-    with the moments of every shard's samples, as one device would."""
-    names = ("obs_stats", "return_stats")
+def merge_normalization(strategy: tf.distribute.Strategy, base_obs, base_return, state):
+    """Per-replica runner `state` with every replica's observation and return moments replaced by their merge;
+    `base_obs`/`base_return` are the moments all replicas started from. One machine merges its local replicas'
+    values (`merge_replicas`); a multi-worker cluster all-reduces the sums (`merge_from_sums`). After the merge all
+    replicas normalize with the moments of every shard's samples, as one device would."""
+    names, bases = ("obs_stats", "return_stats"), (base_obs, base_return)
+
+    def assign(replica_state, merged):
+        return replica_state._replace(rollout=replica_state.rollout._replace(**merged))
+
     if _all_local(strategy):
         local = [s.rollout for s in strategy.experimental_local_results(state)]
-        merged = {name: merge_from_sums(getattr(base, name), len(local),
-                                        lambda f, name=name: tf.add_n([f(getattr(r, name)) for r in local]))
-                  for name in names}
-
-        def assign(replica_state, merged):
-            return replica_state._replace(rollout=replica_state.rollout._replace(**merged))
-
+        merged = {name: merge_replicas(base, [getattr(r, name) for r in local]) for name, base in zip(names, bases)}
         return strategy.run(assign, args=(state, merged))
 
     device = strategy.extended.worker_devices[0]  # placed: a collective needs its input's device (multi-worker)
 
-    def merge(replica_state, base_obs, base_return):
+    def merge(replica_state, bases):
         context = tf.distribute.get_replica_context()
-        rollout = replica_state.rollout
         merged = {}
         with tf.device(device):
-            for name, start in zip(names, (base_obs, base_return)):
-                def total(f, mine=getattr(rollout, name)):  # identity: an op with a device, not a function input
+            for name, base in zip(names, bases):
+                def total(f, mine=getattr(replica_state.rollout, name)):  # identity: an op with a device
                     return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(f(mine)))
 
-                merged[name] = merge_from_sums(start, context.num_replicas_in_sync, total)
-        return replica_state._replace(rollout=rollout._replace(**merged))
+                merged[name] = merge_from_sums(base, context.num_replicas_in_sync, total)
+        return assign(replica_state, merged)
 
-    return strategy.run(merge, args=(state, base.obs_stats, base.return_stats))
+    return strategy.run(merge, args=(state, bases))
 
 
 def replica_values(strategy: tf.distribute.Strategy, state) -> tuple:

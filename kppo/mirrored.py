@@ -18,26 +18,10 @@ from kppo.config import Config
 from kppo.distribute import merge_normalization
 from kppo.envs.base import VecEnv
 from kppo.rollout import Agent, collect_rollout, initial_rollout_state
-from kppo.runners import (
-    Setup,
-    _maybe_compile,
-    _native_observation_dim,
-    diagnostics,
-    learning_rate,
-    make_learner,
-    make_native_envs,
-    rollout_settings,
-    root_keys,
-    update_settings,
-)
-from kppo.types import Diagnostics, LossInfo, RolloutState, RunnerState
-from kppo.update import (
-    Learner,
-    UpdateStats,
-    flatten,
-    minibatch_indices,
-    minibatch_step,
-)
+from kppo.runners import (Setup, _maybe_compile, _native_observation_dim, diagnostics, learning_rate, make_learner,
+                           make_native_envs, rollout_settings, root_keys, update_settings)
+from kppo.types import Diagnostics, LossInfo, RunnerState
+from kppo.update import Learner, UpdateStats, flatten, minibatch_indices, minibatch_step
 
 
 def shard_size(config: Config, strategy) -> int:
@@ -57,8 +41,9 @@ def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
     with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica id)."""
     shard = shard_size(config, strategy)
     train_env, eval_env = make_native_envs(env, config)
+    obs_dim = _native_observation_dim(train_env.observation_space)
     with strategy.scope():
-        learner = make_learner(config, _native_observation_dim(train_env.observation_space), train_env.action_space)
+        learner = make_learner(config, obs_dim, train_env.action_space)
     agent = Agent(train_env, learner.dist, learner.actor, learner.critic)
     key_reset, key_train, key_eval = root_keys(config.seed)
 
@@ -69,15 +54,10 @@ def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
         return RunnerState(rollout, fold(key_train, replica), tf.constant(0, tf.int32))
 
     state = strategy.experimental_distribute_values_from_function(replica_state)
-    start = normalization.initial_stats([_native_observation_dim(train_env.observation_space)])
     # each shard's reset observations (collectives run inside a tf.function: eager ones clash with traced ones)
-    state = tf.function(lambda s: merge_normalization(strategy, state_base(start), s), autograph=False)(state)
+    start = normalization.initial_stats([obs_dim]), normalization.initial_stats(())
+    state = tf.function(lambda s: merge_normalization(strategy, *start, s), autograph=False)(state)
     return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
-
-
-def state_base(obs_stats):
-    """A stand-in rollout state holding only the moments every replica starts from (`merge_normalization`)."""
-    return RolloutState(None, None, None, obs_stats, normalization.initial_stats(()), None)
 
 
 def _zero_stats() -> UpdateStats:
@@ -168,7 +148,7 @@ def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, 
         base = view(state).rollout
         state, batch, indices, partial = strategy.run(replica_rollout, args=(state,))
         partial = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), partial)
-        return merge_normalization(strategy, base, state), batch, indices, partial
+        return merge_normalization(strategy, base.obs_stats, base.return_stats, state), batch, indices, partial
 
     @tf.function(autograph=False)
     def iteration(state, lr):

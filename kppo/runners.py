@@ -11,8 +11,7 @@ deterministic evaluation round. The training loop in `kppo.train` only sees this
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import keras
@@ -25,24 +24,10 @@ from kppo.config import Config
 from kppo.distribute import make_strategy, replica_view
 from kppo.distributions import make_distribution
 from kppo.envs.base import VecEnv
-from kppo.host_rollout import (
-    HostPolicy,
-    HostRolloutState,
-    StepPolicy,
-    collect_host_rollout,
-    evaluate_host,
-    finish_rollout,
-)
+from kppo.host_rollout import HostPolicy, HostRolloutState, StepPolicy, collect_host_rollout, evaluate_host, finish_rollout
 from kppo.losses import explained_variance
 from kppo.networks import make_networks
-from kppo.rollout import (
-    Agent,
-    RolloutSettings,
-    collect_rollout,
-    evaluate,
-    initial_rollout_state,
-    observe,
-)
+from kppo.rollout import Agent, RolloutSettings, collect_rollout, evaluate, initial_rollout_state, observe
 from kppo.types import Diagnostics, EvalTransition, RunnerState, Transition
 from kppo.update import Learner, UpdateSettings, UpdateStats, flatten, update
 
