@@ -423,7 +423,8 @@ def summarize(results: list, frameworks: list, stat: str = "median") -> tuple[li
             row["kppo_total_ratio"] = row["kppo_sps_ratio"] = None
         else:
             row["kppo_total_ratio"] = kp["total_s"] / row["total_s"]
-            row["kppo_sps_ratio"] = kp["steps_per_s"] / row["steps_per_s"]
+            # a budget that fits in the first (compiled) call leaves no timed steps: no throughput to compare
+            row["kppo_sps_ratio"] = kp["steps_per_s"] / row["steps_per_s"] if row["steps_per_s"] else None
 
     header = ["framework", "n", "env_steps", "import_s", "compile_s", "run_s", "total_s", "steps/s",
               "peak_rss_mb", "final_return", "kppo total_s / this", "kppo steps/s / this"]
