@@ -128,6 +128,7 @@ class Config:
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool = _f(False, "Compile the update with XLA (measured slower on CPU).")
+    jit_eval: bool = _f(False, "Compile the TF-native evaluation rollout with XLA (pays off only beyond ~30 rounds on CPU).")
     distribute: str = _f(
         "none",
         "'none' (one device), 'mirrored' (MirroredStrategy over `devices`), 'multi_worker' (MultiWorkerMirroredStrategy "

@@ -152,13 +152,12 @@ def make_train_step(agent: Agent, learner: Learner, config: Config) -> Callable:
     update_fn = _maybe_compile(lambda b, k: update(learner, upd, b, k), config.jit_update)
 
     def train_step(state: RunnerState, num_iterations: tf.Tensor):
-        state, first = iteration_step(rollout_fn, update_fn, learner, config, state)
-
         def body(i, state, acc):
             state, diag = iteration_step(rollout_fn, update_fn, learner, config, state)
             return i + 1, state, tf.nest.map_structure(tf.add, acc, diag)
 
-        _, state, acc = tf.while_loop(lambda i, *_: i < num_iterations, body, (tf.constant(1), state, first))
+        zeros = Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))  # one traced iteration, not two
+        _, state, acc = tf.while_loop(lambda i, *_: i < num_iterations, body, (tf.constant(0), state, zeros))
         return state, acc
 
     return tf.function(train_step, autograph=False)
@@ -167,7 +166,7 @@ def make_train_step(agent: Agent, learner: Learner, config: Config) -> Callable:
 def make_eval_step(agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
     """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`."""
     run_eval = _maybe_compile(
-        lambda stats, key: evaluate(agent, stats, key, config.num_eval_envs, config.normalize_obs), config.jit_rollout
+        lambda stats, key: evaluate(agent, stats, key, config.num_eval_envs, config.normalize_obs), config.jit_eval
     )
 
     def eval_step(obs_stats, key, total_steps, diag):

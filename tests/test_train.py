@@ -44,6 +44,16 @@ def test_iterations_per_call_does_not_change_the_run():
         np.testing.assert_allclose(va.numpy(), vb.numpy(), rtol=1e-6, atol=1e-7)
 
 
+def test_jit_eval_changes_only_how_the_evaluation_is_compiled():
+    plain, xla = _train(jit_eval=False), _train(jit_eval=True)
+    for key, value in _comparable(plain.metrics).items():
+        if key.startswith("train/") or key.startswith("rollout/"):
+            np.testing.assert_array_equal(value, xla.metrics[key], err_msg=key)
+    for result in (plain, xla):  # CartPole pays 1 per step: each first episode's return is its length
+        np.testing.assert_allclose(result.metrics["eval/mean_returns"], result.metrics["eval/mean_lengths"], rtol=1e-6)
+        assert np.all(result.metrics["eval/mean_lengths"] >= 8)
+
+
 def test_train_step_traces_once():
     config = kppo.Config(**TINY)
     run = setup("CartPole-v1", config)
