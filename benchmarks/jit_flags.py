@@ -14,7 +14,7 @@ WORKER = """
 import json, sys, time
 import kppo
 from kppo._tf import tf
-from kppo.train import make_train_step, setup
+from kppo.runners import make_train_step, setup
 env, jit_rollout, jit_update, iterations = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", int(sys.argv[4])
 config = kppo.Config(env=env, jit_rollout=jit_rollout, jit_update=jit_update)
 run = setup(env, config)

@@ -188,13 +188,34 @@ def replica_values(strategy: tf.distribute.Strategy, state) -> tuple:
 
 
 def from_replica_values(strategy: tf.distribute.Strategy, values: tuple):
-    """Inverse of `replica_values`: replica i (counted across workers) gets values[i]."""
+    """Inverse of `replica_values` for runner states, laid out as the training step returns them: replica i
+    (counted across workers) gets values[i] on its device; on one machine the merged normalization moments are one
+    tensor all replicas share."""
     if len(values) != strategy.num_replicas_in_sync:
         raise ValueError(f"checkpoint: expected a state for each of {strategy.num_replicas_in_sync} replicas, "
                          f"got {len(values)}")
-    return strategy.experimental_distribute_values_from_function(
-        lambda context: values[context.replica_id_in_sync_group]
-    )
+    state = strategy.experimental_distribute_values_from_function(lambda context: values[context.replica_id_in_sync_group])
+    state = on_replica_devices(strategy, state)
+    if _all_local(strategy):
+        shared = {name: getattr(values[0].rollout, name) for name in ("obs_stats", "return_stats")}
+        state = state._replace(rollout=state.rollout._replace(**shared))
+    return state
+
+
+def on_replica_devices(strategy: tf.distribute.Strategy, state):
+    """`state` with every replica's values copied onto that replica's device by an op that runs there.
+
+    Values handed to `experimental_distribute_values_from_function`, or returned untouched from a tf.function, stay
+    on the device that made them (the first); the training step's multi-device function is then instantiated (placed
+    and graph-optimized) once for those inputs and again for its own outputs: +7.5 s for 2 CPU replicas, measured."""
+    leaves = tf.nest.flatten(state)
+    spread = [i for i, leaf in enumerate(leaves) if isinstance(leaf, tf.distribute.DistributedValues)]
+    if not spread:
+        return state  # nothing per-replica (values every replica shares stay one tensor, as the training step returns them)
+    copy = tf.function(lambda xs: strategy.run(lambda ys: [tf.identity(y) for y in ys], args=(xs,)), autograph=False)
+    for i, leaf in zip(spread, copy([leaves[i] for i in spread])):
+        leaves[i] = leaf
+    return tf.nest.pack_sequence_as(state, leaves)
 
 
 def replica_view(strategy: tf.distribute.Strategy) -> Callable:

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 from kppo import losses, normalization
 from kppo._tf import tf
 from kppo.config import Config
-from kppo.distribute import merge_normalization
+from kppo.distribute import merge_normalization, on_replica_devices
 from kppo.envs.base import VecEnv
 from kppo.rollout import Agent, collect_rollout, initial_rollout_state
 from kppo.runners import (Setup, _maybe_compile, _native_observation_dim, diagnostics, learning_rate, make_learner,
@@ -57,6 +57,7 @@ def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
     # each shard's reset observations (collectives run inside a tf.function: eager ones clash with traced ones)
     start = normalization.initial_stats([obs_dim]), normalization.initial_stats(())
     state = tf.function(lambda s: merge_normalization(strategy, *start, s), autograph=False)(state)
+    state = on_replica_devices(strategy, state)  # the merge passes most values through: they sit on the first device
     return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
 
 
@@ -85,6 +86,10 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
     def gather(batch, indices, k):
         return tf.nest.map_structure(lambda x: tf.gather(x, tf.gather(indices, k)), batch)
 
+    # One function per replica, called (not inlined) by each unrolled step with k as a tensor: the step is traced
+    # and graph-optimized once per replica instead of epochs x minibatches times (2 CPU replicas, fixed CartPole
+    # setting: first call 18.5 s -> 10.6 s, measured).
+    @tf.function(autograph=False, experimental_attributes={"_noinline": True})
     def replica_minibatch(batch, indices, k):
         info, grad_norm, _ = minibatch_step(learner, upd, gather(batch, indices, k))
         return info, grad_norm
@@ -92,7 +97,7 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
     def unrolled(batch, indices):
         loss_sum, norm_sum = _zero_stats().loss, 0.0
         for k in range(steps):  # unrolled on purpose (see the module docstring)
-            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, k))
+            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, tf.constant(k)))
             loss_sum = tf.nest.map_structure(tf.add, loss_sum, reduce(info))
             norm_sum += reduce(grad_norm)
         return loss_sum, norm_sum, steps
