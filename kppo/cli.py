@@ -186,7 +186,7 @@ def _gym_returns(act, env_id: str, episodes: int, seed: int) -> list[float]:
 
 def cmd_eval(args) -> int:
     from kppo.checkpoint import space_from_dict
-    from kppo.envs.gymnasium import flatten_obs
+    from kppo.envs.spaces import flatten_obs
     from kppo.export import TFLiteRunner, resolve_source
 
     target = Path(args.target)

@@ -56,7 +56,7 @@ def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
     if all(hasattr(source, name) for name in ("policy", "learner", "config")):
         return source.policy, source.learner.critic, source.config.to_dict()
     if isinstance(source, (str, Path)):
-        from kppo.envs.gymnasium import flat_dim
+        from kppo.envs.spaces import flat_dim
         from kppo.runners import make_learner
 
         config, _, obs_space, act_space = checkpoint.read_metadata(source)

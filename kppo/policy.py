@@ -13,7 +13,7 @@ import numpy as np
 from kppo import normalization
 from kppo._tf import tf
 from kppo.distributions import ActionDistribution
-from kppo.envs.gymnasium import flatten_obs
+from kppo.envs.spaces import flatten_obs
 from kppo.networks import Actor
 from kppo.types import MeanStd
 

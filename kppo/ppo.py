@@ -462,7 +462,7 @@ class PPO:
                                       "sde_sample_freq", "stats_window_size")}
         args.update(kwargs)
         model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
-        from kppo.envs.gymnasium import flat_dim
+        from kppo.envs.spaces import flat_dim
 
         learner = make_learner(config, flat_dim(obs_space), act_space)
         obs_stats, return_stats = checkpoint.restore(path, learner, [flat_dim(obs_space)])

@@ -10,7 +10,8 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from kppo.envs.gymnasium import GymVecEnv, HostStep, flat_dim, flatten_obs, make_vec_env
+from kppo.envs.gymnasium import GymVecEnv, HostStep, make_vec_env
+from kppo.envs.spaces import flat_dim, flatten_obs
 
 UNBOUNDED = dict(low=-np.inf, high=np.inf, dtype=np.float32)
 
