@@ -31,21 +31,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 import gymnasium as gym
-import keras
 import numpy as np
 
 from kppo import checkpoint
 from kppo._tf import tf
 from kppo.callbacks import make_callback
-from kppo.config import ACTIVATIONS, Config
+from kppo.config import Config
 from kppo.envs.gymnasium import make_vec_env as _make_gym_vec_env
 from kppo.logger import Logger, next_run_dir
 from kppo.policy import ObsScaling, Policy
 from kppo.runners import HostOverrides, make_host_runner, make_learner
+from kppo.sb3_args import Schedule, jsonable_policy_kwargs, policy_config, split_schedule, tf_device
 
-Schedule = Callable[[float], float]
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
-_IGNORED_KWARGS = ("share_features_extractor", "normalize_images")
 
 
 def make_vec_env(env_id: str | Callable[[], gym.Env], n_envs: int = 1, seed: int | None = None,
@@ -53,75 +51,6 @@ def make_vec_env(env_id: str | Callable[[], gym.Env], n_envs: int = 1, seed: int
     """SB3's `make_vec_env`: n_envs copies of an env as a gymnasium vector env ("sync" or "async") in same-step
     auto-reset mode, ready for `PPO(policy, env)`."""
     return _make_gym_vec_env(env_id, n_envs, vectorization=vec_env_cls, seed=seed, env_kwargs=env_kwargs).vec_env
-
-
-def _constant(value: float | Schedule, name: str) -> tuple[float, Schedule | None]:
-    """(value at the start, the schedule or None)."""
-    if callable(value):
-        return float(value(1.0)), value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name}: expected a number or a schedule f(progress_remaining), got {value!r}")
-    return float(value), None
-
-
-def _activation_name(activation: Any) -> str:
-    name = activation if isinstance(activation, str) else getattr(activation, "__name__", None)
-    if isinstance(activation, type) and issubclass(activation, keras.layers.Layer):
-        name = activation.__name__.lower()
-    if name not in ACTIVATIONS:
-        raise ValueError(f"policy_kwargs.activation_fn: expected a Keras activation or one of {ACTIVATIONS}, "
-                         f"got {activation!r}")
-    return name
-
-
-def _net_arch(net_arch: Any) -> tuple[list[int], list[int]]:
-    if isinstance(net_arch, dict):
-        unknown = set(net_arch) - {"pi", "vf"}
-        if unknown:
-            raise ValueError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
-        return list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
-    if isinstance(net_arch, (list, tuple)) and all(isinstance(u, int) for u in net_arch):
-        return list(net_arch), list(net_arch)
-    raise ValueError(f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r}")
-
-
-def _policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
-    """SB3 policy_kwargs -> Config fields."""
-    kwargs = dict(policy_kwargs or {})
-    out: dict[str, Any] = {}
-    pi, vf = _net_arch(kwargs.pop("net_arch", [64, 64]))
-    if not pi or not vf:
-        raise ValueError("policy_kwargs.net_arch: kppo needs at least one hidden layer in each of pi and vf")
-    out["actor_hidden_units"], out["critic_hidden_units"] = pi, vf
-    out["activation"] = _activation_name(kwargs.pop("activation_fn", "tanh"))
-    out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "torch_default"
-    out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
-    out["squash"] = bool(kwargs.pop("squash_output", False))
-    out["full_std"] = bool(kwargs.pop("full_std", True))
-    if kwargs.pop("use_expln", False):
-        raise ValueError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
-    if kwargs.pop("clip_mean", 2.0) != 2.0:
-        raise ValueError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
-    for key in _IGNORED_KWARGS:
-        kwargs.pop(key, None)
-    if kwargs:
-        raise ValueError(f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
-                         f"ortho_init, log_std_init, squash_output, full_std, use_expln, "
-                         f"{', '.join(_IGNORED_KWARGS)})")
-    return out
-
-
-def _tf_device(device: str) -> str | None:
-    if device == "auto":
-        return None
-    if device == "cpu":
-        return "/CPU:0"
-    if device in ("gpu", "cuda") or device.startswith(("cuda:", "gpu:")):
-        index = device.split(":")[1] if ":" in device else "0"
-        if not tf.config.list_physical_devices("GPU"):
-            raise ValueError(f"device: expected an available GPU for {device!r}, but TensorFlow sees none")
-        return f"/GPU:{index}"
-    raise ValueError(f"device: expected 'auto', 'cpu', 'gpu' or 'cuda[:N]', got {device!r}")
 
 
 class PPO:
@@ -170,14 +99,14 @@ class PPO:
         self.policy_class = policy
         self.verbose = verbose
         self.seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
-        self.device = _tf_device(device)
+        self.device = tf_device(device)
         self.tensorboard_log = tensorboard_log
-        self.learning_rate, self._lr_schedule = _constant(learning_rate, "learning_rate")
-        self.clip_range, self._clip_schedule = _constant(clip_range, "clip_range")
+        self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
+        self.clip_range, self._clip_schedule = split_schedule(clip_range, "clip_range")
         self._clip_vf_schedule = None
         self.clip_range_vf = None
         if clip_range_vf is not None:
-            self.clip_range_vf, self._clip_vf_schedule = _constant(clip_range_vf, "clip_range_vf")
+            self.clip_range_vf, self._clip_vf_schedule = split_schedule(clip_range_vf, "clip_range_vf")
             if self.clip_range_vf <= 0:
                 raise ValueError(f"clip_range_vf: expected a positive number (None disables value clipping), got "
                                  f"{self.clip_range_vf!r}")
@@ -188,7 +117,7 @@ class PPO:
             normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
             max_grad_norm=max_grad_norm, target_kl=target_kl,
         )
-        self._policy_fields = _policy_config(policy_kwargs)
+        self._policy_fields = policy_config(policy_kwargs)
         self.policy_kwargs = dict(policy_kwargs or {})
         self.num_timesteps = 0
         self._total_timesteps = 0
@@ -441,7 +370,7 @@ class PPO:
                                    if self._runner is not None else self._loaded_stats)
         extra = {"sb3": {**self._ppo_args, "learning_rate": self._current_lr, "clip_range": self._clip_now(),
                          "clip_range_vf": self._clip_vf_now(),
-                         "policy": self.policy_class, "policy_kwargs": _jsonable(self.policy_kwargs), "seed": self.seed,
+                         "policy": self.policy_class, "policy_kwargs": jsonable_policy_kwargs(self.policy_kwargs), "seed": self.seed,
                          "stats_window_size": self.stats_window_size, "use_sde": self.use_sde,
                          "sde_sample_freq": self.sde_sample_freq, "num_timesteps": self.num_timesteps}}
         checkpoint.save(path, self.config, self.learner, obs_stats, return_stats, *self._spaces, extra)
@@ -481,11 +410,6 @@ class _NullScope:
 
     def __exit__(self, *exc):
         return False
-
-
-def _jsonable(kwargs: dict) -> dict:
-    """policy_kwargs with callables replaced by their names (activation functions)."""
-    return {k: (_activation_name(v) if k == "activation_fn" else v) for k, v in kwargs.items()}
 
 
 def _progress_bar(total: int):

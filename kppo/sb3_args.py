@@ -1,0 +1,88 @@
+"""Stable-Baselines3 constructor arguments -> `kppo.Config` fields (the translation `kppo.PPO` applies once, with
+one-line errors naming the argument); the table is in `kppo.ppo`'s docstring."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import keras
+
+from kppo._tf import tf
+from kppo.config import ACTIVATIONS
+
+Schedule = Callable[[float], float]
+IGNORED_POLICY_KWARGS = ("share_features_extractor", "normalize_images")
+
+
+def split_schedule(value: float | Schedule, name: str) -> tuple[float, Schedule | None]:
+    """(value at the start, the schedule or None)."""
+    if callable(value):
+        return float(value(1.0)), value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name}: expected a number or a schedule f(progress_remaining), got {value!r}")
+    return float(value), None
+
+
+def activation_name(activation: Any) -> str:
+    name = activation if isinstance(activation, str) else getattr(activation, "__name__", None)
+    if isinstance(activation, type) and issubclass(activation, keras.layers.Layer):
+        name = activation.__name__.lower()
+    if name not in ACTIVATIONS:
+        raise ValueError(f"policy_kwargs.activation_fn: expected a Keras activation or one of {ACTIVATIONS}, "
+                         f"got {activation!r}")
+    return name
+
+
+def net_arch_units(net_arch: Any) -> tuple[list[int], list[int]]:
+    if isinstance(net_arch, dict):
+        unknown = set(net_arch) - {"pi", "vf"}
+        if unknown:
+            raise ValueError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
+        return list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
+    if isinstance(net_arch, (list, tuple)) and all(isinstance(u, int) for u in net_arch):
+        return list(net_arch), list(net_arch)
+    raise ValueError(f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r}")
+
+
+def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
+    """SB3 policy_kwargs -> Config fields."""
+    kwargs = dict(policy_kwargs or {})
+    out: dict[str, Any] = {}
+    pi, vf = net_arch_units(kwargs.pop("net_arch", [64, 64]))
+    if not pi or not vf:
+        raise ValueError("policy_kwargs.net_arch: kppo needs at least one hidden layer in each of pi and vf")
+    out["actor_hidden_units"], out["critic_hidden_units"] = pi, vf
+    out["activation"] = activation_name(kwargs.pop("activation_fn", "tanh"))
+    out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "torch_default"
+    out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
+    out["squash"] = bool(kwargs.pop("squash_output", False))
+    out["full_std"] = bool(kwargs.pop("full_std", True))
+    if kwargs.pop("use_expln", False):
+        raise ValueError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
+    if kwargs.pop("clip_mean", 2.0) != 2.0:
+        raise ValueError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
+    for key in IGNORED_POLICY_KWARGS:
+        kwargs.pop(key, None)
+    if kwargs:
+        raise ValueError(f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
+                         f"ortho_init, log_std_init, squash_output, full_std, use_expln, "
+                         f"{', '.join(IGNORED_POLICY_KWARGS)})")
+    return out
+
+
+def tf_device(device: str) -> str | None:
+    if device == "auto":
+        return None
+    if device == "cpu":
+        return "/CPU:0"
+    if device in ("gpu", "cuda") or device.startswith(("cuda:", "gpu:")):
+        index = device.split(":")[1] if ":" in device else "0"
+        if not tf.config.list_physical_devices("GPU"):
+            raise ValueError(f"device: expected an available GPU for {device!r}, but TensorFlow sees none")
+        return f"/GPU:{index}"
+    raise ValueError(f"device: expected 'auto', 'cpu', 'gpu' or 'cuda[:N]', got {device!r}")
+
+
+def jsonable_policy_kwargs(kwargs: dict) -> dict:
+    """policy_kwargs with callables replaced by their names (activation functions)."""
+    return {k: (activation_name(v) if k == "activation_fn" else v) for k, v in kwargs.items()}
