@@ -195,11 +195,10 @@ def from_replica_values(strategy: tf.distribute.Strategy, values: tuple):
         raise ValueError(f"checkpoint: expected a state for each of {strategy.num_replicas_in_sync} replicas, "
                          f"got {len(values)}")
     state = strategy.experimental_distribute_values_from_function(lambda context: values[context.replica_id_in_sync_group])
-    state = on_replica_devices(strategy, state)
     if _all_local(strategy):
         shared = {name: getattr(values[0].rollout, name) for name in ("obs_stats", "return_stats")}
         state = state._replace(rollout=state.rollout._replace(**shared))
-    return state
+    return on_replica_devices(strategy, state)
 
 
 def on_replica_devices(strategy: tf.distribute.Strategy, state):

@@ -20,8 +20,8 @@ from kppo.envs.base import VecEnv
 from kppo.rollout import Agent, collect_rollout, initial_rollout_state
 from kppo.runners import (Setup, _maybe_compile, _native_observation_dim, diagnostics, learning_rate, make_learner,
                            make_native_envs, rollout_settings, root_keys, update_settings)
-from kppo.types import Diagnostics, LossInfo, RunnerState
-from kppo.update import Learner, UpdateStats, flatten, minibatch_indices, minibatch_step
+from kppo.types import Diagnostics, RunnerState
+from kppo.update import Learner, UpdateStats, flatten, minibatch_indices, minibatch_step, zero_stats
 
 
 def shard_size(config: Config, strategy) -> int:
@@ -61,11 +61,6 @@ def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
     return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
 
 
-def _zero_stats() -> UpdateStats:
-    return UpdateStats(LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0), tf.constant(0),
-                       tf.constant(0))
-
-
 class ReplicaUpdate(NamedTuple):
     """The distributed update over per-replica (batch, indices): `unrolled` is traced into a caller's tf.function
     (all epochs x minibatches as separate `strategy.run` calls); `with_kl_stop` runs them from the host and stops
@@ -95,7 +90,7 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
         return info, grad_norm
 
     def unrolled(batch, indices):
-        loss_sum, norm_sum = _zero_stats().loss, 0.0
+        loss_sum, norm_sum = zero_stats().loss, 0.0
         for k in range(steps):  # unrolled on purpose (see the module docstring)
             info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, tf.constant(k)))
             loss_sum = tf.nest.map_structure(tf.add, loss_sum, reduce(info))
@@ -113,7 +108,7 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
                           autograph=False)
 
     def with_kl_stop(batch, indices):
-        loss_sum, norm_sum, done = _zero_stats().loss, 0.0, 0
+        loss_sum, norm_sum, done = zero_stats().loss, 0.0, 0
         for k in range(steps):
             k = tf.constant(k)
             if float(kl_call(batch, indices, k)) > 1.5 * config.target_kl:
@@ -145,7 +140,7 @@ def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, 
         rollout, traj, advantages, returns = rollout_fn(state.rollout, key_rollout)
         batch = flatten(traj, advantages, returns)
         indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
-        partial = diagnostics(traj, returns, _zero_stats(), tf.constant(0.0))
+        partial = diagnostics(traj, returns, zero_stats(), tf.constant(0.0))
         return RunnerState(rollout, key, state.iteration + 1), batch, indices, partial
 
     def rollout(state, lr):

@@ -96,6 +96,10 @@ def _maybe_compile(fn: Callable, jit: bool) -> Callable:
     return tf.function(fn, jit_compile=True, autograph=False) if jit else fn
 
 
+def zero_diagnostics() -> Diagnostics:
+    return Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
+
+
 def diagnostics(traj: Transition, returns: tf.Tensor, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
     """Per-iteration scalars from the rollout and the update's sums."""
     count = tf.cast(tf.maximum(stats.minibatches, 1), tf.float32)
@@ -156,8 +160,8 @@ def make_train_step(agent: Agent, learner: Learner, config: Config) -> Callable:
             state, diag = iteration_step(rollout_fn, update_fn, learner, config, state)
             return i + 1, state, tf.nest.map_structure(tf.add, acc, diag)
 
-        zeros = Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))  # one traced iteration, not two
-        _, state, acc = tf.while_loop(lambda i, *_: i < num_iterations, body, (tf.constant(0), state, zeros))
+        start = (tf.constant(0), state, zero_diagnostics())  # a zero accumulator: one traced iteration, not two
+        _, state, acc = tf.while_loop(lambda i, *_: i < num_iterations, body, start)
         return state, acc
 
     return tf.function(train_step, autograph=False)
@@ -223,8 +227,7 @@ def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalM
         return compiled_eval(obs_stats, key, tf.constant(total_steps, tf.int64), diag)
 
     def warmup():
-        zeros = Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
-        compiled_eval(view(state).rollout.obs_stats, key_eval, tf.constant(0, tf.int64), zeros)
+        compiled_eval(view(state).rollout.obs_stats, key_eval, tf.constant(0, tf.int64), zero_diagnostics())
 
     return Runner(learner, state, train_step, eval_step, agent.env.observation_space, agent.env.action_space,
                   warmup, lambda: None, agent.env, view, strategy)

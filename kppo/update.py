@@ -53,6 +53,12 @@ class UpdateStats(NamedTuple):
     steps: tf.Tensor  # gradient steps applied
 
 
+def zero_stats() -> UpdateStats:
+    """The sums before the first minibatch."""
+    return UpdateStats(LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0), tf.constant(0),
+                       tf.constant(0))
+
+
 def flatten(traj: Transition, advantages: tf.Tensor, returns: tf.Tensor) -> Batch:
     """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens)."""
 
@@ -127,8 +133,7 @@ def update(learner: Learner, settings: UpdateSettings, batch: Batch, key: tf.Ten
     size = batch.obs.shape[0]
     indices = minibatch_indices(key, size, settings.num_epochs, settings.num_minibatches)
     total = settings.num_epochs * settings.num_minibatches
-    zeros = LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields))
-    start = UpdateStats(zeros, tf.constant(0.0), tf.constant(0), tf.constant(0))
+    start = zero_stats()
 
     def cond(k, stats, stopped):
         return tf.logical_and(k < total, tf.logical_not(stopped))
