@@ -14,11 +14,11 @@ WORKER = """
 import json, sys, time
 import kppo
 from kppo._tf import tf
-from kppo.runners import make_train_step, setup
+from kppo.runners.native import build_native, make_iterations_fn
 env, jit_rollout, jit_update, iterations = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", int(sys.argv[4])
 config = kppo.Config(env=env, jit_rollout=jit_rollout, jit_update=jit_update)
-run = setup(env, config)
-step = make_train_step(run.agent, run.learner, config)
+run = build_native(env, config)
+step = make_iterations_fn(run.train_env, run.agent, config)
 t0 = time.perf_counter()
 state, diag = step(run.state, tf.constant(1)); float(diag.total_loss)
 compile_s = time.perf_counter() - t0

@@ -11,10 +11,11 @@ from kppo.callbacks import (
 )
 from kppo.config import Config
 from kppo.evaluation import evaluate_policy
-from kppo.export import export
+from kppo.exporter import export
+from kppo.metrics import METRICS
 from kppo.policy import ActScaling, ObsScaling, Policy
 from kppo.ppo import PPO, make_vec_env
-from kppo.train import METRICS, PPOResult, train
+from kppo.training import PPOResult, train
 
 __version__ = "0.1.0"
 

@@ -26,7 +26,6 @@ from kppo.config import Config
 from kppo.distribute import from_replica_values, is_chief, replica_values, worker_id
 from kppo.normalization import RunningMeanStd, initial_stats
 from kppo.types import MeanStd
-from kppo.update import Learner
 
 FORMAT_VERSION = 1
 
@@ -63,12 +62,13 @@ def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
     raise ValueError(f"metadata.json: unknown space type {kind!r}")
 
 
-def _trackable(learner: Learner, obs_stats: MeanStd, return_stats: MeanStd):
-    """A checkpoint of the learner and both statistics (held in variables while it is written or read)."""
+def _trackable(agent: Any, obs_stats: MeanStd, return_stats: MeanStd):
+    """A checkpoint of the agent (a `kppo.agent.Agent`) and both statistics (held in variables while it is written
+    or read)."""
     obs, ret = RunningMeanStd(obs_stats.mean.shape), RunningMeanStd(())
     obs.assign(obs_stats)
     ret.assign(return_stats)
-    ckpt = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
+    ckpt = tf.train.Checkpoint(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer,
                                obs_stats=obs, return_stats=ret)
     return ckpt, obs, ret
 
@@ -76,7 +76,7 @@ def _trackable(learner: Learner, obs_stats: MeanStd, return_stats: MeanStd):
 def save(
     path: str | Path,
     config: Config,
-    learner: Learner,
+    agent: Any,
     obs_stats: MeanStd,
     return_stats: MeanStd,
     observation_space: gym.spaces.Space,
@@ -100,7 +100,7 @@ def save(
             "extra": extra or {},
         }
         (staging / "metadata.json").write_text(json.dumps(metadata, indent=2))
-        ckpt, _, _ = _trackable(learner, obs_stats, return_stats)
+        ckpt, _, _ = _trackable(agent, obs_stats, return_stats)
         ckpt.write(str(staging / "weights" / "ckpt"))
         if path.exists():
             shutil.rmtree(path)
@@ -126,13 +126,14 @@ def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.
     return config, metadata, space_from_dict(metadata["observation_space"]), space_from_dict(metadata["action_space"])
 
 
-def restore(path: str | Path, learner: Learner, obs_shape: list[int]) -> tuple[MeanStd, MeanStd]:
-    """Restores weights, optimizer and statistics into `learner` (built for the saved config and spaces).
+def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[MeanStd, MeanStd]:
+    """Restores weights, optimizer and statistics into `agent` (a `kppo.agent.Agent` built for the saved config and
+    spaces; `kppo.agent.load_agent` does both).
 
     Returns:
         (observation statistics, return statistics).
     """
-    ckpt, obs, ret = _trackable(learner, initial_stats(obs_shape), initial_stats(()))
+    ckpt, obs, ret = _trackable(agent, initial_stats(obs_shape), initial_stats(()))
     prefix = str(Path(path) / "weights" / "ckpt")
     try:
         ckpt.read(prefix).assert_existing_objects_matched()
@@ -172,14 +173,14 @@ class TrainingCheckpointer:
     (with a warning) when the newest one cannot be read.
     """
 
-    def __init__(self, directory: str | Path, learner: Learner, state_template: Any, max_to_keep: int = 3,
+    def __init__(self, directory: str | Path, agent: Any, state_template: Any, max_to_keep: int = 3,
                  strategy: Any = None):
         self.strategy = strategy  # tf.distribute: every replica's runner state is saved (`replica_values`)
         if strategy is not None:  # traced: eager collectives crash multi-worker runs (SIGSEGV, measured)
             self._gather = tf.function(lambda state: replica_values(strategy, state), autograph=False)
         self.state = _NestVariables(self._plain_state(state_template))
         self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(actor=learner.actor, critic=learner.critic, optimizer=learner.optimizer,
+        self.checkpoint = tf.train.Checkpoint(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer,
                                               runner_state=self.state, metric_rows=self.rows)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
         # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into

@@ -146,7 +146,7 @@ def cmd_train(args) -> int:
         print(f"interrupted at step {step:,}: checkpoint written; continue with `kppo train --resume {out}`")
         return 128 + received["signal"]
     stats = result.runner_state.rollout
-    checkpoint.save(out / "agent", config, result.learner, stats.obs_stats, stats.return_stats,
+    checkpoint.save(out / "agent", config, result.agent, stats.obs_stats, stats.return_stats,
                     result.observation_space, result.action_space)
     reporting.write_metrics_csv(out / "metrics.csv", result.metrics)
     reporting.write_tensorboard(out / "tensorboard", result.metrics)
@@ -187,7 +187,7 @@ def _gym_returns(act, env_id: str, episodes: int, seed: int) -> list[float]:
 def cmd_eval(args) -> int:
     from kppo.checkpoint import space_from_dict
     from kppo.envs.spaces import flatten_obs
-    from kppo.export import TFLiteRunner, resolve_source
+    from kppo.exporter import TFLiteRunner, resolve_source
 
     target = Path(args.target)
     if target.is_dir() and (target / "agent").is_dir():

@@ -30,6 +30,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from kppo.envs.gymnasium import sub_env_info
+
 StepCallback = Callable[[dict[str, Any], dict[str, Any]], Any]
 EvalEnv = gym.Env | VectorEnv
 
@@ -225,30 +227,10 @@ def _after_step(env: VectorEnv, mode: AutoresetMode, tally: _Tally, observations
 
 def _sub_env_info(infos: dict[str, Any], i: int, final: bool = False) -> dict[str, Any]:
     """Sub-env i's info from a vector info dict; with `final`, its `final_info` entries (SAME_STEP) take priority."""
-    info = _select(infos, i)
+    info = sub_env_info(infos, i)
     if final and isinstance(info.get("final_info"), dict):
         info = {**info, **info["final_info"]}
     return info
-
-
-def _select(infos: dict[str, Any], i: int) -> dict[str, Any]:
-    """Entry i of every key whose `_key` mask (if any) is set for i, recursing into nested dicts."""
-    selected = {}
-    for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue
-        mask = infos.get(f"_{key}")
-        if mask is not None and not mask[i]:
-            continue
-        selected[key] = _select(value, i) if isinstance(value, dict) else _item(value, i)
-    return selected
-
-
-def _item(value: Any, i: int) -> Any:
-    try:
-        return value[i]
-    except (TypeError, IndexError, KeyError):
-        return value
 
 
 def _summarize(tally: _Tally, reward_threshold: float | None, return_episode_rewards: bool):

@@ -6,22 +6,29 @@ statistics of that step, rewards are scaled by the running discounted-return std
 episodes from V(final obs). Only the order of work differs: step t's statistics update and final-observation
 normalization happen inside the policy call of step t + 1 (or in `finish_rollout` for the last step), so each env
 step costs exactly one compiled call.
+
+A per-step hook (`on_step`) sees each vector step as Stable-Baselines3's `collect_rollouts` shows it to callbacks
+(`step_locals`); returning False stops the rollout at once (`RolloutStopped`), before the update.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import time
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from kppo import normalization
 from kppo._tf import tf
-from kppo.distributions import ActionDistribution
+from kppo.agent import Agent
+from kppo.envs.gymnasium import HostStep, sub_env_info
 from kppo.gae import compute_gae
 from kppo.loops import scan
-from kppo.networks import Actor, Critic
-from kppo.rollout import RolloutSettings, observe, resample_noise
-from kppo.types import EvalResult, EvalTransition, MeanStd, Transition
+from kppo.networks import Critic
+from kppo.rollout import RolloutSettings, network_input, resample_noise
+from kppo.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
+
+StepHook = Callable[[dict[str, Any]], bool]  # a vector step's locals (see `step_locals`) -> False to stop
 
 
 class HostRolloutState(NamedTuple):
@@ -33,15 +40,19 @@ class HostRolloutState(NamedTuple):
     return_stats: MeanStd
     episode_return: np.ndarray  # float64 [B], running raw return of the current episodes
     episode_length: np.ndarray  # int32 [B]
+    raw_obs: Any = None  # `obs` as gymnasium returned it (what SB3 callbacks see as `obs`)
+    clock_start: float = 0.0  # time.perf_counter() when the env was first reset (episode infos' "t")
 
 
-class HostPolicy(NamedTuple):
-    dist: ActionDistribution
-    actor: Actor
-    critic: Critic
+class RolloutStopped(Exception):
+    """Raised out of `collect_host_rollout` when the per-step hook returned False; holds the state at that step."""
+
+    def __init__(self, state: "HostRolloutState"):
+        super().__init__("the per-step hook stopped the rollout")
+        self.state = state
 
 
-class StepPolicy:
+class ActStep:
     """The per-step compiled call of the host rollout.
 
     TF function calls cost ~40 us per input/output tensor here (140 us for an identity function), so inputs and
@@ -51,17 +62,17 @@ class StepPolicy:
     """
 
     def __init__(
-        self, policy: HostPolicy, normalize_obs: bool, num_envs: int, obs_dim: int, jit: bool, sde_sample_freq: int = -1
+        self, agent: Agent, normalize_obs: bool, num_envs: int, obs_dim: int, jit: bool, sde_sample_freq: int = -1
     ):
-        self.policy = policy
+        self.agent = agent
         self.normalize_obs = normalize_obs
         self.stats = normalization.RunningMeanStd([obs_dim], name="obs_stats")
-        self.noise = tf.Variable(tf.zeros(policy.dist.noise_shape(num_envs)), trainable=False, name="sde_noise")
+        self.noise = tf.Variable(tf.zeros(agent.dist.noise_shape(num_envs)), trainable=False, name="sde_noise")
         self.sde_sample_freq = sde_sample_freq
-        self.action_size = int(np.prod(policy.dist.action_shape, dtype=np.int64))
+        self.action_size = int(np.prod(agent.dist.action_shape, dtype=np.int64))
         self.obs_dim = obs_dim
         spec = (tf.TensorSpec([2, num_envs, obs_dim], tf.float32), tf.TensorSpec([2], tf.int32))
-        resample_flags = (False, True) if policy.dist.state_dependent else (False,)
+        resample_flags = (False, True) if agent.dist.state_dependent else (False,)
         self._calls = {
             (update, resample): self._compile(update, resample, jit, spec)
             for update in (False, True)
@@ -79,29 +90,29 @@ class StepPolicy:
         num_envs = obs.shape[0]
         stats = self.stats.read()
         if update_stats and self.normalize_obs:
-            stats = normalization.update(stats, obs)
+            stats = normalization.update_moments(stats, obs)
             self.stats.assign(stats)
-        norm_obs = observe(stats, obs, self.normalize_obs)
-        params = self.policy.actor(norm_obs)
+        norm_obs = network_input(stats, obs, self.normalize_obs)
+        params = self.agent.actor(norm_obs)
         noise = tf.identity(self.noise)
         if resample:
-            noise = self.policy.dist.new_noise(params, key, num_envs)
+            noise = self.agent.dist.new_noise(params, key, num_envs)
             self.noise.assign(noise)
-        action = self.policy.dist.sample(params, key, noise)
+        action = self.agent.dist.sample(params, key, noise)
         columns = [
             norm_obs,
-            observe(stats, prev_final, self.normalize_obs),
+            network_input(stats, prev_final, self.normalize_obs),
             tf.reshape(tf.cast(action, tf.float32), [num_envs, self.action_size]),
-            tf.reshape(tf.cast(self.policy.dist.to_env(action), tf.float32), [num_envs, self.action_size]),
-            self.policy.dist.log_prob(params, action)[:, None],
-            self.policy.critic(norm_obs)[:, None],
+            tf.reshape(tf.cast(self.agent.dist.to_env(action), tf.float32), [num_envs, self.action_size]),
+            self.agent.dist.log_prob(params, action)[:, None],
+            self.agent.critic(norm_obs)[:, None],
         ]
         return tf.concat(columns, axis=1)
 
     def __call__(self, obs: np.ndarray, prev_final: np.ndarray, key: np.ndarray, t: int) -> dict:
         """Step t of a rollout, numpy in and out: normalized obs and previous final obs, action, env action,
         log-prob, value. Step 0 does not count `obs` in the statistics again; gSDE noise is redrawn on schedule."""
-        resample = self.policy.dist.state_dependent and bool(resample_noise(t, self.sde_sample_freq))
+        resample = self.agent.dist.state_dependent and bool(resample_noise(t, self.sde_sample_freq))
         call = self._calls[(t > 0, resample)]
         out = call(tf.constant(np.stack([obs, prev_final])), tf.constant(key)).numpy()
         d, a = self.obs_dim, self.action_size
@@ -113,9 +124,9 @@ class StepPolicy:
 
 
 class FinishedRollout(NamedTuple):
-    traj: Transition
-    advantages: tf.Tensor
-    returns: tf.Tensor
+    """What `finish_rollout` returns: the rollout and the statistics carried to the next one."""
+
+    rollout: Rollout
     obs_stats: MeanStd
     return_stats: MeanStd
     discounted_return: tf.Tensor
@@ -124,7 +135,7 @@ class FinishedRollout(NamedTuple):
 def finish_rollout(
     critic: Critic,
     settings: RolloutSettings,
-    traj: Transition,
+    traj: Trajectory,
     final_obs: tf.Tensor,
     last_final_obs: tf.Tensor,
     last_obs: tf.Tensor,
@@ -141,8 +152,8 @@ def finish_rollout(
         last_obs: raw observation after the last step [B, D] (not yet counted in `obs_stats`).
     """
     if settings.normalize_obs:
-        obs_stats = normalization.update(obs_stats, last_obs)
-    last_norm_final = observe(obs_stats, last_final_obs, settings.normalize_obs)
+        obs_stats = normalization.update_moments(obs_stats, last_obs)
+    last_norm_final = network_input(obs_stats, last_final_obs, settings.normalize_obs)
     final_obs = tf.concat([final_obs[:-1], last_norm_final[None]], axis=0)
     rewards = traj.reward
     if settings.normalize_reward:
@@ -157,40 +168,70 @@ def finish_rollout(
         (return_stats, discounted_return), rewards = scan(scale_step, (return_stats, discounted_return), (rewards, done))
     num_steps, num_envs = traj.value.shape[0], traj.value.shape[1]
     final_values = tf.reshape(critic(tf.reshape(final_obs, [num_steps * num_envs, -1])), [num_steps, num_envs])
-    last_value = critic(observe(obs_stats, last_obs, settings.normalize_obs))
+    last_value = critic(network_input(obs_stats, last_obs, settings.normalize_obs))
     traj = traj._replace(reward=rewards, final_value=final_values)
     advantages, returns = compute_gae(
         rewards, traj.value, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
         settings.gae_lambda,
     )
-    return FinishedRollout(traj, advantages, returns, obs_stats, return_stats, discounted_return)
+    return FinishedRollout(Rollout(traj, advantages, returns), obs_stats, return_stats, discounted_return)
 
 
 def _env_actions(action: np.ndarray, action_space) -> np.ndarray:
     return action.astype(action_space.dtype, copy=False)
 
 
+def step_locals(step: HostStep, obs: Any, actions: np.ndarray, episode_return: np.ndarray,
+                episode_length: np.ndarray, elapsed_s: float, n_steps: int) -> dict[str, Any]:
+    """A vector step as Stable-Baselines3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`).
+
+    Keys: `obs` (the raw observations acted on), `new_obs` (raw, after the step: the next episode's first
+    observation where one ended), `actions` and `clipped_actions` (env units), `rewards` (raw), `dones`
+    (terminated | truncated), `infos` (one dict per env: the env's own entries; where an episode ended also
+    `"terminal_observation"` (raw), `"episode": {"r", "l", "t"}` as SB3's Monitor writes it, and
+    `"TimeLimit.truncated"`), and `n_steps` (steps of this rollout before this one).
+    """
+    dones = step.terminated | step.truncated
+    infos = [sub_env_info(step.infos, i) if step.infos else {} for i in range(len(dones))]
+    for i in np.flatnonzero(dones):
+        info = infos[i]
+        final_info = info.pop("final_info", None)
+        if isinstance(final_info, dict):  # SAME_STEP: the finished episode's last info
+            info.update(final_info)
+        info["terminal_observation"] = info.pop("final_obs", step.final_obs[i])
+        info.setdefault("episode", {"r": float(episode_return[i]), "l": int(episode_length[i]),
+                                    "t": round(elapsed_s, 6)})
+        info["TimeLimit.truncated"] = bool(step.truncated[i])
+    return {"obs": obs, "new_obs": step.raw_obs, "actions": actions, "clipped_actions": actions,
+            "rewards": step.reward, "dones": dones, "infos": infos, "n_steps": n_steps}
+
+
 def collect_host_rollout(
     vec_env: Any,
-    step_policy: StepPolicy,
+    act_step: ActStep,
     finish_fn,
     num_steps: int,
     state: HostRolloutState,
     key: tf.Tensor,
-) -> tuple[HostRolloutState, FinishedRollout]:
+    on_step: StepHook | None = None,
+) -> tuple[HostRolloutState, Rollout]:
     """Steps `vec_env` (a `kppo.envs.gymnasium.GymVecEnv`) `num_steps` times, one compiled call per step.
 
     Args:
-        step_policy: the compiled per-step policy; its statistics variables are set from `state` first.
+        act_step: the compiled per-step call; its statistics variables are set from `state` first.
         finish_fn: compiled `finish_rollout` bound to the critic and settings.
+        on_step: called after every vector step with `step_locals(...)`; False stops the rollout.
+
+    Raises:
+        RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
     keys = tf.random.experimental.stateless_split(key, num_steps).numpy()
     num_envs, dim = state.obs.shape
-    action_shape = (num_steps, num_envs) + tuple(step_policy.policy.dist.action_shape)
+    action_shape = (num_steps, num_envs) + tuple(act_step.agent.dist.action_shape)
     buf = {
         "obs": np.zeros((num_steps, num_envs, dim), np.float32),
         "final_obs": np.zeros((num_steps, num_envs, dim), np.float32),
-        "action": np.zeros(action_shape, step_policy.policy.dist.action_dtype.as_numpy_dtype),
+        "action": np.zeros(action_shape, act_step.agent.dist.action_dtype.as_numpy_dtype),
         "log_prob": np.zeros((num_steps, num_envs), np.float32),
         "value": np.zeros((num_steps, num_envs), np.float32),
         "reward": np.zeros((num_steps, num_envs), np.float32),
@@ -199,15 +240,17 @@ def collect_host_rollout(
         "episode_return": np.zeros((num_steps, num_envs), np.float32),
         "episode_length": np.zeros((num_steps, num_envs), np.int32),
     }
-    step_policy.stats.assign(state.obs_stats)
+    act_step.stats.assign(state.obs_stats)
     obs, prev_final = state.obs, np.zeros_like(state.obs)
+    raw_obs = state.raw_obs
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
     space = vec_env.action_space
     for t in range(num_steps):
-        out = step_policy(obs, prev_final, keys[t], t)
+        out = act_step(obs, prev_final, keys[t], t)
         if t > 0:
             buf["final_obs"][t - 1] = out["prev_final_obs"]
-        step = vec_env.step(out["env_action"].reshape((num_envs,) + space.shape).astype(space.dtype))
+        actions = out["env_action"].reshape((num_envs,) + space.shape).astype(space.dtype)
+        step = vec_env.step(actions)
         done = step.terminated | step.truncated
         ep_return += step.reward
         ep_length += 1
@@ -217,9 +260,17 @@ def collect_host_rollout(
         buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
         buf["episode_return"][t] = np.where(done, ep_return, 0.0)
         buf["episode_length"][t] = np.where(done, ep_length, 0)
+        if on_step is not None and not on_step(step_locals(step, raw_obs, actions, ep_return, ep_length,
+                                                            time.perf_counter() - state.clock_start, t)):
+            ep_return[done], ep_length[done] = 0.0, 0
+            obs_stats = act_step.stats.read()  # `obs` counted in the statistics, as the state promises
+            if act_step.normalize_obs:
+                obs_stats = normalization.update_moments(obs_stats, tf.constant(step.obs))
+            raise RolloutStopped(state._replace(obs=step.obs, raw_obs=step.raw_obs, obs_stats=obs_stats,
+                                                episode_return=ep_return, episode_length=ep_length))
         ep_return[done], ep_length[done] = 0.0, 0
-        prev_final, obs = step.final_obs, step.obs
-    traj = Transition(
+        prev_final, obs, raw_obs = step.final_obs, step.obs, step.raw_obs
+    traj = Trajectory(
         obs=tf.constant(buf["obs"]),
         action=tf.constant(buf["action"]),
         log_prob=tf.constant(buf["log_prob"]),
@@ -232,18 +283,17 @@ def collect_host_rollout(
         episode_length=tf.constant(buf["episode_length"]),
     )
     finished = finish_fn(
-        traj, tf.constant(buf["final_obs"]), tf.constant(prev_final), tf.constant(obs), step_policy.stats.read(),
+        traj, tf.constant(buf["final_obs"]), tf.constant(prev_final), tf.constant(obs), act_step.stats.read(),
         state.return_stats, state.discounted_return,
     )
-    new_state = HostRolloutState(
-        obs, finished.discounted_return, finished.obs_stats, finished.return_stats, ep_return, ep_length
-    )
-    return new_state, finished
+    new_state = HostRolloutState(obs, finished.discounted_return, finished.obs_stats, finished.return_stats,
+                                 ep_return, ep_length, raw_obs, state.clock_start)
+    return new_state, finished.rollout
 
 
 def evaluate_host(
     vec_env: Any, act_fn, obs_stats: MeanStd, seed: int, max_steps: int
-) -> tuple[EvalResult, EvalTransition]:
+) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen.
 
     Args:
@@ -264,6 +314,6 @@ def evaluate_host(
         obs = step.obs
         if not active.any():
             break
-    transitions = EvalTransition(*[tf.constant(np.stack(column)) for column in zip(*records)])
+    transitions = EvalTrajectory(*[tf.constant(np.stack(column)) for column in zip(*records)])
     result = EvalResult(tf.constant(returns, tf.float32), tf.constant(lengths), tf.constant(~active))
     return result, transitions

@@ -63,7 +63,7 @@ def batch_stats(x: tf.Tensor) -> MeanStd:
     return MeanStd(mean, var, tf.cast(tf.shape(x)[0], tf.float32))
 
 
-def update(stats: MeanStd, x: tf.Tensor) -> MeanStd:
+def update_moments(stats: MeanStd, x: tf.Tensor) -> MeanStd:
     """Adds the batch x [N, *shape] to the running moments."""
     return merge(stats, batch_stats(x))
 
@@ -91,7 +91,7 @@ def scale_reward(
     """
     reward = tf.cast(reward, tf.float32)
     discounted_return = discounted_return * gamma + reward
-    stats = update(stats, discounted_return)
+    stats = update_moments(stats, discounted_return)
     scaled = tf.clip_by_value(reward / tf.sqrt(stats.var + EPSILON), -CLIP, CLIP)
     return scaled, tf.where(done, tf.zeros_like(discounted_return), discounted_return), stats
 

@@ -76,6 +76,8 @@ class Policy:
         )
         self._compiled_actor = tf.function(self._apply_actor, reduce_retracing=True)
         self._compiled_get_action = tf.function(self._get_action_graph, reduce_retracing=True)
+        self.seed = 0  # stochastic `predict` draws key [seed, call count]
+        self._predict_calls = 0
 
     @property
     def act_scaling(self) -> ActScaling:
@@ -124,6 +126,17 @@ class Policy:
         batch, single = self._batched(obs)
         out = self.get_action_flat(batch, rng)
         return out[0] if single else out
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = False):
+        """Stable-Baselines3's `predict`: `(action(s), None)` for one raw observation or a batch, so
+        `evaluate_policy`, `EvalCallback` and SB3-style code accept a policy. Stochastic actions use the key
+        [seed, n] of the n-th stochastic call."""
+        del state, episode_start  # no recurrent state
+        rng = None
+        if not deterministic:
+            self._predict_calls += 1
+            rng = np.array([self.seed, self._predict_calls], np.int32)
+        return self.get_action(observation, rng=rng), None
 
     def get_action_flat(self, flat_obs: np.ndarray, rng=None) -> np.ndarray:
         """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order)."""

@@ -2,8 +2,9 @@
 
 Proximal Policy Optimization (clip version), Schulman et al. 2017 (https://arxiv.org/abs/1707.06347); interface of
 Stable-Baselines3 (https://github.com/DLR-RM/stable-baselines3). Every argument is translated once into a
-`kppo.Config` plus schedules; `learn` drives the gymnasium runner of `kppo.runners`, `predict` the `kppo.Policy`,
-`save`/`load` `kppo.checkpoint`. There is no math here.
+`kppo.Config` plus schedules; `learn` runs the one training loop (`kppo.loop`) on the host runner with its schedules,
+callbacks, logger and progress bar as hooks, `predict` the `kppo.Policy`, `save`/`load` `kppo.checkpoint` /
+`kppo.agent`. There is no math here.
 
 SB3 argument -> kppo:
 
@@ -25,6 +26,7 @@ SB3 argument -> kppo:
 from __future__ import annotations
 
 import collections
+import math
 import time
 import warnings
 from pathlib import Path
@@ -35,12 +37,16 @@ import numpy as np
 
 from kppo import checkpoint
 from kppo._tf import tf
+from kppo.agent import load_agent, make_policy
 from kppo.callbacks import make_callback
 from kppo.config import Config
 from kppo.envs.gymnasium import make_vec_env as _make_gym_vec_env
 from kppo.logger import Logger, next_run_dir
-from kppo.policy import ObsScaling, Policy
-from kppo.runners import HostOverrides, make_host_runner, make_learner
+from kppo.loop import Hooks, Plan, run_loop
+from kppo.metrics import Progress, sb3_record, training_row
+from kppo.policy import Policy
+from kppo.runners import ScheduleVariables, Start, make_runner
+from kppo.types import Diagnostics
 from kppo.sb3_args import Schedule, jsonable_policy_kwargs, policy_config, split_schedule, tf_device
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
@@ -124,12 +130,12 @@ class PPO:
         self._n_updates = 0
         self._current_lr = self.learning_rate
         self._runner = None
-        self._state = None
+        self.runner_state = None  # the host runner's state (set by the training loop)
         self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
         self._loaded_stats = None
         self._policy: Policy | None = None
         self._predict_calls = 0
-        self.learner = None
+        self.agent = None
         self.env = None
         self.config: Config | None = None
         self.logger = Logger(verbose)
@@ -172,10 +178,10 @@ class PPO:
             sde_sample_freq=self.sde_sample_freq if self.sde_sample_freq > 0 else -1, **self._policy_fields,
         )
 
-    def _build(self, env: Any, learner=None, obs_stats=None, return_stats=None) -> None:
+    def _build(self, env: Any, start: Start = Start()) -> None:
         vec_env = _make_gym_vec_env(env, num_envs=1, seed=self.seed, verbose=self.verbose)  # SB3: one env per id
         try:
-            if learner is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
+            if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
                 raise ValueError(
                     f"env: expected spaces {self._spaces[0]} / {self._spaces[1]} (those of the model), got "
                     f"{vec_env.observation_space} / {vec_env.action_space}"
@@ -187,15 +193,11 @@ class PPO:
         self._clip_var = tf.Variable(self.clip_range, trainable=False, name="clip_range")
         self._clip_vf_var = (None if self.clip_range_vf is None
                              else tf.Variable(self.clip_range_vf, trainable=False, name="clip_range_vf"))
-        overrides = HostOverrides(
-            learner=learner, obs_stats=obs_stats, return_stats=return_stats,
-            learning_rate_fn=lambda iteration: self._current_lr, clip_range=self._clip_var,
-            clip_range_vf=self._clip_vf_var, on_episodes=self._record_episodes, evaluation=False,
-        )
+        schedule = ScheduleVariables(self._clip_var, self._clip_vf_var)
         with self._device_scope():
-            self._runner = make_host_runner(vec_env, self.config, None, overrides)
-        self._state = self._runner.state
-        self.learner = self._runner.learner
+            self._runner = make_runner(vec_env, self.config, None, start, schedule)
+        self.runner_state = self._runner.state
+        self.agent = self._runner.agent
         self.env = self._runner.env
         self._spaces = (self._runner.observation_space, self._runner.action_space)
         self._policy = None
@@ -203,9 +205,11 @@ class PPO:
     def _device_scope(self):
         return tf.device(self.device) if self.device else _NullScope()
 
-    def _record_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
-        for r, length in zip(returns, lengths):
-            self.ep_info_buffer.append({"r": float(r), "l": int(length)})
+    def _update_info_buffer(self, step_locals: dict) -> None:
+        """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
+        for info in step_locals["infos"]:
+            if "episode" in info:
+                self.ep_info_buffer.append(info["episode"])
 
     # ---------------------------------------------------------------------------------------------------------
     # SB3 API
@@ -230,15 +234,11 @@ class PPO:
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise)."""
         del force_reset  # kppo always resets the new env
-        if self.learner is None:
+        if self.agent is None:
             self._build(env)
             return
-        if self._runner is not None:
-            stats = (self._state.rollout.obs_stats, self._state.rollout.return_stats)
-        else:
-            stats = self._loaded_stats
         old_runner = self._runner
-        self._build(env, learner=self.learner, obs_stats=stats[0], return_stats=stats[1])
+        self._build(env, Start(self.agent, *self._statistics()))
         if old_runner is not None:
             old_runner.close()
 
@@ -253,8 +253,8 @@ class PPO:
     ) -> "PPO":
         """Collects rollouts and updates until `total_timesteps` more steps (SB3's counting) have been taken.
 
-        Callbacks: `on_step` is called n_steps times per rollout, after the rollout's update (SB3 calls it during
-        the rollout, before the update); returning False stops training at the end of that rollout.
+        Callbacks follow SB3: `on_step` runs after every vector-env step during the rollout, with `self.locals`
+        holding `obs`, `new_obs`, `actions`, `rewards`, `dones`, `infos` and `n_steps`; returning False stops at once.
         """
         if self._runner is None:
             raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
@@ -268,34 +268,30 @@ class PPO:
             self.logger.verbose = self.verbose
         callback = make_callback(callback)
         callback.init_callback(self)
-        callback.on_training_start(locals(), globals())
-        bar = _progress_bar(self._total_timesteps - self.num_timesteps) if progress_bar else None
-        start, start_steps, iteration = time.perf_counter(), self.num_timesteps, 0
         rollout_size = self.config.rollout_size
+        iterations = max(math.ceil((self._total_timesteps - self.num_timesteps) / rollout_size), 0)
+        bar = _progress_bar(iterations * rollout_size) if progress_bar else None
+        start = (time.perf_counter(), self.num_timesteps)
+        counter = {"iterations": 0}
+
+        def on_call(diag: Diagnostics, n: int, progress: Progress) -> None:
+            self._policy = None
+            self._n_updates += int(diag.minibatch_steps)
+            counter["iterations"] += n
+            if bar is not None:
+                bar.update(n * rollout_size)
+            if log_interval is not None and counter["iterations"] % log_interval == 0:
+                self._log(diag, counter["iterations"], progress, start)
+
+        hooks = Hooks(callback, schedule=self._apply_schedules, on_env_step=self._update_info_buffer, on_call=on_call)
         try:
             with self._device_scope():
-                while self.num_timesteps < self._total_timesteps:
-                    self._apply_schedules()
-                    callback.on_rollout_start()
-                    self._state, diag = self._runner.train_step(self._state, 1)
-                    self._policy = None
-                    self._n_updates += int(diag.minibatch_steps)
-                    continue_training = True
-                    for _ in range(self.config.num_steps):
-                        self.num_timesteps += self.n_envs
-                        continue_training = callback.on_step() and continue_training
-                    callback.on_rollout_end()
-                    iteration += 1
-                    if bar is not None:
-                        bar.update(rollout_size)
-                    if log_interval is not None and iteration % log_interval == 0:
-                        self._log(diag, iteration, start, start_steps)
-                    if not continue_training:
-                        break
+                run_loop(self._runner, Plan([iterations], False, 1, rollout_size, self._total_timesteps), hooks, self)
         finally:
+            self._runner = self._runner._replace(state=self.runner_state)
+            self._policy = None
             if bar is not None:
                 bar.close()
-        callback.on_training_end()
         return self
 
     def _clip_now(self) -> float:
@@ -306,35 +302,29 @@ class PPO:
             return float(self._clip_vf_var.numpy())
         return self.clip_range_vf
 
-    def _apply_schedules(self) -> None:
-        progress = 1.0 - self.num_timesteps / max(self._total_timesteps, 1)
+    def _apply_schedules(self, progress_remaining: float) -> None:
+        """SB3's schedules, evaluated before every rollout (the loop's `schedule` hook)."""
         if self._lr_schedule is not None:
-            self._current_lr = float(self._lr_schedule(progress))
+            self._current_lr = float(self._lr_schedule(progress_remaining))
+        self.agent.optimizer.learning_rate.assign(self._current_lr)
         if self._clip_schedule is not None:
-            self._clip_var.assign(float(self._clip_schedule(progress)))
+            self._clip_var.assign(float(self._clip_schedule(progress_remaining)))
         if self._clip_vf_schedule is not None:
-            self._clip_vf_var.assign(float(self._clip_vf_schedule(progress)))
+            self._clip_vf_var.assign(float(self._clip_vf_schedule(progress_remaining)))
 
-    def _log(self, diag, iteration: int, start: float, start_steps: int) -> None:
-        elapsed = max(time.perf_counter() - start, 1e-9)
-        record = self.logger.record
-        if self.ep_info_buffer:
-            record("rollout/ep_rew_mean", float(np.mean([e["r"] for e in self.ep_info_buffer])))
-            record("rollout/ep_len_mean", float(np.mean([e["l"] for e in self.ep_info_buffer])))
-        record("time/iterations", iteration)
-        record("time/fps", int((self.num_timesteps - start_steps) / elapsed))
-        record("time/time_elapsed", int(elapsed))
-        record("time/total_timesteps", self.num_timesteps)
-        record("train/approx_kl", float(diag.approx_kl))
-        record("train/clip_fraction", float(diag.clip_fraction))
-        record("train/clip_range", self._clip_now())
-        record("train/entropy_loss", -float(diag.entropy))
-        record("train/explained_variance", float(diag.explained_variance))
-        record("train/learning_rate", float(diag.learning_rate))
-        record("train/loss", float(diag.total_loss))
-        record("train/n_updates", self._n_updates)
-        record("train/policy_gradient_loss", float(diag.policy_loss))
-        record("train/value_loss", float(diag.value_loss))
+    def _log(self, diag: Diagnostics, iteration: int, progress: Progress, start: tuple[float, int]) -> None:
+        """One SB3 logger dump: the metrics of this iteration under SB3's keys (`kppo.metrics.METRICS`), with SB3's
+        counters (iterations and fps of this `learn` call, episode means over the last `stats_window_size`)."""
+        elapsed = max(time.perf_counter() - start[0], 1e-9)
+        row = training_row(diag, 1, self.config.rollout_size, elapsed, progress)
+        row.update({"train/iterations": iteration, "train/gradient_steps": self._n_updates,
+                    "time/steps_per_s": (self.num_timesteps - start[1]) / elapsed, "time/elapsed_s": elapsed})
+        for name, key in (("rollout/ep_rew_mean", "r"), ("rollout/ep_len_mean", "l")):
+            row.pop(name)
+            if self.ep_info_buffer:
+                row[name] = float(np.mean([episode[key] for episode in self.ep_info_buffer]))
+        for key, value in sb3_record(row).items():
+            self.logger.record(key, value)
         self.logger.dump(self.num_timesteps)
 
     @property
@@ -342,13 +332,17 @@ class PPO:
         """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
         return self._get_policy()
 
+    def _statistics(self) -> tuple:
+        """(observation statistics, return statistics) of the running or loaded model."""
+        if self._runner is not None:
+            return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
+        return self._loaded_stats
+
     def _get_policy(self) -> Policy:
-        if self.learner is None:
+        if self.agent is None:
             raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
         if self._policy is None:
-            stats = self._state.rollout.obs_stats if self._runner is not None else self._loaded_stats[0]
-            scaling = ObsScaling(stats.mean.numpy(), stats.var.numpy(), self.config.normalize_obs)
-            self._policy = Policy(self.learner.actor, self.learner.dist, scaling, *self._spaces)
+            self._policy = make_policy(self.agent, self._statistics()[0], self.config.normalize_obs, *self._spaces)
         return self._policy
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
@@ -364,16 +358,15 @@ class PPO:
     def save(self, path: str | Path) -> None:
         """Writes a kppo agent directory (config.yaml, metadata.json, weights/); no pickle. Schedules are saved
         as their current values."""
-        if self.learner is None:
+        if self.agent is None:
             raise ValueError("save: the model has no networks yet; construct it with an env first")
-        obs_stats, return_stats = ((self._state.rollout.obs_stats, self._state.rollout.return_stats)
-                                   if self._runner is not None else self._loaded_stats)
+        obs_stats, return_stats = self._statistics()
         extra = {"sb3": {**self._ppo_args, "learning_rate": self._current_lr, "clip_range": self._clip_now(),
                          "clip_range_vf": self._clip_vf_now(),
                          "policy": self.policy_class, "policy_kwargs": jsonable_policy_kwargs(self.policy_kwargs), "seed": self.seed,
                          "stats_window_size": self.stats_window_size, "use_sde": self.use_sde,
                          "sde_sample_freq": self.sde_sample_freq, "num_timesteps": self.num_timesteps}}
-        checkpoint.save(path, self.config, self.learner, obs_stats, return_stats, *self._spaces, extra)
+        checkpoint.save(path, self.config, self.agent, obs_stats, return_stats, *self._spaces, extra)
 
     @classmethod
     def load(cls, path: str | Path, env: Any = None, device: str = "auto", custom_objects: dict | None = None,
@@ -381,7 +374,7 @@ class PPO:
         """Rebuilds a saved model; `env` (optional) must have the saved spaces. `custom_objects` and
         `print_system_info` are accepted for compatibility and ignored."""
         del custom_objects, print_system_info, force_reset
-        config, metadata, obs_space, act_space = checkpoint.read_metadata(path)
+        _, metadata, _, _ = checkpoint.read_metadata(path)
         saved = metadata.get("extra", {}).get("sb3")
         if saved is None:
             raise ValueError(f"path: {str(path)!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
@@ -391,13 +384,11 @@ class PPO:
                                       "sde_sample_freq", "stats_window_size")}
         args.update(kwargs)
         model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
-        from kppo.envs.spaces import flat_dim
-
-        learner = make_learner(config, flat_dim(obs_space), act_space)
-        obs_stats, return_stats = checkpoint.restore(path, learner, [flat_dim(obs_space)])
+        loaded = load_agent(path)
         model.num_timesteps = int(saved.get("num_timesteps", 0))
-        model.config, model.learner = config, learner
-        model._spaces, model._loaded_stats = (obs_space, act_space), (obs_stats, return_stats)
+        model.config, model.agent = loaded.config, loaded.agent
+        model._spaces = (loaded.observation_space, loaded.action_space)
+        model._loaded_stats = (loaded.obs_stats, loaded.return_stats)
         model._current_lr = model.learning_rate
         if env is not None:
             model.set_env(env)

@@ -7,21 +7,11 @@ from typing import NamedTuple
 
 from kppo import normalization
 from kppo._tf import tf
-from kppo.distributions import ActionDistribution
+from kppo.agent import Agent
 from kppo.envs.base import VecEnv
 from kppo.gae import compute_gae
 from kppo.loops import scan
-from kppo.networks import Actor, Critic
-from kppo.types import EvalResult, EvalTransition, MeanStd, RolloutState, Transition
-
-
-class Agent(NamedTuple):
-    """The parts a rollout calls (bound once in `kppo.train`)."""
-
-    env: VecEnv
-    dist: ActionDistribution
-    actor: Actor
-    critic: Critic
+from kppo.types import EvalResult, EvalTrajectory, MeanStd, Rollout, RolloutState, Trajectory
 
 
 class RolloutSettings(NamedTuple):
@@ -38,24 +28,24 @@ def resample_noise(t, sde_sample_freq: int):
     return t == 0 if sde_sample_freq <= 0 else t % sde_sample_freq == 0
 
 
-def observe(stats: MeanStd, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
-    """What the networks see: float32, normalized with `stats` when enabled."""
+def network_input(stats: MeanStd, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
+    """What the networks see of a raw observation: float32, normalized with `stats` when enabled."""
     return normalization.normalize(stats, obs) if normalize_obs else tf.cast(obs, tf.float32)
 
 
-def env_action(agent: Agent, action: tf.Tensor) -> tf.Tensor:
+def env_action(env: VecEnv, agent: Agent, action: tf.Tensor) -> tf.Tensor:
     """Stored action -> the dtype and units the env takes."""
     to_env = agent.dist.to_env(action)
-    return to_env if to_env.dtype.is_integer else tf.cast(to_env, agent.env.dtype)
+    return to_env if to_env.dtype.is_integer else tf.cast(to_env, env.dtype)
 
 
-def initial_rollout_state(agent: Agent, key: tf.Tensor, num_envs: int, normalize_obs: bool) -> RolloutState:
+def initial_rollout_state(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int, normalize_obs: bool) -> RolloutState:
     """Resets the env; the first observations enter the observation statistics (as SB3's VecNormalize.reset)."""
-    env_state, obs = agent.env.reset(key, num_envs)
-    obs_dim = agent.env.observation_space.shape
+    env_state, obs = env.reset(key, num_envs)
+    obs_dim = env.observation_space.shape
     obs_stats = normalization.initial_stats(obs_dim)
     if normalize_obs:
-        obs_stats = normalization.update(obs_stats, obs)
+        obs_stats = normalization.update_moments(obs_stats, obs)
     return RolloutState(
         env_state=env_state,
         obs=obs,
@@ -67,14 +57,14 @@ def initial_rollout_state(agent: Agent, key: tf.Tensor, num_envs: int, normalize
 
 
 def env_step(
-    agent: Agent, settings: RolloutSettings, state: RolloutState, inputs: tuple[tf.Tensor, tf.Tensor]
-) -> tuple[RolloutState, tuple[Transition, tf.Tensor]]:
+    env: VecEnv, agent: Agent, settings: RolloutSettings, state: RolloutState, inputs: tuple[tf.Tensor, tf.Tensor]
+) -> tuple[RolloutState, tuple[Trajectory, tf.Tensor]]:
     """One vectorized step with a sampled action; `inputs` = (key, step index in the rollout). Returns the new
     state and (transition, normalized final obs); the transition's `final_value` is filled in after the loop, in
     one batched critic call."""
     key, t = inputs
     key_action, key_env = tf.unstack(tf.random.experimental.stateless_split(key, 2))
-    obs = observe(state.obs_stats, state.obs, settings.normalize_obs)
+    obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
     params = agent.actor(obs)
     value = agent.critic(obs)
     num_envs = state.discounted_return.shape[0]
@@ -83,13 +73,13 @@ def env_step(
     )
     action = agent.dist.sample(params, key_action, noise)
     log_prob = agent.dist.log_prob(params, action)
-    result = agent.env.step(state.env_state, env_action(agent, action), key_env)
+    result = env.step(state.env_state, env_action(env, agent, action), key_env)
     done = tf.logical_or(result.terminated, result.truncated)
 
     obs_stats = state.obs_stats
     if settings.normalize_obs:
-        obs_stats = normalization.update(obs_stats, result.obs)
-    final_obs = observe(obs_stats, result.final_obs, settings.normalize_obs)
+        obs_stats = normalization.update_moments(obs_stats, result.obs)
+    final_obs = network_input(obs_stats, result.final_obs, settings.normalize_obs)
     reward = tf.cast(result.reward, tf.float32)
     discounted_return, return_stats = state.discounted_return, state.return_stats
     if settings.normalize_reward:
@@ -97,7 +87,7 @@ def env_step(
             return_stats, discounted_return, reward, done, settings.gamma
         )
     stats = result.state  # EpisodeStatsState: the finished episode's return/length where done
-    transition = Transition(
+    transition = Trajectory(
         obs=obs,
         action=action,
         log_prob=log_prob,
@@ -114,20 +104,20 @@ def env_step(
 
 
 def collect_rollout(
-    agent: Agent, settings: RolloutSettings, state: RolloutState, key: tf.Tensor
-) -> tuple[RolloutState, Transition, tf.Tensor, tf.Tensor]:
+    env: VecEnv, agent: Agent, settings: RolloutSettings, state: RolloutState, key: tf.Tensor
+) -> tuple[RolloutState, Rollout]:
     """`num_steps` env steps, then values of final observations and GAE.
 
     Returns:
-        (state after the rollout, Transition [T, B], advantages [T, B], returns [T, B]).
+        (state after the rollout, Rollout: trajectory [T, B], advantages [T, B], returns [T, B]).
     """
     keys = tf.random.experimental.stateless_split(key, settings.num_steps)
     steps = tf.range(settings.num_steps)
-    state, (traj, final_obs) = scan(lambda s, x: env_step(agent, settings, s, x), state, (keys, steps))
+    state, (traj, final_obs) = scan(lambda s, x: env_step(env, agent, settings, s, x), state, (keys, steps))
     num_steps, num_envs = settings.num_steps, traj.value.shape[1]
     flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
     traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))
-    last_value = agent.critic(observe(state.obs_stats, state.obs, settings.normalize_obs))
+    last_value = agent.critic(network_input(state.obs_stats, state.obs, settings.normalize_obs))
     advantages, returns = compute_gae(
         traj.reward,
         traj.value,
@@ -138,7 +128,7 @@ def collect_rollout(
         settings.gamma,
         settings.gae_lambda,
     )
-    return state, traj, advantages, returns
+    return state, Rollout(traj, advantages, returns)
 
 
 class _EvalCarry(NamedTuple):
@@ -149,31 +139,31 @@ class _EvalCarry(NamedTuple):
     lengths: tf.Tensor
 
 
-def eval_step(
-    agent: Agent, obs_stats: MeanStd, normalize_obs: bool, carry: _EvalCarry, key: tf.Tensor
-) -> tuple[_EvalCarry, EvalTransition]:
+def eval_env_step(
+    env: VecEnv, agent: Agent, obs_stats: MeanStd, normalize_obs: bool, carry: _EvalCarry, key: tf.Tensor
+) -> tuple[_EvalCarry, EvalTrajectory]:
     """One deterministic step; only each env's first episode counts."""
-    params = agent.actor(observe(obs_stats, carry.obs, normalize_obs))
-    action = env_action(agent, agent.dist.mode(params))
-    result = agent.env.step(carry.env_state, action, key)
+    params = agent.actor(network_input(obs_stats, carry.obs, normalize_obs))
+    action = env_action(env, agent, agent.dist.mode(params))
+    result = env.step(carry.env_state, action, key)
     reward = tf.cast(result.reward, tf.float32)
     active = carry.active
     returns = carry.returns + tf.where(active, reward, 0.0)
     lengths = carry.lengths + tf.cast(active, tf.int32)
     done = tf.logical_or(result.terminated, result.truncated)
-    record = EvalTransition(carry.obs, action, reward, result.terminated, result.truncated, active)
+    record = EvalTrajectory(carry.obs, action, reward, result.terminated, result.truncated, active)
     return _EvalCarry(result.state, result.obs, tf.logical_and(active, ~done), returns, lengths), record
 
 
 def evaluate(
-    agent: Agent, obs_stats: MeanStd, key: tf.Tensor, num_envs: int, normalize_obs: bool
-) -> tuple[EvalResult, EvalTransition]:
+    env: VecEnv, agent: Agent, obs_stats: MeanStd, key: tf.Tensor, num_envs: int, normalize_obs: bool
+) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode in each of `num_envs` envs (max_episode_steps steps), statistics frozen."""
     key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
-    env_state, obs = agent.env.reset(key_reset, num_envs)
+    env_state, obs = env.reset(key_reset, num_envs)
     carry = _EvalCarry(
         env_state, obs, tf.ones([num_envs], tf.bool), tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32)
     )
-    keys = tf.random.experimental.stateless_split(key_steps, agent.env.max_episode_steps)
-    carry, records = scan(lambda c, k: eval_step(agent, obs_stats, normalize_obs, c, k), carry, keys)
+    keys = tf.random.experimental.stateless_split(key_steps, env.max_episode_steps)
+    carry, records = scan(lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, c, k), carry, keys)
     return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active)), records

@@ -15,8 +15,9 @@ class MeanStd(NamedTuple):
     count: tf.Tensor
 
 
-class Transition(NamedTuple):
-    """One rollout, time-major [T, B, ...]. Observations are stored normalized (as the policy saw them)."""
+class Trajectory(NamedTuple):
+    """A whole rollout, time-major [T, B, ...] (inside the rollout's loop body: one step of it, [B, ...]).
+    Observations are stored normalized (as the policy saw them)."""
 
     obs: tf.Tensor  # float32 [T, B, obs_dim], normalized
     action: tf.Tensor  # [T, B, *action_shape]: Gaussian sample u (pre-squash) or int32 index
@@ -39,6 +40,14 @@ class RolloutState(NamedTuple):
     obs_stats: MeanStd
     return_stats: MeanStd
     noise: tf.Tensor  # gSDE exploration matrices [B, latent, A]; an empty tensor for other distributions
+
+
+class Rollout(NamedTuple):
+    """A collected trajectory with its GAE: what the update trains on."""
+
+    trajectory: Trajectory  # [T, B, ...]
+    advantages: tf.Tensor  # float32 [T, B]
+    returns: tf.Tensor  # float32 [T, B], advantages + values
 
 
 class RunnerState(NamedTuple):
@@ -72,7 +81,7 @@ class LossInfo(NamedTuple):
 
 
 class Diagnostics(NamedTuple):
-    """Per-iteration scalars returned by one compiled training call (averaged over its iterations)."""
+    """Per-iteration scalars (a call running n iterations returns their sums)."""
 
     total_loss: tf.Tensor
     policy_loss: tf.Tensor
@@ -89,8 +98,8 @@ class Diagnostics(NamedTuple):
     episodes: tf.Tensor  # episodes finished in the rollouts
 
 
-class EvalTransition(NamedTuple):
-    """Evaluation rollout, time-major [T, E, ...], raw (unnormalized) values; passed to `eval_metrics_fn`."""
+class EvalTrajectory(NamedTuple):
+    """An evaluation rollout, time-major [T, E, ...], raw (unnormalized) values; passed to `eval_metrics_fn`."""
 
     obs: tf.Tensor
     action: tf.Tensor  # env units

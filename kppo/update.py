@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import keras
-
 from kppo import losses
 from kppo._tf import tf
+from kppo.agent import Agent
 from kppo.distribute import clip_and_scale, minibatch_moments
-from kppo.distributions import ActionDistribution
-from kppo.networks import Actor, Critic
-from kppo.types import Batch, LossInfo, Transition
+from kppo.types import Batch, LossInfo, Rollout
 
 
 class UpdateSettings(NamedTuple):
@@ -29,19 +26,6 @@ class UpdateSettings(NamedTuple):
     max_grad_norm: float
     normalize_advantage: bool
     target_kl: float | None
-
-
-class Learner(NamedTuple):
-    """What the update changes (bound once in `kppo.train`)."""
-
-    dist: ActionDistribution
-    actor: Actor
-    critic: Critic
-    optimizer: keras.optimizers.Optimizer
-
-    @property
-    def variables(self) -> list:
-        return self.actor.trainable_variables + self.critic.trainable_variables
 
 
 class UpdateStats(NamedTuple):
@@ -59,12 +43,13 @@ def zero_stats() -> UpdateStats:
                        tf.constant(0))
 
 
-def flatten(traj: Transition, advantages: tf.Tensor, returns: tf.Tensor) -> Batch:
+def flatten(rollout: Rollout) -> Batch:
     """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens)."""
 
     def merge(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [-1] + x.shape[2:].as_list())
 
+    traj, advantages, returns = rollout
     return Batch(
         obs=merge(traj.obs),
         action=merge(traj.action),
@@ -82,16 +67,16 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
     return tf.reshape(perms, [num_epochs * num_minibatches, size // num_minibatches])
 
 
-def minibatch_loss(learner: Learner, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
+def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
     """PPO loss of one minibatch (inside the tape)."""
-    params = learner.actor(mb.obs)
+    params = agent.actor(mb.obs)
     advantages = mb.advantage
     if settings.normalize_advantage:
         advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages))
     return losses.ppo_loss(
-        learner.dist.log_prob(params, mb.action),
-        learner.dist.entropy(params),
-        learner.critic(mb.obs),
+        agent.dist.log_prob(params, mb.action),
+        agent.dist.entropy(params),
+        agent.critic(mb.obs),
         mb.log_prob,
         mb.value,
         advantages,
@@ -104,31 +89,31 @@ def minibatch_loss(learner: Learner, settings: UpdateSettings, mb: Batch) -> tup
     )
 
 
-def minibatch_step(learner: Learner, settings: UpdateSettings, mb: Batch) -> tuple[LossInfo, tf.Tensor, tf.Tensor]:
+def minibatch_step(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[LossInfo, tf.Tensor, tf.Tensor]:
     """Gradient of one minibatch, clipped by global norm and applied unless target KL is exceeded. Under
     tf.distribute the gradients are all-reduced before the clip (`kppo.distribute.clip_and_scale`).
 
     Returns (loss info, pre-clip global gradient norm, bool applied). The KL test uses the approx KL of this
     minibatch before the step (SB3: https://github.com/DLR-RM/stable-baselines3/blob/master/stable_baselines3/ppo/ppo.py).
     """
-    variables = learner.variables
+    variables = agent.variables
     with tf.GradientTape() as tape:
-        loss, info = minibatch_loss(learner, settings, mb)
+        loss, info = minibatch_loss(agent, settings, mb)
     grads = tape.gradient(loss, variables)
     clipped, grad_norm = clip_and_scale(grads, settings.max_grad_norm)  # all-reduce first under tf.distribute
     if settings.target_kl is None:
-        learner.optimizer.apply_gradients(zip(clipped, variables))
+        agent.optimizer.apply_gradients(zip(clipped, variables))
         return info, grad_norm, tf.constant(True)
     apply = info.approx_kl <= 1.5 * settings.target_kl
 
     def _apply():
-        learner.optimizer.apply_gradients(zip(clipped, variables))
+        agent.optimizer.apply_gradients(zip(clipped, variables))
         return tf.constant(True)
 
     return info, grad_norm, tf.cond(apply, _apply, lambda: tf.constant(False))
 
 
-def update(learner: Learner, settings: UpdateSettings, batch: Batch, key: tf.Tensor) -> UpdateStats:
+def ppo_update(agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Tensor) -> UpdateStats:
     """All epochs and minibatches of one PPO update; stops early after a target-KL violation."""
     size = batch.obs.shape[0]
     indices = minibatch_indices(key, size, settings.num_epochs, settings.num_minibatches)
@@ -140,7 +125,7 @@ def update(learner: Learner, settings: UpdateSettings, batch: Batch, key: tf.Ten
 
     def body(k, stats, stopped):
         mb = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
-        info, grad_norm, applied = minibatch_step(learner, settings, mb)
+        info, grad_norm, applied = minibatch_step(agent, settings, mb)
         stats = UpdateStats(
             loss=tf.nest.map_structure(tf.add, stats.loss, info),
             grad_norm=stats.grad_norm + grad_norm,

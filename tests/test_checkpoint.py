@@ -9,28 +9,28 @@ import pytest
 from kppo import checkpoint, normalization
 from kppo._tf import tf
 from kppo.config import Config
-from kppo.runners import make_learner
+from kppo.agent import make_agent
 
 OBS = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (2,), np.float32), "b": gym.spaces.Box(0, 5, (1,), np.float32)})
 ACT = gym.spaces.Box(np.array([-3.0, 0.0], np.float32), np.array([0.5, 4.0], np.float32))
 
 
 def _saved(tmp_path, config=Config(num_hidden_units=8)):
-    learner = make_learner(config, 3, ACT)
-    stats = normalization.update(normalization.initial_stats([3]), tf.constant([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]))
-    ret = normalization.update(normalization.initial_stats(()), tf.constant([4.0, 6.0]))
-    path = checkpoint.save(tmp_path / "agent", config, learner, stats, ret, OBS, ACT, {"note": 1})
-    return path, learner, stats, ret
+    agent = make_agent(config, 3, ACT)
+    stats = normalization.update_moments(normalization.initial_stats([3]), tf.constant([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]]))
+    ret = normalization.update_moments(normalization.initial_stats(()), tf.constant([4.0, 6.0]))
+    path = checkpoint.save(tmp_path / "agent", config, agent, stats, ret, OBS, ACT, {"note": 1})
+    return path, agent, stats, ret
 
 
 def test_round_trip(tmp_path):
-    path, learner, stats, ret = _saved(tmp_path)
+    path, agent, stats, ret = _saved(tmp_path)
     config, metadata, obs_space, act_space = checkpoint.read_metadata(path)
     assert config == Config(num_hidden_units=8) and metadata["extra"] == {"note": 1}
     assert obs_space == OBS and act_space == ACT
-    fresh = make_learner(config.replace(seed=5), 3, act_space)
+    fresh = make_agent(config.replace(seed=5), 3, act_space)
     obs_stats, ret_stats = checkpoint.restore(path, fresh, [3])
-    for a, b in zip(learner.variables, fresh.variables):
+    for a, b in zip(agent.variables, fresh.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     for got, want in zip(list(obs_stats) + list(ret_stats), list(stats) + list(ret)):
         np.testing.assert_allclose(got.numpy(), want.numpy())
@@ -39,7 +39,7 @@ def test_round_trip(tmp_path):
 
 def test_mismatched_network_is_a_one_line_error(tmp_path):
     path, *_ = _saved(tmp_path)
-    wider = make_learner(Config(num_hidden_units=16), 3, ACT)
+    wider = make_agent(Config(num_hidden_units=16), 3, ACT)
     with pytest.raises(ValueError, match="weights: could not restore") as err:
         checkpoint.restore(path, wider, [3])
     assert "\n" not in str(err.value)
@@ -50,7 +50,7 @@ def test_corrupted_weights_are_a_clear_error(tmp_path):
     for data in path.glob("weights/ckpt.data-*"):
         data.write_bytes(data.read_bytes()[:100])
     with pytest.raises(ValueError, match="weights: could not restore"):
-        checkpoint.restore(path, make_learner(Config(num_hidden_units=8), 3, ACT), [3])
+        checkpoint.restore(path, make_agent(Config(num_hidden_units=8), 3, ACT), [3])
 
 
 def test_foreign_directories_and_versions(tmp_path):
@@ -65,6 +65,6 @@ def test_foreign_directories_and_versions(tmp_path):
 
 
 def test_save_replaces_atomically(tmp_path):
-    path, learner, stats, ret = _saved(tmp_path)
-    checkpoint.save(path, Config(num_hidden_units=8), learner, stats, ret, OBS, ACT)
+    path, agent, stats, ret = _saved(tmp_path)
+    checkpoint.save(path, Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent"]  # no staging directories left behind

@@ -119,9 +119,9 @@ def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path):
     # the newest checkpoint loads into a fresh process's networks; a SIGKILL loses at most one interval
     config = Config.from_yaml(run / "config.yaml")
     runner = make_runner(None, config)
-    restored = TrainingCheckpointer(run / "checkpoints", runner.learner, runner.state).restore_latest()
+    restored = TrainingCheckpointer(run / "checkpoints", runner.agent, runner.state).restore_latest()
     assert restored is not None and int(restored[0].iteration) >= 16
-    assert np.all(np.isfinite(runner.learner.actor.trainable_variables[0].numpy()))
+    assert np.all(np.isfinite(runner.agent.actor.trainable_variables[0].numpy()))
 
 
 def test_resume_through_the_cli(tmp_path, capsys):

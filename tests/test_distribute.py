@@ -35,7 +35,8 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
     got = _run("""
 import gymnasium as gym
 from kppo.config import Config
-from kppo.runners import make_learner, update_settings
+from kppo.agent import make_agent
+from kppo.runners.base import update_settings
 from kppo.types import Batch
 from kppo.update import minibatch_step
 config = Config(num_hidden_units=16, max_grad_norm=0.01, normalize_advantage=True, learning_rate=1e-2)
@@ -44,14 +45,14 @@ rng = np.random.default_rng(0)
 n = 64
 obs = tf.constant(rng.normal(size=(n, 4)), tf.float32)
 action = tf.constant(rng.integers(0, 3, n), tf.int32)
-def batch(learner):
-    return Batch(obs, action, learner.dist.log_prob(learner.actor(obs), action) - 0.1, learner.critic(obs),
+def batch(agent):
+    return Batch(obs, action, agent.dist.log_prob(agent.actor(obs), action) - 0.1, agent.critic(obs),
                  tf.constant(rng_adv, tf.float32), tf.constant(rng_ret, tf.float32))
 rng_adv, rng_ret = rng.normal(size=n), rng.normal(size=n) + 1
-single = make_learner(config, 4, space)
+single = make_agent(config, 4, space)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():
-    mirrored = make_learner(config, 4, space)
+    mirrored = make_agent(config, 4, space)
 for a, b in zip(mirrored.variables, single.variables):
     a.assign(b)
 full = batch(single)
@@ -81,7 +82,7 @@ def test_two_replicas_train_and_stay_identical():
 config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_envs=8, num_steps=32,
                      total_timesteps=8 * 32 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16)
 result = kppo.train("CartPole-v1", config, seed=0)
-variables = result.learner.actor.trainable_variables + result.learner.critic.trainable_variables
+variables = result.agent.actor.trainable_variables + result.agent.critic.trainable_variables
 same = all(np.array_equal(v.value.values[0].numpy(), v.value.values[1].numpy()) for v in variables)
 print(json.dumps({"same": same, "steps": int(result.metrics["train/total_steps"][-1]),
                   "iteration": int(result.runner_state.iteration),
@@ -102,7 +103,7 @@ config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_en
 runner = make_runner("CartPole-v1", config, None)
 def layout(state):
     return [[t.backing_device for t in getattr(x, "values", (x,))] for x in tf.nest.flatten(state)]
-stepped, _ = runner.train_step(runner.state, 1)
+stepped = runner.run_iterations(runner.state, 1).state
 restored = from_replica_values(runner.strategy, tf.function(lambda s: replica_values(runner.strategy, s))(stepped))
 print(json.dumps({"initial": layout(runner.state), "stepped": layout(stepped), "restored": layout(restored)}))
 """)
@@ -120,7 +121,7 @@ config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_en
                      num_minibatches=2, normalize_obs=True, normalize_reward=True)
 from kppo.runners import make_runner
 runner = make_runner("Pendulum-v1", config)
-state, _ = runner.train_step(runner.state, 3)
+state = runner.run_iterations(runner.state, 3).state
 stats = (state.rollout.obs_stats, state.rollout.return_stats)
 def moments(i):
     # a value every replica returned identically comes back as one tensor (MirroredStrategy's regroup)
@@ -149,11 +150,11 @@ single = kppo.train("CartPole-v1", base, seed=0)
 mirrored = base.replace(distribute="mirrored", devices=["/cpu:0", "/cpu:1"])
 from kppo.runners import make_runner
 runner = make_runner("CartPole-v1", mirrored)
-state, diag = runner.train_step(runner.state, 4)
-variables = runner.learner.actor.trainable_variables + runner.learner.critic.trainable_variables
+state, diag = runner.run_iterations(runner.state, 4)[:2]
+variables = runner.agent.actor.trainable_variables + runner.agent.critic.trainable_variables
 same = all(np.array_equal(v.value.values[0].numpy(), v.value.values[1].numpy()) for v in variables)
 unlimited = make_runner("CartPole-v1", mirrored.replace(target_kl=None))
-_, full = unlimited.train_step(unlimited.state, 1)
+full = unlimited.run_iterations(unlimited.state, 1).diagnostics
 print(json.dumps({"single": float(single.metrics["train/minibatch_steps"][-1]),
                   "mirrored": float(diag.minibatch_steps) / 4, "full": float(full.minibatch_steps), "same": same}))
 """)
@@ -168,7 +169,7 @@ config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_en
                      total_timesteps=4 * 32 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=16,
                      env_backend="gymnasium", normalize_obs=True)
 result = kppo.train("CartPole-v1", config, seed=0)
-variables = result.learner.actor.trainable_variables + result.learner.critic.trainable_variables
+variables = result.agent.actor.trainable_variables + result.agent.critic.trainable_variables
 same = all(np.array_equal(v.value.values[0].numpy(), v.value.values[1].numpy()) for v in variables)
 print(json.dumps({"same": same, "steps": int(result.metrics["train/total_steps"][-1]),
                   "minibatch_steps": result.metrics["train/minibatch_steps"].tolist(),
@@ -184,7 +185,7 @@ config = kppo.Config(distribute="mirrored", devices=["/cpu:0", "/cpu:1"], num_en
                      total_timesteps=8 * 16 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16, num_epochs=2,
                      num_minibatches=2, iterations_per_call=1, normalize_obs=True, normalize_reward=True)
 def digest(result):
-    arrays = [v.numpy() for v in result.learner.variables + result.learner.optimizer.variables]
+    arrays = [v.numpy() for v in result.agent.variables + result.agent.optimizer.variables]
     arrays += [np.asarray(x) for x in tf.nest.flatten(result.runner_state)]
     return hashlib.sha256(b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)).hexdigest()
 """
@@ -223,7 +224,7 @@ if sys.argv[2] == "mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 result = kppo.train("CartPole-v1", config, seed=0, checkpoint_dir=sys.argv[1], resume=sys.argv[3] == "resume")
-arrays = [v.numpy() for v in result.learner.variables + result.learner.optimizer.variables]
+arrays = [v.numpy() for v in result.agent.variables + result.agent.optimizer.variables]
 print(json.dumps({"digest": hashlib.sha256(b"".join(a.tobytes() for a in arrays)).hexdigest(),
                   "iteration": int(result.runner_state.iteration),
                   "count": float(result.runner_state.rollout.obs_stats.count)}))

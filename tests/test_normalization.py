@@ -12,7 +12,7 @@ def _stream(seed=0, n=5, batch=7, dim=3):
 
 def test_incremental_updates_equal_batch_moments(variant):
     batches = _stream()
-    update = variant(normalization.update)
+    update = variant(normalization.update_moments)
     stats = normalization.initial_stats([3])
     for b in batches:
         stats = update(stats, tf.constant(b))
@@ -27,12 +27,12 @@ def test_merge_equals_one_stream():
     batches = _stream(seed=1, n=6)
     one = normalization.initial_stats([3])
     for b in batches:
-        one = normalization.update(one, tf.constant(b))
+        one = normalization.update_moments(one, tf.constant(b))
     left, right = normalization.initial_stats([3]), normalization.batch_stats(tf.constant(batches[3]))
     for b in batches[:3]:
-        left = normalization.update(left, tf.constant(b))
+        left = normalization.update_moments(left, tf.constant(b))
     for b in batches[4:]:
-        right = normalization.update(right, tf.constant(b))
+        right = normalization.update_moments(right, tf.constant(b))
     merged = normalization.merge(left, right)
     for got, want in zip(merged, one):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
@@ -76,9 +76,9 @@ def test_merge_replicas_counts_the_shared_start_once():
     batches = _stream(seed=3, n=4, batch=16)
     base = normalization.initial_stats([3])
     for b in batches[:2]:
-        base = normalization.update(base, tf.constant(b))
-    replicas = [normalization.update(base, tf.constant(b)) for b in batches[2:]]
-    one = normalization.update(base, tf.constant(np.concatenate(batches[2:])))
+        base = normalization.update_moments(base, tf.constant(b))
+    replicas = [normalization.update_moments(base, tf.constant(b)) for b in batches[2:]]
+    one = normalization.update_moments(base, tf.constant(np.concatenate(batches[2:])))
     merged = normalization.merge_replicas(base, replicas)
     for got, want in zip(merged, one):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
@@ -94,8 +94,8 @@ def test_merge_replicas_stays_accurate_when_the_start_dominates():
     start = rng.normal(loc=5.0, scale=3.0, size=(1_000_000, 2))
     shards = [rng.normal(loc=5.0, scale=3.0, size=(256, 2)) for _ in range(4)]
     base = normalization.batch_stats(tf.constant(start))
-    replicas = [normalization.update(base, tf.constant(s)) for s in shards]
+    replicas = [normalization.update_moments(base, tf.constant(s)) for s in shards]
     merged = normalization.merge_replicas(base, replicas)
-    one = normalization.update(base, tf.constant(np.concatenate(shards)))
+    one = normalization.update_moments(base, tf.constant(np.concatenate(shards)))
     for got, want in zip(merged, one):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

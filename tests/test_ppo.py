@@ -134,11 +134,13 @@ class _StopAfter(BaseCallback):
         return self.n_calls < self.stop_at
 
 
-def test_callback_returning_false_stops_training():
-    callback = _StopAfter(40)  # 32 calls per rollout: stops during the second rollout
+def test_callback_returning_false_stops_training_at_once():
+    """As SB3's collect_rollouts: the 40th step's False ends the second rollout there (32 steps per rollout), without
+    its update or on_rollout_end; 40 steps x 2 envs were taken."""
+    callback = _StopAfter(40)
     model = PPO("MlpPolicy", _cartpole(), **FAST).learn(10_000, callback=callback)
-    assert callback.rollouts == 2 and model.num_timesteps == 128
-    assert callback.n_calls == 64
+    assert callback.rollouts == 1 and model.num_timesteps == 80
+    assert callback.n_calls == 40 and model._n_updates == 2  # one update: 2 epochs x 1 minibatch of 64
 
 
 def test_eval_and_checkpoint_callbacks(tmp_path):

@@ -5,8 +5,8 @@ import pytest
 import kppo
 from kppo import envs
 from kppo._tf import tf
-from kppo.runners import make_train_step, setup
-from kppo.train import METRICS
+from kppo.metrics import METRICS
+from kppo.runners.native import build_native, make_iterations_fn
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 6, eval_freq=2, num_eval_envs=3, num_hidden_units=16)
 
@@ -33,14 +33,14 @@ def test_same_seed_same_run_and_other_seed_differs():
     a, b, c = _train(seed=1), _train(seed=1), _train(seed=2)
     for key, value in _comparable(a.metrics).items():
         np.testing.assert_array_equal(value, b.metrics[key], err_msg=key)
-    for va, vb in zip(a.learner.variables, b.learner.variables):
+    for va, vb in zip(a.agent.variables, b.agent.variables):
         np.testing.assert_array_equal(va.numpy(), vb.numpy())
     assert not np.array_equal(a.metrics["train/total_loss"], c.metrics["train/total_loss"])
 
 
 def test_iterations_per_call_does_not_change_the_run():
     one, three = _train(iterations_per_call=1), _train(iterations_per_call=3)
-    for va, vb in zip(one.learner.variables, three.learner.variables):
+    for va, vb in zip(one.agent.variables, three.agent.variables):
         np.testing.assert_allclose(va.numpy(), vb.numpy(), rtol=1e-6, atol=1e-7)
 
 
@@ -54,10 +54,10 @@ def test_jit_eval_changes_only_how_the_evaluation_is_compiled():
         assert np.all(result.metrics["eval/mean_lengths"] >= 8)
 
 
-def test_train_step_traces_once():
+def test_iterations_fn_traces_once():
     config = kppo.Config(**TINY)
-    run = setup("CartPole-v1", config)
-    step = make_train_step(run.agent, run.learner, config)
+    run = build_native("CartPole-v1", config)
+    step = make_iterations_fn(run.train_env, run.agent, config)
     state = run.state
     for n in (1, 2, 1):
         state, _ = step(state, tf.constant(n))
@@ -114,7 +114,7 @@ def test_continuous_options_path():
         assert actions.shape == (100, 1) and np.all(np.abs(actions) <= 2.0)
     # policy = normalize -> actor mean -> tanh -> rescale to [-2, 2]
     z = np.clip((obs - scaling.mean) / np.sqrt(scaling.var + 1e-8), -10, 10)
-    mean = result.learner.actor(tf.constant(z, tf.float32))[0].numpy()
+    mean = result.agent.actor(tf.constant(z, tf.float32))[0].numpy()
     np.testing.assert_allclose(result.policy.get_action(obs), 2.0 * np.tanh(mean), rtol=1e-5, atol=1e-6)
 
 
@@ -158,8 +158,8 @@ def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
     assert stopped.interrupted and int(stopped.runner_state.iteration) == 5
     resumed = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, resume=True)
     assert not resumed.interrupted and int(resumed.runner_state.iteration) == 8
-    for a, b in zip(full.learner.variables + full.learner.optimizer.variables,
-                    resumed.learner.variables + resumed.learner.optimizer.variables):
+    for a, b in zip(full.agent.variables + full.agent.optimizer.variables,
+                    resumed.agent.variables + resumed.agent.optimizer.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(full.metrics["train/total_steps"], resumed.metrics["train/total_steps"])
     np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])

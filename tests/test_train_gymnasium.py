@@ -7,9 +7,10 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.envs.gymnasium import make_vec_env
-from kppo.host_rollout import HostPolicy, HostRolloutState, StepPolicy, collect_host_rollout, finish_rollout
+from kppo.host_rollout import ActStep, HostRolloutState, collect_host_rollout, finish_rollout
 from kppo import normalization
-from kppo.runners import make_learner, rollout_settings
+from kppo.agent import make_agent
+from kppo.runners.base import rollout_settings
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=16)
 
@@ -103,22 +104,22 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
     config = kppo.Config(num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, gamma=0.5, gae_lambda=1.0,
                          num_hidden_units=8)
     vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(ConstantEnv(), 3), 2, seed=0)
-    learner = make_learner(config, 1, vec_env.action_space)
-    step_policy = StepPolicy(HostPolicy(learner.dist, learner.actor, learner.critic), False, 2, 1, False)
-    finish = lambda *a: finish_rollout(learner.critic, rollout_settings(config), *a)
+    agent = make_agent(config, 1, vec_env.action_space)
+    act_step = ActStep(agent, False, 2, 1, False)
+    finish = lambda *a: finish_rollout(agent.critic, rollout_settings(config), *a)
     obs = vec_env.reset(seed=0)
     state = HostRolloutState(obs, tf.zeros([2]), normalization.initial_stats([1]), normalization.initial_stats(()),
                              np.zeros(2), np.zeros(2, np.int32))
-    _, done = collect_host_rollout(vec_env, step_policy, finish, 4, state, tf.constant([0, 1]))
-    v0, v1 = (float(learner.critic(tf.constant([[x]]))[0]) for x in (0.0, 1.0))
-    np.testing.assert_array_equal(done.traj.truncated.numpy()[:, 0], [False, False, True, False])
+    _, rollout = collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]))
+    v0, v1 = (float(agent.critic(tf.constant([[x]]))[0]) for x in (0.0, 1.0))
+    np.testing.assert_array_equal(rollout.trajectory.truncated.numpy()[:, 0], [False, False, True, False])
     # step 2 is truncated: its target is r + gamma * V(final obs [1]) = 1 + 0.5 * v1, not V of the reset obs [0]
-    np.testing.assert_allclose(done.traj.final_value.numpy()[2], [v1, v1], rtol=1e-5)
-    np.testing.assert_allclose(done.returns.numpy()[2], 1 + 0.5 * v1, rtol=1e-5)
+    np.testing.assert_allclose(rollout.trajectory.final_value.numpy()[2], [v1, v1], rtol=1e-5)
+    np.testing.assert_allclose(rollout.returns.numpy()[2], 1 + 0.5 * v1, rtol=1e-5)
     # lambda = 1, no end before: step 1 -> 1 + 0.5 * (1 + 0.5 * v1); step 3 bootstraps from V(obs [0]) at the end
-    np.testing.assert_allclose(done.returns.numpy()[1], 1 + 0.5 * (1 + 0.5 * v1), rtol=1e-5)
-    np.testing.assert_allclose(done.returns.numpy()[3], 1 + 0.5 * v0, rtol=1e-5)
-    np.testing.assert_array_equal(done.traj.episode_return.numpy()[2], [3.0, 3.0])
+    np.testing.assert_allclose(rollout.returns.numpy()[1], 1 + 0.5 * (1 + 0.5 * v1), rtol=1e-5)
+    np.testing.assert_allclose(rollout.returns.numpy()[3], 1 + 0.5 * v0, rtol=1e-5)
+    np.testing.assert_array_equal(rollout.trajectory.episode_return.numpy()[2], [3.0, 3.0])
 
 
 class NanEnv(ConstantEnv):
@@ -146,7 +147,7 @@ def test_gsde_trains_on_both_paths(backend):
                             "log_std_init": -1.0})
     result = kppo.train("Pendulum-v1", config)
     assert np.all(np.isfinite(result.metrics["train/total_loss"]))
-    names = [v.name for v in result.learner.actor.trainable_variables]
+    names = [v.name for v in result.agent.actor.trainable_variables]
     assert any("sde_log_std" in n for n in names)
     actions = result.policy.get_action(np.zeros((4, 3), np.float32), rng=1)
     assert actions.shape == (4, 1) and np.all(np.abs(actions) <= 2.0)

@@ -8,7 +8,8 @@ from kppo.config import Config
 from kppo.distributions import make_distribution
 from kppo.networks import make_networks
 from kppo.types import Batch
-from kppo.update import Learner, UpdateSettings, minibatch_indices, update
+from kppo.agent import Agent
+from kppo.update import UpdateSettings, minibatch_indices, ppo_update
 
 
 def test_minibatch_indices_are_one_permutation_per_epoch():
@@ -25,7 +26,7 @@ def _learner(seed=0, lr=1e-3):
     dist = make_distribution(space)
     actor, critic = make_networks(Config(num_hidden_units=16), 4, dist, seed)
     opt = keras.optimizers.Adam(learning_rate=lr, epsilon=1e-5)
-    learner = Learner(dist, actor, critic, opt)
+    learner = Agent(dist, actor, critic, opt)
     opt.build(learner.variables)
     return learner
 
@@ -58,7 +59,7 @@ def test_all_minibatch_steps_run_and_the_value_loss_falls():
     batch = _batch(learner)
     value_error = lambda: float(tf.reduce_mean(tf.square(learner.critic(batch.obs) - batch.returns)))
     before = value_error()
-    stats = tf.function(lambda b, k: update(learner, _settings(), b, k))(batch, tf.constant([1, 2]))
+    stats = tf.function(lambda b, k: ppo_update(learner, _settings(), b, k))(batch, tf.constant([1, 2]))
     assert int(stats.minibatches) == int(stats.steps) == 16
     assert int(learner.optimizer.iterations) == 16
     assert value_error() < before
@@ -67,7 +68,7 @@ def test_all_minibatch_steps_run_and_the_value_loss_falls():
 def test_target_kl_stops_the_update_before_the_violating_step():
     learner = _learner(lr=3e-2)
     batch = _batch(learner)
-    stats = update(learner, _settings(target_kl=1e-6), batch, tf.constant([1, 2]))
+    stats = ppo_update(learner, _settings(target_kl=1e-6), batch, tf.constant([1, 2]))
     # the first minibatch has KL 0 (policy unchanged) and is applied; a later one exceeds 1.5 * 1e-6 and stops
     assert 1 <= int(stats.steps) < 16
     assert int(stats.minibatches) == int(stats.steps) + 1
@@ -81,7 +82,7 @@ def test_gradients_are_clipped_by_global_norm():
     learner = learner._replace(optimizer=opt)
     opt.build(learner.variables)
     before = [v.numpy().copy() for v in learner.variables]
-    stats = update(learner, _settings(num_epochs=1, num_minibatches=1, max_grad_norm=1e-3), batch, tf.constant([0, 1]))
+    stats = ppo_update(learner, _settings(num_epochs=1, num_minibatches=1, max_grad_norm=1e-3), batch, tf.constant([0, 1]))
     step = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(learner.variables, before)))
     assert float(stats.grad_norm) > 1e-3  # the raw gradient was larger than the limit ...
     assert step == pytest.approx(1e-3, rel=1e-3)  # ... and SGD(lr=1) moved the parameters by exactly the limit

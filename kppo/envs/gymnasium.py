@@ -5,7 +5,7 @@
 environments of `kppo.envs.base`, in numpy:
 
     reset(seed) -> obs                                                   # float32 [num_envs, flat_obs_dim]
-    step(actions) -> HostStep(obs, reward, terminated, truncated, final_obs)
+    step(actions) -> HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
 The vector env runs in gymnasium's `AutoresetMode.SAME_STEP`: where `terminated | truncated`, `obs` is the
 first observation of the next episode and `final_obs` the last observation of the finished one (gymnasium puts
@@ -45,6 +45,8 @@ class HostStep(NamedTuple):
         truncated: bool [N], False where `terminated`.
         final_obs: float32 [N, D], the last observation of the finished episode where
             `terminated | truncated`, else equal to `obs`.
+        raw_obs: the observations as gymnasium returned them (an array, or a dict of arrays for Dict spaces).
+        infos: gymnasium's vector info dict of the step (`sub_env_info` picks one sub-env's entries).
     """
 
     obs: np.ndarray
@@ -52,6 +54,8 @@ class HostStep(NamedTuple):
     terminated: np.ndarray
     truncated: np.ndarray
     final_obs: np.ndarray
+    raw_obs: Any = None
+    infos: Any = None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -191,6 +195,7 @@ class GymVecEnv:
         self._action_dtype = _action_dtype(self.action_space)
         self._pending_seed = seed
         self._step_count: int | None = None  # None until the first reset
+        self.reset_raw_obs: Any = None
         self._closed = False
 
     def reset(self, seed: int | None = None) -> np.ndarray:
@@ -208,6 +213,7 @@ class GymVecEnv:
         if seed is not None:
             self.action_space.seed(int(seed))
         raw_obs, _ = self.vec_env.reset(seed=None if seed is None else int(seed))
+        self.reset_raw_obs = raw_obs  # as gymnasium returned them (what SB3 callbacks see as the first `obs`)
         self._step_count = 0
         obs = flatten_obs(self.observation_space, raw_obs)
         _check_finite("observation", obs, 0)
@@ -221,7 +227,7 @@ class GymVecEnv:
                 for Box, int [N, k] for MultiDiscrete / MultiBinary; cast to the action space's dtype.
 
         Returns:
-            HostStep(obs, reward, terminated, truncated, final_obs); see `HostStep`.
+            HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos); see `HostStep`.
         """
         if self._step_count is None:
             raise RuntimeError("step() called before reset()")
@@ -236,7 +242,7 @@ class GymVecEnv:
         _check_finite("reward", reward, self._step_count)
         _check_finite("final observation", final_obs, self._step_count, rows=done)
         _check_finite("observation", obs, self._step_count)
-        return HostStep(obs, reward, terminated, truncated, final_obs)
+        return HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
     def _cast_actions(self, actions: np.ndarray) -> np.ndarray:
         """Actions as an array of the action space's dtype and shape [N, *action_space.shape]."""
@@ -279,6 +285,27 @@ class GymVecEnv:
             f"GymVecEnv({self.env_id or type(self.vec_env.unwrapped).__name__}, num_envs={self.num_envs}, "
             f"flat_obs_dim={self.flat_obs_dim})"
         )
+
+
+def sub_env_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
+    """Sub-env i's entries of a gymnasium vector info dict: entry i of every key whose `_key` mask (if any) is set
+    for i, recursing into nested dicts (e.g. SAME_STEP's `final_info`)."""
+    selected = {}
+    for key, value in infos.items():
+        if key.startswith("_") and key[1:] in infos:
+            continue
+        mask = infos.get(f"_{key}")
+        if mask is not None and not mask[i]:
+            continue
+        selected[key] = sub_env_info(value, i) if isinstance(value, dict) else _item(value, i)
+    return selected
+
+
+def _item(value: Any, i: int) -> Any:
+    try:
+        return value[i]
+    except (TypeError, IndexError, KeyError):
+        return value
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ import numpy as np
 
 from kppo import checkpoint
 from kppo._tf import tf
-from kppo.policy import ObsScaling, Policy
+from kppo.agent import load_agent
+from kppo.policy import Policy
 
 FORMATS = ("tflite", "saved_model")
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
@@ -50,20 +51,14 @@ class ParityError(ValueError):
 
 def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
     """(policy, critic or None, training config dict or None) of a `PPOResult` or `kppo.PPO` (anything with
-    `policy`, `learner` and `config`), a `Policy`, or an agent directory written by `save`."""
+    `policy`, `agent` and `config`), a `Policy`, or an agent directory written by `save`."""
     if isinstance(source, Policy):
         return source, None, None
-    if all(hasattr(source, name) for name in ("policy", "learner", "config")):
-        return source.policy, source.learner.critic, source.config.to_dict()
+    if all(hasattr(source, name) for name in ("policy", "agent", "config")):
+        return source.policy, source.agent.critic, source.config.to_dict()
     if isinstance(source, (str, Path)):
-        from kppo.envs.spaces import flat_dim
-        from kppo.runners import make_learner
-
-        config, _, obs_space, act_space = checkpoint.read_metadata(source)
-        learner = make_learner(config, flat_dim(obs_space), act_space)
-        obs_stats, _ = checkpoint.restore(source, learner, [flat_dim(obs_space)])
-        scaling = ObsScaling(obs_stats.mean.numpy(), obs_stats.var.numpy(), config.normalize_obs)
-        return Policy(learner.actor, learner.dist, scaling, obs_space, act_space), learner.critic, config.to_dict()
+        saved = load_agent(source)
+        return saved.policy, saved.agent.critic, saved.config.to_dict()
     raise ValueError(f"source: expected a PPOResult, Policy, kppo.PPO or agent directory, got {type(source).__name__}")
 
 

@@ -1,4 +1,5 @@
-"""The TF-native runner under a tf.distribute strategy (see `kppo.distribute` for the rules it follows).
+"""The replicated runner: TF-native environments under any tf.distribute strategy (mirrored devices, multi_worker,
+tpu), and the replicated update the host runner uses for gymnasium envs (see `kppo.distribute` for the rules).
 
 Each replica owns an env shard of num_envs / replicas envs and its own RNG stream; per iteration one compiled function
 runs every replica's rollout, merges the normalization moments, then the epochs x minibatches as separate
@@ -14,14 +15,16 @@ from typing import Callable, NamedTuple
 
 from kppo import losses, normalization
 from kppo._tf import tf
+from kppo.agent import Agent, make_agent
 from kppo.config import Config
-from kppo.distribute import merge_normalization, on_replica_devices
+from kppo.distribute import merge_normalization, on_replica_devices, replica_view
 from kppo.envs.base import VecEnv
-from kppo.rollout import Agent, collect_rollout, initial_rollout_state
-from kppo.runners import (Setup, _maybe_compile, _native_observation_dim, diagnostics, learning_rate, make_learner,
-                           make_native_envs, rollout_settings, root_keys, update_settings)
-from kppo.types import Diagnostics, RunnerState
-from kppo.update import Learner, UpdateStats, flatten, minibatch_indices, minibatch_step, zero_stats
+from kppo.rollout import collect_rollout, initial_rollout_state
+from kppo.runners.base import (EvalMetricsFn, Runner, diagnostics, learning_rate, maybe_compile, rollout_settings,
+                               root_keys, start_iteration, update_settings)
+from kppo.runners.native import NativeParts, make_native_envs, native_observation_dim, native_runner
+from kppo.types import Diagnostics, Rollout, RunnerState
+from kppo.update import UpdateStats, flatten, minibatch_indices, minibatch_step, zero_stats
 
 
 def shard_size(config: Config, strategy) -> int:
@@ -36,21 +39,21 @@ def shard_size(config: Config, strategy) -> int:
     return config.num_envs // replicas
 
 
-def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
-    """`setup` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each replica
-    with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica id)."""
+def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts:
+    """`build_native` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each
+    replica with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica
+    id)."""
     shard = shard_size(config, strategy)
     train_env, eval_env = make_native_envs(env, config)
-    obs_dim = _native_observation_dim(train_env.observation_space)
+    obs_dim = native_observation_dim(train_env.observation_space)
     with strategy.scope():
-        learner = make_learner(config, obs_dim, train_env.action_space)
-    agent = Agent(train_env, learner.dist, learner.actor, learner.critic)
+        agent = make_agent(config, obs_dim, train_env.action_space)
     key_reset, key_train, key_eval = root_keys(config.seed)
 
     def replica_state(context):
         replica = context.replica_id_in_sync_group
         fold = tf.random.experimental.stateless_fold_in
-        rollout = initial_rollout_state(agent, fold(key_reset, replica), shard, config.normalize_obs)
+        rollout = initial_rollout_state(train_env, agent, fold(key_reset, replica), shard, config.normalize_obs)
         return RunnerState(rollout, fold(key_train, replica), tf.constant(0, tf.int32))
 
     state = strategy.experimental_distribute_values_from_function(replica_state)
@@ -58,7 +61,7 @@ def setup_replicas(env: str | VecEnv, config: Config, strategy) -> Setup:
     start = normalization.initial_stats([obs_dim]), normalization.initial_stats(())
     state = tf.function(lambda s: merge_normalization(strategy, *start, s), autograph=False)(state)
     state = on_replica_devices(strategy, state)  # the merge passes most values through: they sit on the first device
-    return Setup(agent, Agent(eval_env, learner.dist, learner.actor, learner.critic), learner, state, key_eval)
+    return NativeParts(train_env, eval_env, agent, state, key_eval)
 
 
 class ReplicaUpdate(NamedTuple):
@@ -70,7 +73,7 @@ class ReplicaUpdate(NamedTuple):
     with_kl_stop: Callable
 
 
-def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUpdate:
+def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate:
     upd = update_settings(config)._replace(target_kl=None)  # the KL stop is decided outside the replicas
     steps = config.num_epochs * config.num_minibatches
     mean = tf.distribute.ReduceOp.MEAN
@@ -86,7 +89,7 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
     # setting: first call 18.5 s -> 10.6 s, measured).
     @tf.function(autograph=False, experimental_attributes={"_noinline": True})
     def replica_minibatch(batch, indices, k):
-        info, grad_norm, _ = minibatch_step(learner, upd, gather(batch, indices, k))
+        info, grad_norm, _ = minibatch_step(agent, upd, gather(batch, indices, k))
         return info, grad_norm
 
     def unrolled(batch, indices):
@@ -102,7 +105,7 @@ def make_replica_update(learner: Learner, config: Config, strategy) -> ReplicaUp
 
     def replica_kl(batch, indices, k):  # the KL only: no collective inside (they clash across functions, measured)
         mb = gather(batch, indices, k)
-        return losses.approx_kl(learner.dist.log_prob(learner.actor(mb.obs), mb.action), mb.log_prob)
+        return losses.approx_kl(agent.dist.log_prob(agent.actor(mb.obs), mb.action), mb.log_prob)
 
     kl_call = tf.function(lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None),
                           autograph=False)
@@ -129,24 +132,22 @@ def _finish(partial: Diagnostics, loss_sum, norm_sum, done, lr) -> Diagnostics:
     )
 
 
-def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, strategy, view) -> Callable:
+def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, strategy, view) -> Callable:
     """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host."""
     settings = rollout_settings(config)
-    rollout_fn = _maybe_compile(lambda s, k: collect_rollout(agent, settings, s, k), config.jit_rollout)
-    replica_update = make_replica_update(learner, config, strategy)
+    collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
+    replica_update = make_replica_update(agent, config, strategy)
 
-    def replica_rollout(state: RunnerState):
-        key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
-        rollout, traj, advantages, returns = rollout_fn(state.rollout, key_rollout)
-        batch = flatten(traj, advantages, returns)
+    def replica_rollout(state: RunnerState, lr):
+        state, rollout, key_update, _ = start_iteration(lambda iteration: lr, collect, state)
+        batch = flatten(rollout)
         indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
-        partial = diagnostics(traj, returns, zero_stats(), tf.constant(0.0))
-        return RunnerState(rollout, key, state.iteration + 1), batch, indices, partial
+        return state, batch, indices, diagnostics(rollout, zero_stats(), tf.constant(0.0))
 
     def rollout(state, lr):
-        learner.optimizer.learning_rate.assign(lr)
+        agent.optimizer.learning_rate.assign(lr)
         base = view(state).rollout
-        state, batch, indices, partial = strategy.run(replica_rollout, args=(state,))
+        state, batch, indices, partial = strategy.run(replica_rollout, args=(state, lr))
         partial = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), partial)
         return merge_normalization(strategy, base.obs_stats, base.return_stats, state), batch, indices, partial
 
@@ -163,37 +164,45 @@ def make_distributed_train_step(agent: Agent, learner: Learner, config: Config, 
 
     run_iteration = iteration if config.target_kl is None else iteration_with_kl_stop
 
-    def train_step(state, num_iterations):
-        acc = None
+    def run_iterations(state, num_iterations):
+        total = None
         for _ in range(int(num_iterations)):
             lr = learning_rate(config, int(view(state).iteration))
             state, diag = run_iteration(state, tf.cast(lr, tf.float32))
-            acc = diag if acc is None else tf.nest.map_structure(tf.add, acc, diag)
-        return state, acc
+            total = diag if total is None else tf.nest.map_structure(tf.add, total, diag)
+        return state, total
 
-    return train_step
+    return run_iterations
 
 
-def make_sharded_update(learner: Learner, config: Config, strategy) -> Callable:
-    """The gymnasium path's update under `strategy`: `(traj, advantages, returns, key) -> UpdateStats` on a rollout
-    collected on the host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
+def make_replicated_runner(env: str | VecEnv, config: Config, strategy,
+                           eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:
+    """The Runner for TF-native envs under `strategy` (replica shards, merged statistics, all-reduced update)."""
+    parts = build_replicated(env, config, strategy)
+    view = replica_view(strategy)
+    iterations_fn = make_replicated_iterations_fn(parts.train_env, parts.agent, config, strategy, view)
+    return native_runner(parts, config, iterations_fn, eval_metrics_fn, view, strategy)
+
+
+def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
+    """The gymnasium path's update under `strategy`: `(Rollout, key) -> UpdateStats` on a rollout collected on the
+    host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
     minibatch permutation (key folded with r)."""
     shard = shard_size(config, strategy)
-    replica_update = make_replica_update(learner, config, strategy)
+    replica_update = make_replica_update(agent, config, strategy)
 
-    def replica_shard(traj, advantages, returns, key):
+    def replica_shard(rollout, key):
         replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
         columns = tf.range(shard) + replica * shard
-        take = lambda x: tf.gather(x, columns, axis=1)  # noqa: E731
-        batch = flatten(tf.nest.map_structure(take, traj), take(advantages), take(returns))
+        batch = flatten(tf.nest.map_structure(lambda x: tf.gather(x, columns, axis=1), rollout))
         key = tf.random.experimental.stateless_fold_in(key, replica)
         return batch, minibatch_indices(key, shard * config.num_steps, config.num_epochs, config.num_minibatches)
 
     shard_call = tf.function(lambda *args: strategy.run(replica_shard, args=args), autograph=False)
     unrolled_call = tf.function(replica_update.unrolled, autograph=False)
 
-    def update(traj, advantages, returns, key) -> UpdateStats:
-        batch, indices = shard_call(traj, advantages, returns, key)
+    def update(rollout: Rollout, key) -> UpdateStats:
+        batch, indices = shard_call(rollout, key)
         run = unrolled_call if config.target_kl is None else replica_update.with_kl_stop
         loss_sum, norm_sum, done = run(batch, indices)
         return UpdateStats(loss_sum, tf.convert_to_tensor(norm_sum, tf.float32), tf.constant(done), tf.constant(done))

@@ -1,0 +1,85 @@
+"""The agent: action distribution, actor, critic and Adam built from a `Config`; its policy; loading a saved one.
+
+Everything that needs networks (the runners, the update, checkpoints, export, the SB3 facade) gets them from here, so
+none of them depends on how a run is driven.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import keras
+import numpy as np
+
+from kppo import checkpoint
+from kppo.config import Config
+from kppo.distributions import ActionDistribution, make_distribution
+from kppo.envs.spaces import flat_dim
+from kppo.networks import Actor, Critic, make_networks
+from kppo.policy import ObsScaling, Policy
+from kppo.types import MeanStd
+
+
+class Agent(NamedTuple):
+    """What a rollout acts with and the update changes."""
+
+    dist: ActionDistribution
+    actor: Actor
+    critic: Critic
+    optimizer: keras.optimizers.Optimizer
+
+    @property
+    def variables(self) -> list:
+        """The trainable variables: the actor's, then the critic's."""
+        return self.actor.trainable_variables + self.critic.trainable_variables
+
+
+def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space) -> Agent:
+    """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
+    Adam (epsilon 1e-5, as SB3 and purejaxrl) with its slots built."""
+    widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
+    latent_dim = widths[-1] if widths else observation_dim
+    dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std)
+    actor, critic = make_networks(config, observation_dim, dist, config.seed)
+    optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate, epsilon=1e-5)
+    agent = Agent(dist, actor, critic, optimizer)
+    optimizer.build(agent.variables)
+    return agent
+
+
+def make_policy(
+    agent: Agent, obs_stats: MeanStd, normalize_obs: bool, observation_space: gym.spaces.Space,
+    action_space: gym.spaces.Space,
+) -> Policy:
+    """The agent's actor with frozen observation statistics (numpy copies: later training does not change it)."""
+    scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs)
+    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space)
+
+
+class SavedAgent(NamedTuple):
+    """An agent directory read back (`load_agent`)."""
+
+    config: Config
+    agent: Agent
+    obs_stats: MeanStd
+    return_stats: MeanStd
+    observation_space: gym.spaces.Space
+    action_space: gym.spaces.Space
+    metadata: dict[str, Any]
+
+    @property
+    def policy(self) -> Policy:
+        return make_policy(self.agent, self.obs_stats, self.config.normalize_obs, self.observation_space,
+                           self.action_space)
+
+
+def load_agent(path: str | Path) -> SavedAgent:
+    """Rebuilds the agent saved by `kppo.checkpoint.save` at `path` (YAML, JSON and TF checkpoint files only; nothing
+    in them is executed). One-line ValueErrors for a directory that is not an agent or does not fit its config."""
+    config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
+    observation_dim = flat_dim(observation_space)
+    agent = make_agent(config, observation_dim, action_space)
+    obs_stats, return_stats = checkpoint.restore(path, agent, [observation_dim])
+    return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)

@@ -1,0 +1,189 @@
+"""`train(env, config, seed) -> PPOResult` (rex/purejaxrl's `train`, in TensorFlow): builds the runner for the env,
+plans the evaluation rounds, and runs the one training loop (`kppo.loop`) with the caller's hooks."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from kppo import checkpoint
+from kppo.agent import Agent, make_policy
+from kppo.callbacks import make_callback
+from kppo.checkpoint import TrainingCheckpointer
+from kppo.config import Config
+from kppo.envs.base import VecEnv
+from kppo.loop import Hooks, Plan, round_sizes, run_loop
+from kppo.metrics import METRICS
+from kppo.policy import ObsScaling, Policy
+from kppo.runners import EvalMetricsFn, Runner, make_runner
+from kppo.types import RunnerState
+
+__all__ = ["METRICS", "PPOResult", "TrainingModel", "train"]
+
+
+@dataclasses.dataclass
+class PPOResult:
+    """What `train` returns (rex's PPOResult).
+
+    Attributes:
+        config: the Config the run used.
+        runner_state: env state, last observations, normalization statistics, RNG key, iteration counter.
+        metrics: one row per evaluation round: name -> numpy array [eval_freq] (see `METRICS`).
+        agent: actor, critic, optimizer and distribution (what a checkpoint saves).
+        observation_space, action_space: of one env.
+        timings: compile_s (first compiled calls), run_s (the rest), total_s (both, excluding setup).
+        interrupted: True when `should_stop` ended the run early.
+        stopped: True when a callback returned False.
+    """
+
+    config: Config
+    runner_state: RunnerState
+    metrics: dict[str, np.ndarray]
+    agent: Agent
+    observation_space: gym.spaces.Space
+    action_space: gym.spaces.Space
+    timings: dict[str, float]
+    interrupted: bool = False
+    stopped: bool = False
+
+    @property
+    def obs_scaling(self) -> ObsScaling:
+        return self.policy.obs_scaling
+
+    @functools.cached_property
+    def policy(self) -> Policy:
+        """The trained policy with the final statistics; SB3's `predict` makes it usable by `evaluate_policy`."""
+        return make_policy(self.agent, self.runner_state.rollout.obs_stats, self.config.normalize_obs,
+                           self.observation_space, self.action_space)
+
+    @property
+    def act_scaling(self):
+        return self.policy.act_scaling
+
+
+class TrainingModel:
+    """What callbacks see as `self.model` during `kppo.train`: `num_timesteps`, `predict` (the current policy),
+    `save` (an agent directory), `get_env` and `logger` (None)."""
+
+    def __init__(self, runner: Runner, config: Config):
+        self.runner, self.config = runner, config
+        self.runner_state = runner.state
+        self.num_timesteps = int(runner.view(runner.state).iteration) * config.rollout_size
+        self.logger = None
+
+    @property
+    def policy(self) -> Policy:
+        stats = self.runner.view(self.runner_state).rollout.obs_stats
+        return make_policy(self.runner.agent, stats, self.config.normalize_obs, self.runner.observation_space,
+                           self.runner.action_space)
+
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
+        return self.policy.predict(observation, state, episode_start, deterministic)
+
+    def save(self, path: str | Path) -> None:
+        stats = self.runner.view(self.runner_state).rollout
+        checkpoint.save(path, self.config, self.runner.agent, stats.obs_stats, stats.return_stats,
+                        self.runner.observation_space, self.runner.action_space)
+
+    def get_env(self) -> Any:
+        """The gymnasium vector env of a gymnasium run; the `kppo.envs.VecEnv` of a TF-native one."""
+        return getattr(self.runner.env, "vec_env", self.runner.env)
+
+
+def _print_metrics(metrics: dict[str, Any]) -> None:
+    print(
+        f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval {metrics['eval/mean_returns']:9.2f} "
+        f"+- {metrics['eval/std_returns']:7.2f}  train ep {metrics['rollout/ep_rew_mean']:9.2f}  "
+        f"kl {metrics['train/mean_approxkl']:.4f}  {metrics['time/steps_per_s']:8.0f} steps/s",
+        flush=True,
+    )
+
+
+def train(
+    env: Any = None,
+    config: Config | None = None,
+    seed: int | None = None,
+    *,
+    callback: Any = None,
+    eval_metrics_fn: EvalMetricsFn | None = None,
+    on_eval: Callable[[dict], None] | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume: bool = False,
+    should_stop: Callable[[], bool] | None = None,
+) -> PPOResult:
+    """Trains PPO on a TF-native or a gymnasium environment.
+
+    Args:
+        env: a built-in env name (see `kppo.envs.make`; compiled TF-native rollout) or a `kppo.envs.VecEnv`; or a
+            gymnasium env id, `gym.Env`, factory or `gym.vector.VectorEnv` (host rollout; see `Config.env_backend`).
+            Defaults to `config.env`.
+        config: hyperparameters. Defaults to `Config()` (the fixed CartPole setting).
+        seed: overrides `config.seed`.
+        callback: Stable-Baselines3 callbacks (a `BaseCallback`, a list, or a function `(locals, globals) -> bool`),
+            as `PPO.learn` takes them: on gymnasium envs `on_step` runs after every vector step with SB3's `locals`;
+            on TF-native envs once per compiled call (`config.iterations_per_call` iterations). False stops training.
+        eval_metrics_fn: in-graph hook `(total_steps, diagnostics, eval_trajectory) -> dict of tensors`, merged into
+            each round's metrics (rex's EVAL_METRICS_JAX_CB).
+        on_eval: host callback called with each round's metrics dict (rex's EVAL_METRICS_HOST_CB); defaults to
+            printing one line when `config.verbose` >= 1.
+        on_progress: host callback called with the number of environment steps so far after every compiled call
+            (progress bars).
+        checkpoint_dir: write checkpoints here: every `config.checkpoint_every` iterations (0: at round ends), at
+            the end, and when `should_stop` says so. Keeps the last 3.
+        resume: continue from the newest readable checkpoint in `checkpoint_dir` (TF-native envs: the resumed run
+            ends bit-identical to an uninterrupted one on CPU). The metric row of an interrupted round averages only
+            the iterations after the resume.
+        should_stop: polled after every compiled call; True -> checkpoint (if a directory is set) and return early
+            with `PPOResult.interrupted` set (signal handlers use this).
+
+    Returns:
+        PPOResult.
+    """
+    config = Config() if config is None else config
+    if seed is not None:
+        config = config.replace(seed=seed)
+    runner = make_runner(env, config, eval_metrics_fn)
+    if on_eval is None and config.verbose >= 1:
+        on_eval = _print_metrics
+    checkpointer, rows = None, []
+    if checkpoint_dir is not None:
+        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy)
+    if resume:
+        if checkpointer is None:
+            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
+        if not isinstance(runner.env, VecEnv):
+            raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
+        restored = checkpointer.restore_latest()
+        if restored is None:
+            raise ValueError(f"resume: expected a checkpoint in {str(checkpoint_dir)!r}, found none")
+        runner = runner._replace(state=restored[0])
+        rows = restored[1]
+    model = TrainingModel(runner, config)
+    hooks = Hooks(callback=None if callback is None else make_callback(callback), on_eval=on_eval,
+                  on_progress=on_progress, should_stop=should_stop)
+    if hooks.callback is not None:
+        hooks.callback.init_callback(model)
+    try:
+        result = run_loop(runner, _plan(config, int(runner.view(runner.state).iteration)), hooks, model, rows,
+                          checkpointer, config.checkpoint_every)
+    finally:
+        runner.close()
+    metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
+    return PPOResult(config, runner.view(result.state), metrics, runner.agent, runner.observation_space,
+                     runner.action_space, result.timings, result.interrupted, result.stopped)
+
+
+def _plan(config: Config, iteration: int) -> Plan:
+    """`config.eval_freq` rounds over `config.num_iterations`; rounds finished before `iteration` (a resume) are
+    empty and the interrupted one keeps only its remaining iterations."""
+    ends = np.cumsum(round_sizes(config.num_iterations, config.eval_freq))
+    starts = np.concatenate([[0], ends[:-1]])
+    rounds = [int(max(end - max(start, iteration), 0)) for start, end in zip(starts, ends)]
+    return Plan(rounds, True, config.iterations_per_call, config.rollout_size,
+                config.num_iterations * config.rollout_size, config.debug)
