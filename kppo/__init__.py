@@ -16,8 +16,8 @@ from kppo.metrics import METRICS
 from kppo.policy import ActScaling, ObsScaling, Policy
 from kppo.ppo import PPO, make_vec_env
 from kppo.training import PPOResult, train
+from kppo.version import __version__
 
-__version__ = "0.1.0"
 
 __all__ = [
     "ActScaling",

@@ -26,6 +26,7 @@ from kppo.config import Config
 from kppo.distribute import from_replica_values, is_chief, replica_values, worker_id
 from kppo.normalization import RunningMeanStd, initial_stats
 from kppo.types import MeanStd
+from kppo.version import __version__
 
 FORMAT_VERSION = 1
 
@@ -84,8 +85,6 @@ def save(
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Writes the agent directory atomically (to a temporary sibling, then renamed over `path`)."""
-    from kppo import __version__
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

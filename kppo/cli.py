@@ -35,7 +35,7 @@ def _config_help() -> str:
     return "\n".join(lines)
 
 
-def _load_config(spec: str | None, overrides: list[str], seed: int | None):
+def load_config(spec: str | None, overrides: list[str], seed: int | None):
     from kppo.config import Config
 
     if spec is None:
@@ -120,7 +120,7 @@ def cmd_train(args) -> int:
             raise ValueError(f"--resume: expected a run directory with config.yaml and checkpoints/, got {str(out)!r}")
         config = Config.from_yaml(out / "config.yaml")
     else:
-        config = _load_config(args.config, args.set, args.seed)
+        config = load_config(args.config, args.set, args.seed)
         default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         out = Path(args.out) if args.out else default
         out.mkdir(parents=True, exist_ok=True)

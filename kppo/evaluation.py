@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from kppo.envs.gymnasium import sub_env_info
+from kppo.envs.vector_info import sub_env_info
 
 StepCallback = Callable[[dict[str, Any], dict[str, Any]], Any]
 EvalEnv = gym.Env | VectorEnv

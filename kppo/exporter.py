@@ -28,6 +28,7 @@ from kppo import checkpoint
 from kppo._tf import tf
 from kppo.agent import load_agent
 from kppo.policy import Policy
+from kppo.version import __version__
 
 FORMATS = ("tflite", "saved_model")
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
@@ -284,8 +285,6 @@ def _saved_model_runner(loaded, batch_size: int | None):
 
 
 def _metadata(policy: Policy, config, format, quantize, batch_size, parity, count, ops, path: Path) -> dict:
-    from kppo import __version__
-
     act = policy.action_space
     out_dtype = "float32" if isinstance(act, gym.spaces.Box) else "int32"
     out_shape = [batch_size] + ([int(np.prod(act.shape))] if act.shape else [])

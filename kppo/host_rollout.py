@@ -21,7 +21,8 @@ import numpy as np
 from kppo import normalization
 from kppo._tf import tf
 from kppo.agent import Agent
-from kppo.envs.gymnasium import HostStep, sub_env_info
+from kppo.envs.gymnasium import HostStep
+from kppo.envs.vector_info import sb3_infos
 from kppo.gae import compute_gae
 from kppo.loops import scan
 from kppo.networks import Critic
@@ -191,19 +192,10 @@ def step_locals(step: HostStep, obs: Any, actions: np.ndarray, episode_return: n
     `"terminal_observation"` (raw), `"episode": {"r", "l", "t"}` as SB3's Monitor writes it, and
     `"TimeLimit.truncated"`), and `n_steps` (steps of this rollout before this one).
     """
-    dones = step.terminated | step.truncated
-    infos = [sub_env_info(step.infos, i) if step.infos else {} for i in range(len(dones))]
-    for i in np.flatnonzero(dones):
-        info = infos[i]
-        final_info = info.pop("final_info", None)
-        if isinstance(final_info, dict):  # SAME_STEP: the finished episode's last info
-            info.update(final_info)
-        info["terminal_observation"] = info.pop("final_obs", step.final_obs[i])
-        info.setdefault("episode", {"r": float(episode_return[i]), "l": int(episode_length[i]),
-                                    "t": round(elapsed_s, 6)})
-        info["TimeLimit.truncated"] = bool(step.truncated[i])
+    infos = sb3_infos(step.infos, step.terminated, step.truncated, step.final_obs, episode_return, episode_length,
+                      elapsed_s)
     return {"obs": obs, "new_obs": step.raw_obs, "actions": actions, "clipped_actions": actions,
-            "rewards": step.reward, "dones": dones, "infos": infos, "n_steps": n_steps}
+            "rewards": step.reward, "dones": step.terminated | step.truncated, "infos": infos, "n_steps": n_steps}
 
 
 def collect_host_rollout(

@@ -26,6 +26,7 @@ SB3 argument -> kppo:
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import time
 import warnings
@@ -42,6 +43,7 @@ from kppo.callbacks import make_callback
 from kppo.config import Config
 from kppo.envs.gymnasium import make_vec_env as _make_gym_vec_env
 from kppo.logger import Logger, next_run_dir
+from kppo.logger import progress_bar as make_progress_bar
 from kppo.loop import Hooks, Plan, run_loop
 from kppo.metrics import Progress, sb3_record, training_row
 from kppo.policy import Policy
@@ -203,7 +205,7 @@ class PPO:
         self._policy = None
 
     def _device_scope(self):
-        return tf.device(self.device) if self.device else _NullScope()
+        return tf.device(self.device) if self.device else contextlib.nullcontext()
 
     def _update_info_buffer(self, step_locals: dict) -> None:
         """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
@@ -270,7 +272,7 @@ class PPO:
         callback.init_callback(self)
         rollout_size = self.config.rollout_size
         iterations = max(math.ceil((self._total_timesteps - self.num_timesteps) / rollout_size), 0)
-        bar = _progress_bar(iterations * rollout_size) if progress_bar else None
+        bar = make_progress_bar(iterations * rollout_size) if progress_bar else None
         start = (time.perf_counter(), self.num_timesteps)
         counter = {"iterations": 0}
 
@@ -393,29 +395,3 @@ class PPO:
         if env is not None:
             model.set_env(env)
         return model
-
-
-class _NullScope:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def _progress_bar(total: int):
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    progress = Progress(TextColumn("steps"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeRemainingColumn())
-    progress.start()
-    task = progress.add_task("learn", total=total)
-
-    class _Bar:
-        def update(self, n: int) -> None:
-            progress.update(task, advance=n)
-
-        def close(self) -> None:
-            progress.stop()
-
-    return _Bar()

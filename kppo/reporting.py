@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kppo._tf import tf
+from kppo.version import __version__
 
 
 def write_metrics_csv(path: Path, metrics: dict[str, np.ndarray]) -> None:
@@ -61,8 +62,6 @@ def plot_learning_curve(path: Path, metrics: dict[str, np.ndarray], title: str) 
 def write_summary(path: Path, result: Any, extra: dict | None = None) -> dict:
     import gymnasium
     import keras
-
-    from kppo import __version__
 
     m = result.metrics
     summary = {

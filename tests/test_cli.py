@@ -36,9 +36,9 @@ def test_train_eval_export_end_to_end(tmp_path, capsys):
 
 
 def test_overrides_accept_every_spelling(tmp_path):
-    from kppo.cli import _load_config
+    from kppo.cli import load_config
 
-    config = _load_config("pendulum", ["LR=1e-3", "n_envs=8", "squash=false", "actor_hidden_units=[32, 16]"], 5)
+    config = load_config("pendulum", ["LR=1e-3", "n_envs=8", "squash=false", "actor_hidden_units=[32, 16]"], 5)
     assert (config.learning_rate, config.num_envs, config.squash, config.actor_hidden_units, config.seed) == (
         1e-3, 8, False, (32, 16), 5)
 

@@ -127,7 +127,7 @@ class EventCallback(BaseCallback):
 
     def __init__(self, callback: BaseCallback | None = None, verbose: int = 0):
         super().__init__(verbose=verbose)
-        self.callback = _optional_callback(callback)
+        self.callback = optional_callback(callback)
         if self.callback is not None:
             self.callback.parent = self
 
@@ -241,7 +241,7 @@ def make_callback(callback: Any) -> BaseCallback:
     )
 
 
-def _optional_callback(callback: Any) -> BaseCallback | None:
+def optional_callback(callback: Any) -> BaseCallback | None:
     return None if callback is None else make_callback(callback)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from kppo.callbacks.base import BaseCallback, EventCallback, _optional_callback
+from kppo.callbacks.base import BaseCallback, EventCallback, optional_callback
 from kppo.evaluation import EvalEnv, evaluate_policy, resolve_env
 
 
@@ -105,7 +105,7 @@ class EvalCallback(EventCallback):
         warn: bool = True,
     ):
         super().__init__(callback_after_eval, verbose=verbose)
-        self.callback_on_new_best = _optional_callback(callback_on_new_best)
+        self.callback_on_new_best = optional_callback(callback_on_new_best)
         if self.callback_on_new_best is not None:
             self.callback_on_new_best.parent = self
         self.eval_env, owned = resolve_env(eval_env)

@@ -27,10 +27,10 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
-from gymnasium.wrappers import TimeLimit
 
-from kppo.envs.spaces import (_action_dtype, _flatten_single, _one_line, check_action_space, check_observation_space,
-                               flat_dim, flatten_obs)
+from kppo.envs.spaces import (action_dtype, check_action_space, check_observation_space, flat_dim, flatten_obs,
+                               flatten_single, one_line)
+from kppo.envs.vector_info import check_same_step, time_limit_of, vector_env_id, vector_time_limit
 
 _VECTORIZATIONS = ("sync", "async")
 
@@ -59,70 +59,8 @@ class HostStep(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Episode-length and id discovery
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def _time_limit_of(env: gym.Env) -> int | None:
-    """The `max_episode_steps` of the outermost TimeLimit wrapper around `env`, else of its spec, else None."""
-    inner = env
-    while isinstance(inner, gym.Wrapper):
-        if isinstance(inner, TimeLimit):
-            return int(inner._max_episode_steps)
-        inner = inner.env
-    spec = env.spec
-    return spec.max_episode_steps if spec is not None else None
-
-
-def _vector_time_limit(vec_env: VectorEnv) -> int | None:
-    """Time limit of a vector env's sub-envs: from the first sub-env of a SyncVectorEnv, else from `vec_env.spec`.
-
-    Async sub-envs are not queried (an attribute error there kills the worker process).
-    """
-    base = vec_env.unwrapped
-    if isinstance(base, SyncVectorEnv) and base.envs:
-        return _time_limit_of(base.envs[0])
-    spec = vec_env.spec
-    if spec is None:
-        return None
-    return spec.kwargs.get("max_episode_steps", spec.max_episode_steps)  # make_vec keeps an override in kwargs
-
-
-def _vector_env_id(vec_env: VectorEnv) -> str | None:
-    """The id of a vector env's spec, or of its first sync sub-env's spec, else None."""
-    if vec_env.spec is not None:
-        return vec_env.spec.id
-    base = vec_env.unwrapped
-    if isinstance(base, SyncVectorEnv) and base.envs and base.envs[0].spec is not None:
-        return base.envs[0].spec.id
-    return None
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # The adapter
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def _autoreset_mode(vec_env: VectorEnv) -> AutoresetMode | None:
-    """`vec_env.metadata["autoreset_mode"]` as an AutoresetMode (None when missing)."""
-    mode = vec_env.metadata.get("autoreset_mode")
-    if mode is None or isinstance(mode, AutoresetMode):
-        return mode
-    try:
-        return AutoresetMode(mode)
-    except ValueError:
-        return mode
-
-
-def check_same_step(vec_env: VectorEnv) -> None:
-    """Raises a one-line ValueError unless `vec_env` auto-resets in `AutoresetMode.SAME_STEP`."""
-    mode = _autoreset_mode(vec_env)
-    if mode != AutoresetMode.SAME_STEP:
-        found = mode.value if isinstance(mode, AutoresetMode) else mode
-        raise ValueError(
-            f"autoreset_mode: expected {AutoresetMode.SAME_STEP.value!r}, got {found!r}; create the vector env with "
-            f"autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP"
-        )
 
 
 def _format_values(values: np.ndarray) -> str:
@@ -189,10 +127,10 @@ class GymVecEnv:
         self.observation_space = vec_env.single_observation_space
         self.action_space = vec_env.single_action_space
         self.flat_obs_dim = flat_dim(self.observation_space)
-        self.env_id = env_id if env_id is not None else _vector_env_id(vec_env)
-        self.max_episode_steps = max_episode_steps if max_episode_steps is not None else _vector_time_limit(vec_env)
+        self.env_id = env_id if env_id is not None else vector_env_id(vec_env)
+        self.max_episode_steps = max_episode_steps if max_episode_steps is not None else vector_time_limit(vec_env)
         self._action_shape = (self.num_envs, *self.action_space.shape)
-        self._action_dtype = _action_dtype(self.action_space)
+        self.action_dtype = action_dtype(self.action_space)
         self._pending_seed = seed
         self._step_count: int | None = None  # None until the first reset
         self.reset_raw_obs: Any = None
@@ -249,9 +187,9 @@ class GymVecEnv:
         actions = np.asarray(actions)
         if actions.shape != self._action_shape:
             raise ValueError(
-                f"actions: expected shape {self._action_shape} for {_one_line(self.action_space)}, got {actions.shape}"
+                f"actions: expected shape {self._action_shape} for {one_line(self.action_space)}, got {actions.shape}"
             )
-        return actions.astype(self._action_dtype, copy=False)
+        return actions.astype(self.action_dtype, copy=False)
 
     def _final_obs(self, obs: np.ndarray, done: np.ndarray, infos: dict) -> np.ndarray:
         """float32 [N, D]: `infos["final_obs"][i]` (flattened) where done[i], else obs[i]."""
@@ -265,7 +203,7 @@ class GymVecEnv:
                     f"env {index} ended an episode at step {self._step_count} without infos['final_obs'] "
                     f"(is the vector env in SAME_STEP autoreset mode?)"
                 )
-            final_obs[index] = _flatten_single(self.observation_space, values[index])
+            final_obs[index] = flatten_single(self.observation_space, values[index])
         return final_obs
 
     def close(self) -> None:
@@ -285,27 +223,6 @@ class GymVecEnv:
             f"GymVecEnv({self.env_id or type(self.vec_env.unwrapped).__name__}, num_envs={self.num_envs}, "
             f"flat_obs_dim={self.flat_obs_dim})"
         )
-
-
-def sub_env_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
-    """Sub-env i's entries of a gymnasium vector info dict: entry i of every key whose `_key` mask (if any) is set
-    for i, recursing into nested dicts (e.g. SAME_STEP's `final_info`)."""
-    selected = {}
-    for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue
-        mask = infos.get(f"_{key}")
-        if mask is not None and not mask[i]:
-            continue
-        selected[key] = sub_env_info(value, i) if isinstance(value, dict) else _item(value, i)
-    return selected
-
-
-def _item(value: Any, i: int) -> Any:
-    try:
-        return value[i]
-    except (TypeError, IndexError, KeyError):
-        return value
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -348,7 +265,7 @@ def _from_factory(
     probe = _call_factory(factory)
     try:
         _check_single_env(probe, verbose)
-        max_steps = _time_limit_of(probe)
+        max_steps = time_limit_of(probe)
         env_id = probe.spec.id if probe.spec is not None else None
     except BaseException:
         probe.close()
@@ -414,7 +331,7 @@ def make_vec_env(
                 f"pass an env id or a zero-argument factory to make several envs"
             )
         _check_single_env(env, verbose)
-        vec_env, max_steps = _vectorize([lambda: env], "sync"), _time_limit_of(env)
+        vec_env, max_steps = _vectorize([lambda: env], "sync"), time_limit_of(env)
         env_id = env.spec.id if env.spec is not None else None
     elif callable(env):
         vec_env, max_steps, env_id = _from_factory(env, num_envs, vectorization, verbose)

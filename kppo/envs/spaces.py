@@ -15,7 +15,7 @@ import numpy as np
 from gymnasium import spaces
 
 
-def _one_line(value: Any) -> str:
+def one_line(value: Any) -> str:
     """`repr(value)` with every run of whitespace (newlines included) collapsed to one space."""
     return " ".join(repr(value).split())
 
@@ -26,7 +26,7 @@ def check_observation_space(space: spaces.Space) -> None:
         return
     if isinstance(space, spaces.Dict) and space.spaces and all(isinstance(s, spaces.Box) for s in space.values()):
         return
-    raise ValueError(f"observation_space: expected a Box or a Dict of Boxes, got {_one_line(space)}")
+    raise ValueError(f"observation_space: expected a Box or a Dict of Boxes, got {one_line(space)}")
 
 
 def check_action_space(space: spaces.Space) -> None:
@@ -38,9 +38,9 @@ def check_action_space(space: spaces.Space) -> None:
             return
         raise ValueError(
             f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary with a 1-D shape, "
-            f"got {_one_line(space)} of shape {space.shape}"
+            f"got {one_line(space)} of shape {space.shape}"
         )
-    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {_one_line(space)}")
+    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {one_line(space)}")
 
 
 def flat_dim(space: spaces.Space) -> int:
@@ -84,7 +84,7 @@ def _flatten_box_batch(values: Any) -> np.ndarray:
     return array.reshape(array.shape[0], -1).astype(np.float32, copy=False)
 
 
-def _flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
+def flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
     """Flattens ONE observation (no batch axis) of `space` to float32 [D]."""
     if isinstance(space, spaces.Dict):
         batched = {key: np.asarray(value)[None] for key, value in obs.items()}
@@ -93,6 +93,6 @@ def _flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
     return flatten_obs(space, batched)[0]
 
 
-def _action_dtype(space: spaces.Space) -> np.dtype:
+def action_dtype(space: spaces.Space) -> np.dtype:
     """The numpy dtype gymnasium expects for actions of `space` (int64 for Discrete, float32 for Box, ...)."""
     return np.dtype(space.dtype)
