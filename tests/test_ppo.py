@@ -201,3 +201,43 @@ def test_pendulum_rl_zoo_setting_with_gsde():
         eval_env.reset(seed=100 + seed)
         finals.append(kppo.evaluate_policy(model, eval_env, n_eval_episodes=10)[0])
     assert np.mean(finals) >= -200, finals
+
+
+# An SB3 user's program; only the import line differs from Stable-Baselines3's.
+from kppo import PPO as SB3StylePPO, make_vec_env  # noqa: E402  (was: from stable_baselines3 import PPO, ...)
+
+
+class EpisodeLogger(BaseCallback):
+    """Logs custom episode information from `self.locals`, as SB3 users do."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps, self.episodes = [], []
+
+    def _on_step(self) -> bool:
+        obs, new_obs, actions = self.locals["obs"], self.locals["new_obs"], self.locals["actions"]
+        rewards, dones, infos = self.locals["rewards"], self.locals["dones"], self.locals["infos"]
+        self.steps.append((np.array(obs), np.array(new_obs), np.array(actions), np.array(rewards), np.array(dones)))
+        for env_index, (info, done) in enumerate(zip(infos, dones)):
+            if done:
+                self.episodes.append((env_index, info["episode"]["r"], info["episode"]["l"],
+                                      np.array(info["terminal_observation"]), len(self.steps) - 1))
+        return True
+
+
+def test_an_sb3_program_reading_self_locals_every_step_runs():
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    logger = EpisodeLogger()
+    model = SB3StylePPO("MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0)
+    model.learn(total_timesteps=512, callback=logger)
+    assert logger.n_calls == len(logger.steps) == 256 and model.num_timesteps == 512
+    for (_, new_obs, _, _, _), (obs, *_rest) in zip(logger.steps, logger.steps[1:]):
+        np.testing.assert_array_equal(obs, new_obs)  # the next step acts on this step's new_obs
+    assert all(a.shape == (2,) and set(np.unique(a)) <= {0, 1} for _, _, a, _, _ in logger.steps)
+    assert len(logger.episodes) >= 10
+    for env_index, ret, length, final, step in logger.episodes:
+        earlier = [s for s, (*_, d) in enumerate(logger.steps[:step]) if d[env_index]]
+        first = earlier[-1] + 1 if earlier else 0
+        assert length == step - first + 1 and ret == pytest.approx(sum(logger.steps[t][3][env_index] for t in range(first, step + 1)))
+        assert final.shape == (4,) and not np.array_equal(final, logger.steps[step][1][env_index])  # not the reset obs
+    assert model.ep_info_buffer and model.ep_info_buffer[-1]["l"] == logger.episodes[-1][2]

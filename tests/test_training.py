@@ -191,3 +191,51 @@ def test_a_non_finite_loss_stops_training_and_keeps_the_last_checkpoint(tmp_path
     with pytest.raises(FloatingPointError, match="training: non-finite total_loss.* in iterations up to 1 "):
         kppo.train(env, kppo.Config(**{**TINY, "iterations_per_call": 1}), checkpoint_dir=tmp_path)
     assert not list(tmp_path.glob("ckpt-*"))  # nothing was written after the bad update
+
+
+class _CountingCallback(kppo.BaseCallback):
+    def __init__(self, stop_at=None):
+        super().__init__()
+        self.stop_at, self.seen, self.events = stop_at, [], []
+
+    def _on_training_start(self):
+        self.events.append("start")
+
+    def _on_rollout_start(self):
+        self.events.append("rollout_start")
+
+    def _on_step(self):
+        self.seen.append({k: self.locals[k] for k in ("iterations", "rewards", "dones", "infos") if k in self.locals})
+        return self.stop_at is None or self.n_calls < self.stop_at
+
+    def _on_training_end(self):
+        self.events.append("end")
+
+
+def test_train_takes_sb3_callbacks_once_per_compiled_call_on_tf_native_envs():
+    callback = _CountingCallback()
+    result = kppo.train("CartPole-v1", kppo.Config(**TINY, iterations_per_call=2), seed=0, callback=callback)
+    # 6 iterations in 2 evaluation rounds of 3, at most 2 per compiled call
+    assert callback.n_calls == 4 and [s["iterations"] for s in callback.seen] == [2, 1, 2, 1]
+    assert callback.events == ["start"] + ["rollout_start"] * 4 + ["end"]
+    assert callback.num_timesteps == 6 * 64 and not result.stopped
+    assert callback.model.predict(np.zeros(4, np.float32), deterministic=True)[0] in (0, 1)
+
+
+def test_train_takes_sb3_callbacks_every_step_on_gymnasium_envs_and_a_false_stops_at_once():
+    config = kppo.Config(**TINY, env_backend="gymnasium")
+    callback = _CountingCallback(stop_at=20)  # 16 steps a rollout: stops in the second, before its update
+    result = kppo.train("CartPole-v1", config, seed=0, callback=callback)
+    assert callback.n_calls == 20 and result.stopped and int(result.runner_state.iteration) == 1
+    assert all(s["rewards"].shape == (4,) and len(s["infos"]) == 4 for s in callback.seen)
+    assert callback.num_timesteps == 20 * 4 and result.metrics == {}  # stopped before the first round's end
+
+
+def test_evaluate_policy_accepts_a_train_result_policy():
+    result = _train()
+    env = gym.make("CartPole-v1")
+    env.reset(seed=0)
+    mean, std = kppo.evaluate_policy(result.policy, env, n_eval_episodes=3, warn=False)
+    assert mean > 0 and std >= 0
+    action, state = result.policy.predict(np.zeros(4, np.float32), deterministic=True)
+    assert state is None and action == result.policy.get_action(np.zeros(4, np.float32))
