@@ -6,7 +6,6 @@ import kppo
 from kppo import envs
 from kppo._tf import tf
 from kppo.metrics import METRICS
-from kppo.runners.native import build_native, make_iterations_fn
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 6, eval_freq=2, num_eval_envs=3, num_hidden_units=16)
 
@@ -52,16 +51,6 @@ def test_jit_eval_changes_only_how_the_evaluation_is_compiled():
     for result in (plain, xla):  # CartPole pays 1 per step: each first episode's return is its length
         np.testing.assert_allclose(result.metrics["eval/mean_returns"], result.metrics["eval/mean_lengths"], rtol=1e-6)
         assert np.all(result.metrics["eval/mean_lengths"] >= 8)
-
-
-def test_iterations_fn_traces_once():
-    config = kppo.Config(**TINY)
-    run = build_native("CartPole-v1", config)
-    step = make_iterations_fn(run.train_env, run.agent, config)
-    state = run.state
-    for n in (1, 2, 1):
-        state, _ = step(state, tf.constant(n))
-    assert step.experimental_get_tracing_count() == 1
 
 
 def test_hooks_are_called():

@@ -1,0 +1,79 @@
+"""The host rollout (`kppo.host_rollout`): SB3's per-step locals and stopping a rollout from the step hook."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import kppo
+from kppo import normalization
+from kppo._tf import tf
+from kppo.agent import make_agent
+from kppo.envs.gymnasium import make_vec_env
+from kppo.host_rollout import ActStep, HostRolloutState, RolloutStopped, collect_host_rollout, finish_rollout
+from kppo.runners.base import rollout_settings
+
+
+class Counter(gym.Env):
+    """obs = [t]; reward t; truncated after 3 steps by TimeLimit."""
+
+    observation_space = gym.spaces.Box(-10, 10, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {"where": "reset"}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(1, self.t, np.float32), float(self.t), False, False, {"t": self.t}
+
+
+def _parts(normalize_obs=False):
+    config = kppo.Config(num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, num_hidden_units=8,
+                         normalize_obs=normalize_obs)
+    vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(Counter(), 3), 2, seed=0)
+    agent = make_agent(config, 1, vec_env.action_space)
+    act_step = ActStep(agent, normalize_obs, 2, 1, False)
+    finish = lambda *a: finish_rollout(agent.critic, rollout_settings(config), *a)  # noqa: E731
+    obs = vec_env.reset(seed=0)
+    stats = normalization.initial_stats([1])
+    if normalize_obs:
+        stats = normalization.update_moments(stats, tf.constant(obs))
+    state = HostRolloutState(obs, tf.zeros([2]), stats, normalization.initial_stats(()), np.zeros(2),
+                             np.zeros(2, np.int32), vec_env.reset_raw_obs, 0.0)
+    return vec_env, act_step, finish, state
+
+
+def test_the_step_hook_sees_sb3_locals_with_monitor_episodes_and_terminal_observations():
+    vec_env, act_step, finish, state = _parts()
+    seen = []
+    collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]), lambda l: seen.append(l) or True)
+    assert [s["n_steps"] for s in seen] == [0, 1, 2, 3]
+    np.testing.assert_array_equal(seen[0]["obs"], [[0.0], [0.0]])
+    np.testing.assert_array_equal(seen[1]["obs"], seen[0]["new_obs"])
+    np.testing.assert_array_equal(seen[2]["dones"], [True, True])  # TimeLimit ends both episodes at step 3
+    info = seen[2]["infos"][0]
+    # Monitor's episode: rewards 1 + 2 + 3 over 3 steps; the final obs [3], not the reset obs [0] in new_obs
+    assert info["episode"]["r"] == 6.0 and info["episode"]["l"] == 3 and info["episode"]["t"] >= 0
+    np.testing.assert_array_equal(info["terminal_observation"], [3.0])
+    np.testing.assert_array_equal(seen[2]["new_obs"][0], [0.0])
+    assert info["TimeLimit.truncated"] and info["t"] == 3  # the env's own entries are kept
+    assert "episode" not in seen[1]["infos"][0] and seen[1]["infos"][0]["t"] == 2
+    assert seen[0]["actions"].shape == (2,) and seen[0]["rewards"].dtype == np.float32
+
+
+@pytest.mark.parametrize("normalize_obs", [False, True])
+def test_a_false_from_the_step_hook_stops_at_once_with_the_state_at_that_step(normalize_obs):
+    vec_env, act_step, finish, state = _parts(normalize_obs)
+    calls = []
+    with pytest.raises(RolloutStopped) as stop:
+        collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]),
+                             lambda l: calls.append(l["n_steps"]) or len(calls) < 2)
+    assert calls == [0, 1]
+    stopped = stop.value.state
+    np.testing.assert_array_equal(stopped.obs, [[2.0], [2.0]])  # the obs after the second step
+    np.testing.assert_array_equal(stopped.episode_length, [2, 2])
+    # the state's obs is counted in its statistics: reset obs + 2 steps of 2 envs (+1e-4 pseudo-count)
+    expected = 1e-4 + 2 + 4 if normalize_obs else 1e-4
+    assert float(stopped.obs_stats.count) == pytest.approx(expected)
