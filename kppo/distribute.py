@@ -1,5 +1,5 @@
 """tf.distribute: strategy resolution, the cross-replica rules (gradients, advantage moments, normalization merge)
-and the replica-state helpers checkpoints use; the distributed runner itself is `kppo.mirrored`.
+and the replica-state helpers checkpoints use; the replicated runner itself is `kppo.runners.replicated`.
 
 One code path: with no strategy (distribute="none") nothing here changes the computation. Under a strategy each
 replica runs its own environment shard, rollout and GAE; per minibatch each replica computes the gradient of its own

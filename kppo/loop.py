@@ -125,7 +125,8 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
     iteration = int(view(state).iteration)
     last_checkpoint, gradient_steps = iteration, int(rows[-1].get("train/gradient_steps", 0)) if rows else 0
     step_hook = _step_hook(hooks, model, runner.env.num_envs) if runner.steps_on_host else None
-    per_call = plan.iterations_per_call if hooks.schedule is None else 1
+    # one iteration a call where the host sets schedules or steps the envs (one rollout between callback events)
+    per_call = 1 if hooks.schedule is not None or runner.steps_on_host else plan.iterations_per_call
     # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
     warmup = threading.Thread(target=runner.warmup if plan.evaluate and runner.warmup else (lambda: None), daemon=True)
     warmup.start()
