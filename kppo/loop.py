@@ -61,7 +61,8 @@ def round_sizes(num_iterations: int, rounds: int) -> list[int]:
 
 def check_finite(diag: Diagnostics, iteration: int) -> None:
     """Stops a run whose loss became NaN/inf (nothing is checkpointed after it: the last checkpoint stays good)."""
-    bad = [name for name in ("total_loss", "value_loss", "policy_loss", "entropy") if not np.isfinite(getattr(diag, name))]
+    names = ("total_loss", "value_loss", "policy_loss", "entropy")
+    bad = [name for name in names if not np.isfinite(getattr(diag, name))]
     if bad:
         raise FloatingPointError(
             f"training: non-finite {', '.join(bad)} in iterations up to {iteration} (an env returning NaN/inf "

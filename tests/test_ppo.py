@@ -238,6 +238,7 @@ def test_an_sb3_program_reading_self_locals_every_step_runs():
     for env_index, ret, length, final, step in logger.episodes:
         earlier = [s for s, (*_, d) in enumerate(logger.steps[:step]) if d[env_index]]
         first = earlier[-1] + 1 if earlier else 0
-        assert length == step - first + 1 and ret == pytest.approx(sum(logger.steps[t][3][env_index] for t in range(first, step + 1)))
+        rewards = [logger.steps[t][3][env_index] for t in range(first, step + 1)]
+        assert length == step - first + 1 and ret == pytest.approx(sum(rewards))
         assert final.shape == (4,) and not np.array_equal(final, logger.steps[step][1][env_index])  # not the reset obs
     assert model.ep_info_buffer and model.ep_info_buffer[-1]["l"] == logger.episodes[-1][2]

@@ -107,6 +107,7 @@ def sb3_infos(infos: dict[str, Any] | None, terminated: np.ndarray, truncated: n
         if isinstance(final_info, dict):  # SAME_STEP: the finished episode's last info
             info.update(final_info)
         info["terminal_observation"] = info.pop("final_obs", final_obs[i])
-        info.setdefault("episode", {"r": float(episode_return[i]), "l": int(episode_length[i]), "t": round(elapsed_s, 6)})
+        monitor = {"r": float(episode_return[i]), "l": int(episode_length[i]), "t": round(elapsed_s, 6)}
+        info.setdefault("episode", monitor)
         info["TimeLimit.truncated"] = bool(truncated[i])
     return per_env

@@ -111,24 +111,25 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
                           autograph=False)
 
     def with_kl_stop(batch, indices):
-        loss_sum, norm_sum, done = zero_stats().loss, 0.0, 0
+        loss_sum, norm_sum, applied = zero_stats().loss, 0.0, 0
         for k in range(steps):
             k = tf.constant(k)
             if float(kl_call(batch, indices, k)) > 1.5 * config.target_kl:
                 break
             info, grad_norm = minibatch_call(batch, indices, k)
-            loss_sum, norm_sum, done = tf.nest.map_structure(tf.add, loss_sum, info), norm_sum + grad_norm, done + 1
-        return loss_sum, norm_sum, done
+            loss_sum = tf.nest.map_structure(tf.add, loss_sum, info)
+            norm_sum, applied = norm_sum + grad_norm, applied + 1
+        return loss_sum, norm_sum, applied
 
     return ReplicaUpdate(unrolled, with_kl_stop)
 
 
-def _finish(partial: Diagnostics, loss_sum, norm_sum, done, lr) -> Diagnostics:
+def _finish(partial: Diagnostics, loss_sum, norm_sum, applied, lr) -> Diagnostics:
     """The rollout's diagnostics completed with the update's means over the minibatches applied."""
-    count = tf.maximum(tf.cast(done, tf.float32), 1.0)
+    count = tf.maximum(tf.cast(applied, tf.float32), 1.0)
     return partial._replace(
         **{name: value / count for name, value in loss_sum._asdict().items()},
-        learning_rate=lr, grad_norm=norm_sum / count, minibatch_steps=tf.cast(done, tf.float32),
+        learning_rate=lr, grad_norm=norm_sum / count, minibatch_steps=tf.cast(applied, tf.float32),
     )
 
 
@@ -204,7 +205,8 @@ def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
     def update(rollout: Rollout, key) -> UpdateStats:
         batch, indices = shard_call(rollout, key)
         run = unrolled_call if config.target_kl is None else replica_update.with_kl_stop
-        loss_sum, norm_sum, done = run(batch, indices)
-        return UpdateStats(loss_sum, tf.convert_to_tensor(norm_sum, tf.float32), tf.constant(done), tf.constant(done))
+        loss_sum, norm_sum, applied = run(batch, indices)
+        steps = tf.constant(applied)
+        return UpdateStats(loss_sum, tf.convert_to_tensor(norm_sum, tf.float32), steps, steps)
 
     return update
