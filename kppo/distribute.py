@@ -33,11 +33,17 @@ _STRATEGY_CACHE: dict = {}  # MultiWorkerMirroredStrategy and TPU initialization
 def make_strategy(name: str, devices: tuple[str, ...] | None = None) -> tf.distribute.Strategy | None:
     """None for "none"; a MirroredStrategy over `devices` (default: all local GPUs, else the CPU); a
     MultiWorkerMirroredStrategy from the TF_CONFIG environment variable; a TPUStrategy from a TPUClusterResolver
-    (TPU VM: `tpu="local"`). Multi-worker and TPU strategies are created once per process and reused."""
+    (TPU VM: `tpu="local"`). Each is created once per process (per device list) and reused."""
     if name == "none":
         return None
     if name == "mirrored":
-        return tf.distribute.MirroredStrategy(list(devices) if devices else None)
+        # One strategy per device list and process: every new MirroredStrategy numbers its collectives from the same
+        # keys, and the process's collective runtime keeps each key's tensor shape, so a second run with other
+        # network shapes would fail ("Shape mismatch in the collective instance").
+        key = (name, tuple(devices) if devices else None)
+        if key not in _STRATEGY_CACHE:
+            _STRATEGY_CACHE[key] = tf.distribute.MirroredStrategy(list(devices) if devices else None)
+        return _STRATEGY_CACHE[key]
     if name in _STRATEGY_CACHE:
         return _STRATEGY_CACHE[name]
     if name == "multi_worker":
