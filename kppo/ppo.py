@@ -48,8 +48,8 @@ from kppo.loop import Hooks, Plan, run_loop
 from kppo.metrics import Progress, sb3_record, training_row
 from kppo.policy import Policy
 from kppo.runners import ScheduleVariables, Start, make_runner
-from kppo.types import Diagnostics
 from kppo.sb3_args import Schedule, jsonable_policy_kwargs, policy_config, split_schedule, tf_device
+from kppo.types import Diagnostics
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
 
