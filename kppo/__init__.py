@@ -16,6 +16,7 @@ from kppo.metrics import METRICS
 from kppo.policy import ActScaling, ObsScaling, Policy
 from kppo.ppo import PPO, make_vec_env
 from kppo.training import PPOResult, train
+from kppo.vec_normalize import VecNormalize
 from kppo.version import __version__
 
 
@@ -33,6 +34,7 @@ __all__ = [
     "Policy",
     "StopTrainingOnMaxEpisodes",
     "StopTrainingOnRewardThreshold",
+    "VecNormalize",
     "__version__",
     "evaluate_policy",
     "export",

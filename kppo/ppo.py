@@ -29,7 +29,6 @@ import collections
 import contextlib
 import math
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -48,8 +47,9 @@ from kppo.loop import Hooks, Plan, run_loop
 from kppo.metrics import Progress, sb3_record, training_row
 from kppo.policy import Policy
 from kppo.runners import ScheduleVariables, Start, make_runner
-from kppo.sb3_args import Schedule, jsonable_policy_kwargs, policy_config, split_schedule, tf_device
+from kppo.sb3_args import Schedule, jsonable_policy_kwargs, minibatches, policy_config, split_schedule, tf_device
 from kppo.types import Diagnostics
+from kppo.vec_normalize import VecNormalize
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
 
@@ -127,19 +127,12 @@ class PPO:
         )
         self._policy_fields = policy_config(policy_kwargs)
         self.policy_kwargs = dict(policy_kwargs or {})
-        self.num_timesteps = 0
-        self._total_timesteps = 0
-        self._n_updates = 0
+        self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
         self._current_lr = self.learning_rate
-        self._runner = None
-        self.runner_state = None  # the host runner's state (set by the training loop)
+        self._runner, self.runner_state = None, None  # the host runner and its state (set by the training loop)
         self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
-        self._loaded_stats = None
-        self._policy: Policy | None = None
-        self._predict_calls = 0
-        self.agent = None
-        self.env = None
-        self.config: Config | None = None
+        self._loaded_stats, self._policy, self._predict_calls = None, None, 0
+        self.agent, self.env, self.config = None, None, None
         self.logger = Logger(verbose)
         self.ep_info_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
         if env is not None:
@@ -149,26 +142,13 @@ class PPO:
     # Construction helpers
     # ---------------------------------------------------------------------------------------------------------
 
-    def _make_config(self, n_envs: int, action_space: gym.spaces.Space) -> Config:
+    def _make_config(self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool]) -> Config:
         args = self._ppo_args
         if self.use_sde and not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"use_sde: generalized State-Dependent Exploration needs a Box action space, got "
                              f"{action_space}")
         rollout = args["n_steps"] * n_envs
-        if rollout <= 1:
-            raise ValueError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
-        batch_size = args["batch_size"]
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-        num_minibatches = max(1, rollout // batch_size)
-        if rollout % batch_size:
-            while rollout % num_minibatches:  # kppo's minibatches have equal sizes
-                num_minibatches += 1
-            warnings.warn(
-                f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "
-                f"n_steps * n_envs = {rollout}, kppo uses {num_minibatches} equal minibatches of "
-                f"{rollout // num_minibatches} (SB3 would add a truncated mini-batch of {rollout % batch_size})."
-            )
+        num_minibatches = minibatches(args["batch_size"], rollout)
         return Config(
             env="custom", env_backend="gymnasium", num_envs=n_envs, num_steps=args["n_steps"],
             total_timesteps=rollout, eval_freq=1, learning_rate=self.learning_rate, lr_schedule="constant",
@@ -177,7 +157,8 @@ class PPO:
             vf_clip_mode="clipped", normalize_advantage=args["normalize_advantage"], ent_coef=args["ent_coef"],
             vf_coef=args["vf_coef"], max_grad_norm=args["max_grad_norm"], target_kl=args["target_kl"],
             verbose=min(self.verbose, 2), seed=self.seed, use_sde=self.use_sde,
-            sde_sample_freq=self.sde_sample_freq if self.sde_sample_freq > 0 else -1, **self._policy_fields,
+            sde_sample_freq=self.sde_sample_freq if self.sde_sample_freq > 0 else -1, normalize_obs=normalize[0],
+            normalize_reward=normalize[1], **self._policy_fields,
         )
 
     def _build(self, env: Any, start: Start = Start()) -> None:
@@ -188,13 +169,19 @@ class PPO:
                     f"env: expected spaces {self._spaces[0]} / {self._spaces[1]} (those of the model), got "
                     f"{vec_env.observation_space} / {vec_env.action_space}"
                 )
-            self.config = self._make_config(vec_env.num_envs, vec_env.action_space)
+            normalize = self._normalization(env)
+            self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize)
         except BaseException:
             vec_env.close()
             raise
         self._clip_var = tf.Variable(self.clip_range, trainable=False, name="clip_range")
         self._clip_vf_var = (None if self.clip_range_vf is None
                              else tf.Variable(self.clip_range_vf, trainable=False, name="clip_range_vf"))
+        if isinstance(env, VecNormalize):
+            env.model = self
+            start = start._replace(count_reset=env.training)
+            if env.loaded is not None:  # VecNormalize.load: its statistics, as SB3
+                start = start._replace(**dict(zip(("obs_stats", "return_stats"), env.loaded_moments())))
         schedule = ScheduleVariables(self._clip_var, self._clip_vf_var)
         with self._device_scope():
             self._runner = make_runner(vec_env, self.config, None, start, schedule)
@@ -203,6 +190,17 @@ class PPO:
         self.env = self._runner.env
         self._spaces = (self._runner.observation_space, self._runner.action_space)
         self._policy = None
+
+    def _normalization(self, env: Any) -> tuple[bool, bool]:
+        """(normalize_obs, normalize_reward): a VecNormalize's settings; else the trained model's; else off."""
+        if isinstance(env, VecNormalize):
+            if env.norm_reward and env.gamma != self._ppo_args["gamma"]:
+                raise ValueError(f"VecNormalize.gamma: kppo scales rewards with PPO's gamma "
+                                 f"({self._ppo_args['gamma']}), got {env.gamma}")
+            return env.norm_obs, env.norm_reward
+        if self.agent is not None and self.config is not None:
+            return self.config.normalize_obs, self.config.normalize_reward
+        return False, False
 
     def _device_scope(self):
         return tf.device(self.device) if self.device else contextlib.nullcontext()
@@ -240,7 +238,7 @@ class PPO:
             self._build(env)
             return
         old_runner = self._runner
-        self._build(env, Start(self.agent, *self._statistics()))
+        self._build(env, Start(self.agent, *self.statistics()))
         if old_runner is not None:
             old_runner.close()
 
@@ -260,6 +258,9 @@ class PPO:
         """
         if self._runner is None:
             raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
+        if isinstance(self.get_env(), VecNormalize) and not self.get_env().training:
+            raise ValueError("VecNormalize.training: expected True while learning (kppo freezes the statistics outside "
+                             "learn by itself), got False")
         if reset_num_timesteps:
             self.num_timesteps = 0
             self.ep_info_buffer.clear()
@@ -334,7 +335,7 @@ class PPO:
         """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
         return self._get_policy()
 
-    def _statistics(self) -> tuple:
+    def statistics(self) -> tuple:
         """(observation statistics, return statistics) of the running or loaded model."""
         if self._runner is not None:
             return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
@@ -344,7 +345,7 @@ class PPO:
         if self.agent is None:
             raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
         if self._policy is None:
-            self._policy = make_policy(self.agent, self._statistics()[0], self.config.normalize_obs, *self._spaces)
+            self._policy = make_policy(self.agent, self.statistics()[0], self.config.normalize_obs, *self._spaces)
         return self._policy
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
@@ -362,7 +363,7 @@ class PPO:
         as their current values."""
         if self.agent is None:
             raise ValueError("save: the model has no networks yet; construct it with an env first")
-        obs_stats, return_stats = self._statistics()
+        obs_stats, return_stats = self.statistics()
         extra = {"sb3": {**self._ppo_args, "learning_rate": self._current_lr, "clip_range": self._clip_now(),
                          "clip_range_vf": self._clip_vf_now(),
                          "policy": self.policy_class, "policy_kwargs": jsonable_policy_kwargs(self.policy_kwargs), "seed": self.seed,

@@ -3,6 +3,7 @@ one-line errors naming the argument); the table is in `kppo.ppo`'s docstring."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import keras
@@ -86,3 +87,22 @@ def tf_device(device: str) -> str | None:
 def jsonable_policy_kwargs(kwargs: dict) -> dict:
     """policy_kwargs with callables replaced by their names (activation functions)."""
     return {k: (activation_name(v) if k == "activation_fn" else v) for k, v in kwargs.items()}
+
+
+def minibatches(batch_size: Any, rollout: int) -> int:
+    """SB3's `batch_size` (minibatch size) -> kppo's number of equal minibatches of a rollout of `rollout` steps;
+    warns, as SB3, when it does not divide the rollout."""
+    if rollout <= 1:
+        raise ValueError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+    num_minibatches = max(1, rollout // batch_size)
+    if rollout % batch_size:
+        while rollout % num_minibatches:  # kppo's minibatches have equal sizes
+            num_minibatches += 1
+        warnings.warn(
+            f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "
+            f"n_steps * n_envs = {rollout}, kppo uses {num_minibatches} equal minibatches of "
+            f"{rollout // num_minibatches} (SB3 would add a truncated mini-batch of {rollout % batch_size})."
+        )
+    return num_minibatches

@@ -32,6 +32,7 @@ class Start(NamedTuple):
     agent: Agent | None = None  # trained networks and optimizer to keep training
     obs_stats: MeanStd | None = None  # observation statistics to start from
     return_stats: MeanStd | None = None
+    count_reset: bool = True  # count the reset observations in obs_stats (SB3: VecNormalize(training=False) does not)
 
 
 def eval_env_source(env: Any) -> Any:
@@ -60,7 +61,7 @@ def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
 def _initial_state(vec_env: GymVecEnv, config: Config, start: Start) -> RunnerState:
     obs = vec_env.reset(seed=config.seed)
     obs_stats = start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim])
-    if config.normalize_obs:
+    if config.normalize_obs and start.count_reset:
         obs_stats = normalization.update_moments(obs_stats, tf.constant(obs))
     rollout = HostRolloutState(
         obs, tf.zeros([config.num_envs]), obs_stats, start.return_stats or normalization.initial_stats(()),
