@@ -85,10 +85,10 @@ def save(
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Writes the agent directory atomically (to a temporary sibling, then renamed over `path`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    path, staging = Path(path), None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
         config.to_yaml(staging / "config.yaml")
         metadata = {
             "format": FORMAT_VERSION,
@@ -101,13 +101,32 @@ def save(
         (staging / "metadata.json").write_text(json.dumps(metadata, indent=2))
         ckpt, _, _ = _trackable(agent, obs_stats, return_stats)
         ckpt.write(str(staging / "weights" / "ckpt"))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(staging, path)
+        _swap_in(staging, path)
+    except (OSError, tf.errors.OpError) as err:  # a full disk, a read-only folder: one line; `path` keeps its files
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        reason = getattr(err, "strerror", None) or (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise OSError(f"path: could not write the agent to {str(path)!r} ({reason}); nothing there was changed") from err
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         raise
     return path
+
+
+def _swap_in(staging: Path, path: Path) -> None:
+    """Renames `staging` to `path`; an existing `path` is moved aside first and put back if the rename fails."""
+    if not path.exists():
+        os.replace(staging, path)
+        return
+    aside = staging.with_name(staging.name + ".previous")
+    os.replace(path, aside)
+    try:
+        os.replace(staging, path)
+    except OSError:
+        os.replace(aside, path)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.Space, gym.spaces.Space]:

@@ -78,6 +78,18 @@ def _print_debug(diag: Diagnostics, iteration: int) -> None:
           f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
 
 
+def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:
+    """`callback.<event>(*args)`; an exception in user code becomes one line naming the callback, the event and the
+    step (the original is chained), and stops training with everything written so far kept."""
+    try:
+        return getattr(callback, event)(*args)
+    except Exception as err:  # noqa: BLE001  (any user error: named, chained, re-raised)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise RuntimeError(f"callback: {type(callback).__name__}.{event} raised {type(err).__name__}"
+                           f"{': ' + first if first else ''} at step {model.num_timesteps:,}; training stopped "
+                           "(checkpoints and files written so far are kept)") from err
+
+
 def _step_hook(hooks: Hooks, model: Any, num_envs: int) -> Callable[[dict], bool] | None:
     """The host runner's per-step hook: counts the step, then SB3's `update_locals` + `on_step`."""
     if hooks.callback is None and hooks.on_env_step is None:
@@ -90,7 +102,7 @@ def _step_hook(hooks: Hooks, model: Any, num_envs: int) -> Callable[[dict], bool
         if hooks.callback is None:
             return True
         hooks.callback.update_locals(step_locals)
-        return hooks.callback.on_step()
+        return run_callback(hooks.callback, "on_step", model)
 
     return on_step
 
@@ -135,11 +147,12 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
     def finish(interrupted: bool, stopped: bool) -> LoopResult:
         warmup.join()  # a run must not exit while the warm-up compiles (abort at exit)
         if callback is not None:
-            callback.on_training_end()
+            run_callback(callback, "on_training_end", model)
         return LoopResult(state, rows, clock.timings(), interrupted, stopped)
 
     if callback is not None:
-        callback.on_training_start({"total_timesteps": plan.total_timesteps, "model": model}, {})
+        start_locals = {"total_timesteps": plan.total_timesteps, "model": model}
+        run_callback(callback, "on_training_start", model, start_locals, {})
 
     for round_index, size in enumerate(plan.rounds):
         if size == 0:
@@ -150,7 +163,7 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
             if hooks.schedule is not None:
                 hooks.schedule(1.0 - model.num_timesteps / max(plan.total_timesteps, 1))
             if callback is not None:
-                callback.on_rollout_start()
+                run_callback(callback, "on_rollout_start", model)
             t0 = time.perf_counter()
             result: Iterations = runner.run_iterations(state, n, step_hook)
             clock.charge_first("train", t0)
@@ -175,8 +188,8 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
             if callback is not None:
                 if step_hook is None:  # compiled rollouts: one on_step per call
                     callback.update_locals({"iterations": n, "diagnostics": diag})
-                    continue_training = callback.on_step()
-                callback.on_rollout_end()
+                    continue_training = run_callback(callback, "on_step", model)
+                run_callback(callback, "on_rollout_end", model)
             if checkpointer is not None and checkpoint_every and iteration - last_checkpoint >= checkpoint_every:
                 checkpointer.save(state, rows, iteration)
                 last_checkpoint = iteration

@@ -68,3 +68,39 @@ def test_save_replaces_atomically(tmp_path):
     path, agent, stats, ret = _saved(tmp_path)
     checkpoint.save(path, Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent"]  # no staging directories left behind
+
+
+def test_a_failing_write_is_one_line_and_leaves_the_previous_agent_as_it_was(tmp_path, monkeypatch):
+    """A full disk simulated by a write that fails half way: the earlier agent directory is untouched."""
+    import errno
+    import pathlib
+
+    path, agent, stats, ret = _saved(tmp_path)
+    before = sorted((p.relative_to(path), p.read_bytes()) for p in path.rglob("*") if p.is_file())
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
+    with pytest.raises(OSError) as raised:
+        checkpoint.save(path, Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)
+    monkeypatch.undo()
+    assert str(raised.value) == (f"path: could not write the agent to {str(path)!r} (No space left on device); "
+                                 "nothing there was changed")
+    after = sorted((p.relative_to(path), p.read_bytes()) for p in path.rglob("*") if p.is_file())
+    assert after == before and [p.name for p in tmp_path.iterdir()] == ["agent"]  # no staging left behind
+
+
+def test_a_read_only_folder_is_one_line(tmp_path, monkeypatch):
+    """What a read-only run directory does to the save (simulated: CI runs as root, which writes anywhere)."""
+    import errno
+    import tempfile
+
+    path, agent, stats, ret = _saved(tmp_path)
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    with pytest.raises(OSError, match=r"path: could not write the agent to .*other' \(Permission denied\); nothing"):
+        checkpoint.save(tmp_path / "other", Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)

@@ -58,3 +58,22 @@ def test_a_plan_without_evaluation_makes_no_rows():
                       TrainingModel(runner, config))
     assert result.rows == [] and int(result.state.iteration) == 3
     assert np.isfinite(result.timings["total_s"])
+
+
+class _Raises(kppo.BaseCallback):
+    def _on_step(self):
+        if self.n_calls == 3:
+            raise KeyError("rewardz")
+        return True
+
+
+@pytest.mark.parametrize("backend", ["tf", "gymnasium"])
+def test_a_callback_that_raises_is_one_line_and_keeps_the_checkpoints(tmp_path, backend):
+    config = kppo.Config(**TINY, env_backend=backend, iterations_per_call=1)
+    with pytest.raises(RuntimeError) as raised:
+        kppo.train("CartPole-v1", config, seed=0, callback=_Raises(), checkpoint_dir=tmp_path)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("callback: _Raises.on_step raised KeyError: 'rewardz' at step ")
+    assert isinstance(raised.value.__cause__, KeyError)
+    if backend == "tf":  # 3 compiled calls; the first round (2 iterations) ended with a checkpoint
+        assert (tmp_path / "checkpoint").is_file()
