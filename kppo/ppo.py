@@ -261,6 +261,8 @@ class PPO:
         if isinstance(self.get_env(), VecNormalize) and not self.get_env().training:
             raise ValueError("VecNormalize.training: expected True while learning (kppo freezes the statistics outside "
                              "learn by itself), got False")
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, float, np.number)):
+            raise ValueError(f"total_timesteps: expected a number of steps, got {total_timesteps!r}")
         if reset_num_timesteps:
             self.num_timesteps = 0
             self.ep_info_buffer.clear()

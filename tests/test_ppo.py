@@ -242,3 +242,11 @@ def test_an_sb3_program_reading_self_locals_every_step_runs():
         assert length == step - first + 1 and ret == pytest.approx(sum(rewards))
         assert final.shape == (4,) and not np.array_equal(final, logger.steps[step][1][env_index])  # not the reset obs
     assert model.ep_info_buffer and model.ep_info_buffer[-1]["l"] == logger.episodes[-1][2]
+
+
+@pytest.mark.parametrize("total", ["1e5", None, True])
+def test_learn_names_a_total_timesteps_that_is_no_number(total):
+    model = PPO("MlpPolicy", _cartpole(1), **FAST)
+    with pytest.raises(ValueError, match=r"total_timesteps: expected a number of steps, got "):
+        model.learn(total)
+    assert model.num_timesteps == 0
