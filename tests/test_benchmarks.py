@@ -54,3 +54,11 @@ def test_learning_benchmark_reports_every_seed(tmp_path):
                       "num_eval_envs: 2\nnum_hidden_units: 8\n")
     table = _bench("learning.py", str(config), "--seeds", "0", "1", "--threshold", "10")
     assert _rows(table, "0") and _rows(table, "1")
+
+
+def test_digests_runs_and_names_unknown_runs():
+    line = _bench("digests.py", "ppo").strip().splitlines()[-1]
+    assert '"run": "ppo"' in line and '"digest": "' in line
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "digests.py"), "nope"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "digests: expected runs among" in bad.stderr
