@@ -6,15 +6,18 @@
     kppo export runs/p1 --format tflite --quantize int8
 
 A run directory holds config.yaml, agent/ (networks, optimizer and statistics; no pickle), metrics.csv,
-tensorboard/, learning_curve.png, policy.tflite + policy.tflite.metadata.json, summary.json.
+tensorboard/, learning_curve.png, policy.tflite + policy.tflite.metadata.json, summary.json. `eval` and `export`
+of a run that stopped before writing agent/ (interrupted, killed) use its newest readable checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,38 @@ def load_config(spec: str | None, overrides: list[str], seed: int | None):
     if seed is not None:
         changes["seed"] = seed
     return config.replace(**changes) if changes else config
+
+
+def _gym_id(env_id: str, option: str) -> str:
+    """The gymnasium id of a built-in task name or a registered id; a one-line error naming `option` otherwise."""
+    import gymnasium as gym
+
+    from kppo.envs import resolve_name
+
+    try:
+        return resolve_name(env_id)
+    except ValueError:
+        pass
+    try:
+        gym.spec(env_id)
+    except (gym.error.Error, ImportError) as err:
+        raise ValueError(f"{option}: expected a built-in task or a registered gymnasium id, got {env_id!r} ({err})") from None
+    return env_id
+
+
+def _writable_dir(path: Path, option: str) -> Path:
+    """Creates `path` (and parents); a one-line error naming `option` when it is a file or cannot be created."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option}: expected a directory, got {str(path)!r} (an existing file)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".kppo-write-test-{time.time_ns()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"{option}: expected a directory kppo can create and write, got {str(path)!r} "
+                         f"({err.strerror})") from None
+    return path
 
 
 class _Progress:
@@ -121,9 +156,10 @@ def cmd_train(args) -> int:
         config = Config.from_yaml(out / "config.yaml")
     else:
         config = load_config(args.config, args.set, args.seed)
+        if config.env_backend != "tf":
+            _gym_id(config.env, "env")
         default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out = Path(args.out) if args.out else default
-        out.mkdir(parents=True, exist_ok=True)
+        out = _writable_dir(Path(args.out) if args.out else default, "--out")
         config.to_yaml(out / "config.yaml")
     received = _stop_on_signals()
     progress = _Progress(config.num_iterations * config.rollout_size, args.quiet)
@@ -172,16 +208,52 @@ class _Actor:
         return self.act(observation), None
 
 
-def _gym_returns(act, env_id: str, episodes: int, seed: int) -> list[float]:
+def _space_kind(space) -> str:
+    """Type and shape of a space (Discrete: its size): what agent and env must share (bounds may differ)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict(" + ", ".join(f"{key}: {_space_kind(sub)}" for key, sub in space.spaces.items()) + ")"
+    return f"{type(space).__name__}{tuple(space.shape)}"
+
+
+def _gym_returns(act, env_id: str, episodes: int, seed: int, spaces: tuple | None) -> list[float]:
     import gymnasium as gym
 
     from kppo.evaluation import evaluate_policy
 
     env = gym.make(env_id)
-    env.reset(seed=seed)  # seeds the episode sequence; evaluate_policy resets without seeds after this
-    returns, _ = evaluate_policy(_Actor(act), env, n_eval_episodes=episodes, return_episode_rewards=True, warn=False)
-    env.close()
+    try:
+        want = tuple(_space_kind(space) for space in spaces or (env.observation_space, env.action_space))
+        got = (_space_kind(env.observation_space), _space_kind(env.action_space))
+        if want != got:
+            raise ValueError(f"--env: expected an env with the agent's spaces (observation {want[0]}, action {want[1]}), "
+                             f"got {env_id!r} with observation {got[0]}, action {got[1]}")
+        env.reset(seed=seed)  # seeds the episode sequence; evaluate_policy resets without seeds after this
+        returns, _ = evaluate_policy(_Actor(act), env, n_eval_episodes=episodes, return_episode_rewards=True,
+                                     warn=False)
+    finally:
+        env.close()
     return returns
+
+
+def _is_unfinished_run(path: Path) -> bool:
+    """A run directory without agent/ (interrupted or killed) whose checkpoints `load_run_checkpoint` reads."""
+    return (path.is_dir() and not (path / "agent").is_dir() and not (path / "metadata.json").is_file()
+            and (path / "config.yaml").is_file() and (path / "checkpoints").is_dir())
+
+
+def _load_unfinished_run(path: Path):
+    """The agent of the run's newest readable checkpoint, saying which one on stdout."""
+    from kppo.training import load_run_checkpoint
+
+    saved = load_run_checkpoint(path)
+    meta = saved.metadata
+    state = "the run did not finish" if meta["iteration"] < meta["num_iterations"] else "the run wrote no agent/"
+    print(f"using checkpoint {meta['checkpoint']} (iteration {meta['iteration']} of {meta['num_iterations']}; {state})")
+    return saved
 
 
 def cmd_eval(args) -> int:
@@ -189,12 +261,18 @@ def cmd_eval(args) -> int:
     from kppo.envs.spaces import flatten_obs
     from kppo.exporter import TFLiteRunner, resolve_source
 
+    if args.episodes < 1:
+        raise ValueError(f"--episodes: expected an integer >= 1, got {args.episodes}")
+    if args.env:
+        args.env = _gym_id(args.env, "--env")
     target = Path(args.target)
     if target.is_dir() and (target / "agent").is_dir():
         target = target / "agent"
     if target.is_dir():
-        policy, _, config = resolve_source(target)
+        source = _load_unfinished_run(target) if _is_unfinished_run(target) else target
+        policy, _, config = resolve_source(source)
         env_id = args.env or config["env"]
+        spaces = (policy.observation_space, policy.action_space)
 
         def act(obs):
             action = policy.get_action(obs)
@@ -203,9 +281,13 @@ def cmd_eval(args) -> int:
         meta_path = target.with_name(target.name + ".metadata.json")
         if not meta_path.is_file():
             raise ValueError(f"ARTIFACT: expected {meta_path.name} beside {target.name}, found none")
-        metadata = json.loads(meta_path.read_text())
+        try:
+            metadata = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"ARTIFACT: expected JSON in {meta_path.name}, got {err.msg} at line {err.lineno}") from None
         runner = TFLiteRunner(target)
         space = space_from_dict(metadata["observation_space"])
+        spaces = (space, space_from_dict(metadata["action_space"])) if "action_space" in metadata else None
         env_id = args.env or (metadata.get("training_config") or {}).get("env")
         if env_id is None:
             raise ValueError("--env: expected a gymnasium id (the artifact's metadata names no training env)")
@@ -216,20 +298,28 @@ def cmd_eval(args) -> int:
             return int(out) if np.ndim(out) == 0 else out
     else:
         raise ValueError(f"RUN_DIR|ARTIFACT: expected a run directory, an agent directory or a .tflite file, got {str(target)!r}")
-    returns = _gym_returns(act, env_id, args.episodes, args.seed)
+    env_id = _gym_id(env_id, "env")
+    returns = _gym_returns(act, env_id, args.episodes, args.seed, spaces)
     print(f"{env_id}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
     return 0
 
 
 def cmd_export(args) -> int:
     import kppo
+    from kppo.checkpoint import read_metadata
 
     source = Path(args.run)
     if (source / "agent").is_dir():
         source = source / "agent"
+    unfinished = _is_unfinished_run(source)
+    if not unfinished:
+        read_metadata(source)  # the one-line error for a directory that is neither an agent nor a run
     quantize = None if args.quantize in (None, "none", "float32") else args.quantize
     default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
     out = Path(args.out) if args.out else Path(args.run) / default
+    _writable_dir(out.parent, "--out")
+    if unfinished:
+        source = _load_unfinished_run(source)
     exported = kppo.export(source, out, format=args.format, quantize=quantize,
                            batch_size=None if args.batch_size == 0 else args.batch_size)
     parity = exported.metadata["parity"]
@@ -267,13 +357,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(command: str, message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line on stderr, like the errors (e.g. fewer evaluation rounds than eval_freq)."""
+    del category, filename, lineno, line
+    print(f"kppo {command}: warning: {message}", file=file or sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except (ValueError, FloatingPointError) as err:
-        print(f"kppo {args.command}: error: {err}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():  # restores the previous warning display on return
+        warnings.showwarning = functools.partial(_show_warning, args.command)
+        try:
+            return args.func(args)
+        except (ValueError, FloatingPointError, OSError) as err:  # OSError: kppo's one-line write failures
+            print(f"kppo {args.command}: error: {err}", file=sys.stderr)
+            return 2
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ Vocabulary (kppo name <- rex name <- Stable-Baselines3 name):
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,18 +34,8 @@ import yaml
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "softplus", "swish", "silu", "elu", "selu", "sigmoid", "leaky_relu")
 KERNEL_INITS = (
-    "orthogonal",
-    "glorot_normal",
-    "glorot_uniform",
-    "he_normal",
-    "he_uniform",
-    "kaiming_normal",
-    "kaiming_uniform",
-    "lecun_normal",
-    "lecun_uniform",
-    "xavier_normal",
-    "xavier_uniform",
-    "torch_default",
+    "orthogonal", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "kaiming_normal", "kaiming_uniform",
+    "lecun_normal", "lecun_uniform", "xavier_normal", "xavier_uniform", "torch_default",
 )
 LR_SCHEDULES = ("constant", "linear")
 DISTRIBUTE = ("none", "mirrored", "multi_worker", "tpu")
@@ -62,9 +53,7 @@ class Config:
     """PPO hyperparameters and run settings. Each field's `metadata["doc"]` is its one-line documentation."""
 
     env: str = _f("CartPole-v1", "Environment id used when `train` is given none (TF-native name or gymnasium id).")
-    env_backend: str = _f(
-        "auto", "'auto': TF-native for built-in names, gymnasium otherwise; 'tf' or 'gymnasium' to force one."
-    )
+    env_backend: str = _f("auto", "'auto': TF-native for built-in names, gymnasium otherwise; 'tf' or 'gymnasium' to force one.")
     vectorization: str = _f("sync", "gymnasium envs: 'sync' (one process) or 'async' (one process per env).")
     # --- rollout ---
     num_envs: int = _f(16, "Parallel training environments.")
@@ -98,9 +87,7 @@ class Config:
     actor_hidden_units: tuple[int, ...] | None = _f(
         None, "Actor hidden widths, e.g. [256, 128]; overrides num_hidden_layers/units (SB3 net_arch pi)."
     )
-    critic_hidden_units: tuple[int, ...] | None = _f(
-        None, "Critic hidden widths; overrides num_hidden_layers/units (SB3 net_arch vf)."
-    )
+    critic_hidden_units: tuple[int, ...] | None = _f(None, "Critic hidden widths; overrides num_hidden_layers/units (SB3 net_arch vf).")
     activation: str = _f("tanh", f"Hidden activation: one of {', '.join(ACTIVATIONS)}.")
     kernel_init: str = _f(
         "orthogonal",
@@ -121,7 +108,7 @@ class Config:
     offset_step: bool = _f(False, "Stagger env step counters so time-limit truncations do not coincide.")
     # --- evaluation and logging ---
     num_eval_envs: int = _f(16, "Evaluation environments (one deterministic episode each per evaluation).")
-    eval_freq: int = _f(10, "Evaluation rounds per run (rex EVAL_FREQ): the run is split into this many rounds.")
+    eval_freq: int = _f(10, "Evaluation rounds per run (rex EVAL_FREQ; at most one per iteration): the run is split into rounds.")
     verbose: int = _f(0, "0 silent, 1 print one line per evaluation round, 2 also debug output.")
     debug: bool = _f(False, "Print episode statistics after every compiled call (rex DEBUG; per update with iterations_per_call=1).")
     seed: int = _f(0, "Random seed (stateless RNG; same seed, same jit flags -> identical run on CPU).")
@@ -161,6 +148,11 @@ class Config:
         """Training iterations (rollout + update) in the run."""
         return self.total_timesteps // self.rollout_size
 
+    @property
+    def eval_rounds(self) -> int:
+        """`eval_freq`, at most one round per iteration (a short run evaluates less often, as SB3's EvalCallback)."""
+        return min(self.eval_freq, self.num_iterations)
+
     # --- construction from other spellings ---
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "Config":
@@ -169,16 +161,16 @@ class Config:
 
     @classmethod
     def from_yaml(cls, path_or_text: str | Path) -> "Config":
-        """Reads a YAML mapping (a path, or YAML text containing a newline or colon)."""
-        text = _read_text(path_or_text)
+        """Reads a YAML mapping (a path, or YAML text containing a newline or colon); errors name the file and line."""
+        text, source = _read_text(path_or_text)
         try:
             values = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ValueError(f"config YAML: could not parse ({' '.join(str(err).split())})") from None
+            raise ValueError(f"config YAML {source}: could not parse {_yaml_problem(err)}") from None
         if values is None:
             values = {}
         if not isinstance(values, Mapping):
-            raise ValueError(f"config YAML: expected a mapping of option: value, got {type(values).__name__}")
+            raise ValueError(f"config YAML {source}: expected a mapping of option: value, got {type(values).__name__}")
         return cls.from_dict(values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -263,7 +255,7 @@ def translate(values: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "batch_size":
             minibatch_size = value
         else:
-            raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; see kppo.Config)")
+            raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; {_suggest(key, names)})")
     if minibatch_size is not None:
         if "num_minibatches" in out:
             raise ValueError("config: give either batch_size (SB3 minibatch size) or num_minibatches, not both")
@@ -299,6 +291,11 @@ def _coerce(name: str, type_name: Any, value: Any) -> Any:
         type_name = type_name[: -len("| None")].strip()
     if type_name == "bool":
         return _as_bool(name, value)
+    if isinstance(value, str) and type_name in ("int", "float"):
+        try:  # YAML 1.1 reads "1e5" and "1.0e6" (its exponents need a dot and a sign) as strings; so does --set
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{name}: expected {'an integer' if type_name == 'int' else 'a number'}, got {value!r}") from None
     if type_name == "int":
         if name == "verbose" and isinstance(value, bool):  # rex's VERBOSE is a bool
             return int(value)
@@ -306,11 +303,6 @@ def _coerce(name: str, type_name: Any, value: Any) -> Any:
             raise ValueError(f"{name}: expected an integer, got {value!r}")
         return int(value)
     if type_name == "float":
-        if isinstance(value, str):
-            try:  # YAML 1.1 reads "1e-3" (no dot) as a string
-                value = float(value)
-            except ValueError:
-                raise ValueError(f"{name}: expected a number, got {value!r}") from None
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{name}: expected a finite number, got {value!r}")
         return float(value)
@@ -337,12 +329,11 @@ def _check(ok: bool, name: str, expected: str, got: Any) -> None:
 
 
 def _validate(c: Config) -> None:
-    for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "num_hidden_units", "num_eval_envs"):
+    for name in ("num_envs", "num_steps", "num_epochs", "num_minibatches", "num_hidden_units", "num_eval_envs",
+                 "eval_freq", "iterations_per_call"):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
     _check(c.distribute in DISTRIBUTE, "distribute", f"one of {DISTRIBUTE}", c.distribute)
     _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
-    for name in ("eval_freq", "iterations_per_call"):
-        _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
     _check(c.num_hidden_layers >= 0, "num_hidden_layers", "an integer >= 0", c.num_hidden_layers)
     _check(c.learning_rate > 0, "learning_rate", "a positive number", c.learning_rate)
     _check(c.lr_schedule in LR_SCHEDULES, "lr_schedule", f"one of {LR_SCHEDULES}", c.lr_schedule)
@@ -365,33 +356,44 @@ def _validate(c: Config) -> None:
     _check(c.seed >= 0, "seed", "an integer >= 0", c.seed)
     _check(c.sde_sample_freq == -1 or c.sde_sample_freq >= 1, "sde_sample_freq", "-1 or an integer >= 1",
            c.sde_sample_freq)
-    _check(
-        c.rollout_size > 1, "num_envs * num_steps", "more than 1 (advantage normalization)", c.rollout_size
-    )
-    _check(
-        c.rollout_size % c.num_minibatches == 0,
-        "num_minibatches",
-        f"a divisor of num_envs * num_steps = {c.rollout_size}",
-        c.num_minibatches,
-    )
-    _check(
-        c.total_timesteps >= c.rollout_size,
-        "total_timesteps",
-        f"at least one rollout (num_envs * num_steps = {c.rollout_size})",
-        c.total_timesteps,
-    )
-    _check(
-        c.eval_freq <= c.num_iterations,
-        "eval_freq",
-        f"at most the number of iterations ({c.num_iterations} = total_timesteps // rollout_size)",
-        c.eval_freq,
-    )
+    _check(c.rollout_size > 1, "num_envs * num_steps", "more than 1 (advantage normalization)", c.rollout_size)
+    _check(c.rollout_size % c.num_minibatches == 0, "num_minibatches",
+           f"a divisor of num_envs * num_steps = {c.rollout_size}", c.num_minibatches)
+    _check(c.total_timesteps >= c.rollout_size, "total_timesteps",
+           f"at least one rollout (num_envs * num_steps = {c.rollout_size})", c.total_timesteps)
 
 
-def _read_text(path_or_text: str | Path) -> str:
+
+def _suggest(key: str, names: set[str]) -> str:
+    """'did you mean ...?' for the option name nearest to `key` (any spelling, any case), else where to look."""
+    spellings = {n.lower(): n for n in [*_REX_NAMES, *_SB3_NAMES, "ANNEAL_LR", "NORMALIZE_ENV", "batch_size", *names]}
+    near = difflib.get_close_matches(key.lower(), spellings, n=1, cutoff=0.75)
+    return f"did you mean {spellings[near[0]]!r}?" if near else "see kppo.Config"
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """'at line L, column C: problem (context at line L2, column C2)' of a PyYAML error, without its source snippets."""
+    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+    if mark is None or not problem:
+        return "(" + " ".join(str(err).replace(' in "<unicode string>",', " at").split()) + ")"
+    text = f"at line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    context, where = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and where is not None:
+        text += f" ({context} at line {where.line + 1}, column {where.column + 1})"
+    return text
+
+
+def _read_text(path_or_text: str | Path) -> tuple[str, str]:
+    """(text, how errors name it): a file's text and its quoted path, or YAML text itself and 'text'."""
     if isinstance(path_or_text, Path) or ("\n" not in path_or_text and ":" not in path_or_text):
         path = Path(path_or_text)
+        name = repr(str(path))
         if not path.is_file():
-            raise ValueError(f"config YAML: expected an existing file, got {str(path)!r}")
-        return path.read_text()
-    return path_or_text
+            raise ValueError(f"config YAML: expected an existing file, got {name}")
+        try:
+            return path.read_text(encoding="utf-8"), name
+        except UnicodeDecodeError as err:
+            raise ValueError(f"config YAML {name}: expected UTF-8 text, got byte {err.object[err.start]:#04x} at offset {err.start}") from None
+        except OSError as err:
+            raise ValueError(f"config YAML {name}: expected a readable file, got {err.strerror}") from None
+    return path_or_text, "text"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo import checkpoint
-from kppo.agent import Agent, make_policy
+from kppo.agent import Agent, SavedAgent, make_policy
 from kppo.callbacks import make_callback
 from kppo.checkpoint import TrainingCheckpointer
 from kppo.config import Config
@@ -23,7 +24,7 @@ from kppo.policy import ObsScaling, Policy
 from kppo.runners import EvalMetricsFn, Runner, make_runner
 from kppo.types import RunnerState
 
-__all__ = ["METRICS", "PPOResult", "TrainingModel", "train"]
+__all__ = ["METRICS", "PPOResult", "TrainingModel", "load_run_checkpoint", "train"]
 
 
 @dataclasses.dataclass
@@ -33,7 +34,7 @@ class PPOResult:
     Attributes:
         config: the Config the run used.
         runner_state: env state, last observations, normalization statistics, RNG key, iteration counter.
-        metrics: one row per evaluation round: name -> numpy array [eval_freq] (see `METRICS`).
+        metrics: one row per evaluation round: name -> numpy array [eval_rounds] (see `METRICS`).
         agent: actor, critic, optimizer and distribution (what a checkpoint saves).
         observation_space, action_space: of one env.
         timings: compile_s (first compiled calls), run_s (the rest), total_s (both, excluding setup).
@@ -159,11 +160,8 @@ def train(
             raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
         if not isinstance(runner.env, VecEnv):
             raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
-        restored = checkpointer.restore_latest()
-        if restored is None:
-            raise ValueError(f"resume: expected a checkpoint in {str(checkpoint_dir)!r}, found none")
-        runner = runner._replace(state=restored[0])
-        rows = restored[1]
+        (state, rows), _ = restore_newest(checkpointer, "resume", "this config")
+        runner = runner._replace(state=state)
     model = TrainingModel(runner, config)
     hooks = Hooks(callback=None if callback is None else make_callback(callback), on_eval=on_eval,
                   on_progress=on_progress, should_stop=should_stop)
@@ -179,10 +177,54 @@ def train(
                      runner.action_space, result.timings, result.interrupted, result.stopped)
 
 
+def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) -> tuple[tuple[Any, list], list[str]]:
+    """((runner state, metric rows), why newer checkpoints were skipped) of the newest readable checkpoint; a
+    one-line ValueError naming `field` when none is readable (none written, or none that fits `fits`)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        restored = checkpointer.restore_latest()
+    unreadable = [str(w.message).removesuffix("; trying the previous one") for w in caught]
+    if restored is None:
+        got = f"{len(unreadable)} unreadable ({unreadable[0]})" if unreadable else "none"
+        raise ValueError(f"{field}: expected a checkpoint in {str(checkpointer.manager.directory)!r} that fits "
+                         f"{fits}, got {got}")
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return restored, unreadable
+
+
+def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
+    """The agent in the newest readable checkpoint of a run directory (config.yaml + checkpoints/), e.g. of a run that
+    was interrupted before it wrote agent/. Its `metadata` holds `checkpoint` (the path), `iteration`,
+    `num_iterations` and `unreadable` (why newer checkpoints were skipped; those warnings are repeated)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file() or not (run_dir / "checkpoints").is_dir():
+        raise ValueError(f"run: expected a run directory with config.yaml and checkpoints/, got {str(run_dir)!r}")
+    config = Config.from_yaml(run_dir / "config.yaml")
+    runner = make_runner(None, config)
+    try:
+        checkpointer = TrainingCheckpointer(run_dir / "checkpoints", runner.agent, runner.state, strategy=runner.strategy)
+        (state, _), unreadable = restore_newest(checkpointer, "checkpoints", repr(str(run_dir / "config.yaml")))
+        state = runner.view(state)
+    finally:
+        runner.close()
+    iteration = int(state.iteration)
+    path = next((p for p in checkpointer.manager.checkpoints if p.endswith(f"-{iteration}")),
+                str(run_dir / "checkpoints" / f"ckpt-{iteration}"))  # the loop numbers checkpoints by iteration
+    metadata = {"checkpoint": path, "iteration": iteration, "num_iterations": config.num_iterations,
+                "unreadable": unreadable}
+    return SavedAgent(config, runner.agent, state.rollout.obs_stats, state.rollout.return_stats,
+                      runner.observation_space, runner.action_space, metadata)
+
+
 def _plan(config: Config, iteration: int) -> Plan:
-    """`config.eval_freq` rounds over `config.num_iterations`; rounds finished before `iteration` (a resume) are
-    empty and the interrupted one keeps only its remaining iterations."""
-    ends = np.cumsum(round_sizes(config.num_iterations, config.eval_freq))
+    """`config.eval_rounds` rounds over `config.num_iterations` (a warning when that is fewer than `eval_freq`);
+    rounds finished before `iteration` (a resume) are empty and the interrupted one keeps only its remaining
+    iterations."""
+    if config.eval_rounds < config.eval_freq:
+        warnings.warn(f"eval_freq: {config.eval_freq} evaluation rounds asked for, but the run has only "
+                      f"{config.num_iterations} iterations (total_timesteps // rollout_size): evaluating after each")
+    ends = np.cumsum(round_sizes(config.num_iterations, config.eval_rounds))
     starts = np.concatenate([[0], ends[:-1]])
     rounds = [int(max(end - max(start, iteration), 0)) for start, end in zip(starts, ends)]
     return Plan(rounds, True, config.iterations_per_call, config.rollout_size,

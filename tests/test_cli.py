@@ -33,6 +33,17 @@ def test_train_eval_export_end_to_end(tmp_path, capsys):
     assert (run / "policy_int8.tflite").exists()
     assert main(["export", str(run), "--format", "saved_model", "--batch-size", "0"]) == 0
     assert (run / "policy" / "saved_model.pb").exists()
+    capsys.readouterr()
+    # an env whose spaces differ from the agent's: said before any episode, not an `obs:` shape error mid-episode
+    assert main(["eval", str(run), "--env", "Pendulum-v1", "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("kppo eval: error: --env: expected an env with the agent's spaces (observation Box(4,), action "
+                   "Discrete(2)), got 'Pendulum-v1' with observation Box(3,), action Box(1,)\n")
+    (run / "policy.tflite.metadata.json").write_text("{")
+    assert main(["eval", str(run / "policy.tflite")]) == 2
+    err = capsys.readouterr().err
+    assert "ARTIFACT: expected JSON in policy.tflite.metadata.json, got Expecting property name" in err
+    assert err.count("\n") == 1
 
 
 def test_overrides_accept_every_spelling(tmp_path):
@@ -41,6 +52,16 @@ def test_overrides_accept_every_spelling(tmp_path):
     config = load_config("pendulum", ["LR=1e-3", "n_envs=8", "squash=false", "actor_hidden_units=[32, 16]"], 5)
     assert (config.learning_rate, config.num_envs, config.squash, config.actor_hidden_units, config.seed) == (
         1e-3, 8, False, (32, 16), 5)
+
+
+def test_integer_overrides_in_scientific_notation():
+    from kppo.cli import load_config
+
+    # YAML 1.1 reads `1e5` (no dot) as a string; `5e5` and `1.0e+5` are accepted as integral numbers too
+    assert load_config(None, ["total_timesteps=1e5"], None).total_timesteps == 100_000
+    assert load_config("cartpole", ["n_timesteps=5e5", "num_envs=8.0"], None).total_timesteps == 500_000
+    with pytest.raises(ValueError, match=r"^total_timesteps: expected an integer, got 100000.5$"):
+        load_config(None, ["total_timesteps=100000.5"], None)
 
 
 @pytest.mark.parametrize(
@@ -52,6 +73,15 @@ def test_overrides_accept_every_spelling(tmp_path):
         (["train", "--set", "colour=blue"], "unknown option 'colour'"),
         (["eval", "/nonexistent"], "RUN_DIR|ARTIFACT: expected a run directory"),
         (["export", "/nonexistent"], "path: expected a kppo agent directory"),
+        (["train", "--set", "learning_rat=0.1"], "unknown option 'learning_rat' (not a kppo, rex or SB3 name; did you "
+                                                 "mean 'learning_rate'?)"),
+        (["train", "--set", "env=CartPol-v1"], "env: expected a built-in task or a registered gymnasium id, got "
+                                               "'CartPol-v1' (Environment `CartPol` doesn't exist."),
+        (["train", "--set", "total_timesteps=-5"], "total_timesteps: expected at least one rollout"),
+        (["train", "--seed", "-1"], "seed: expected an integer >= 0, got -1"),
+        (["eval", "/nonexistent", "--episodes", "0"], "--episodes: expected an integer >= 1, got 0"),
+        (["eval", "/nonexistent", "--env", "Nope-v0"], "--env: expected a built-in task or a registered gymnasium id, "
+                                                       "got 'Nope-v0'"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(argv, message, capsys):
@@ -64,7 +94,74 @@ def test_bad_yaml_config(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("num_envs: [4\n")
     assert main(["train", str(bad)]) == 2
-    assert "config YAML: could not parse" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(f"kppo train: error: config YAML {str(bad)!r}: could not parse at line 2, column 1: ")
+    assert "<unicode string>" not in err and err.count("\n") == 1
+    bad.write_bytes(b"\xff\xfen\x00u\x00m\x00")
+    assert main(["train", str(bad)]) == 2
+    assert capsys.readouterr().err == (f"kppo train: error: config YAML {str(bad)!r}: expected UTF-8 text, got byte "
+                                       "0xff at offset 0\n")
+
+
+def test_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert main(["train", "--out", str(taken), *TINY]) == 2
+    assert capsys.readouterr().err == f"kppo train: error: --out: expected a directory, got {str(taken)!r} (an existing file)\n"
+    assert main(["train", "--out", str(taken / "run"), *TINY]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kppo train: error: --out: expected a directory kppo can create and write, got "
+                          f"{str(taken / 'run')!r} (") and err.count("\n") == 1
+
+
+def test_eval_freq_above_the_iterations_warns_once_and_evaluates_each_iteration(tmp_path, capsys):
+    run = tmp_path / "run"  # 1024 steps of 4 x 64 = 4 iterations; eval_freq 100 used to be refused
+    assert main(["train", "cartpole", "--out", str(run), "--no-export", *TINY, "--set", "eval_freq=100"]) == 0
+    err = capsys.readouterr().err
+    line = ("kppo train: warning: eval_freq: 100 evaluation rounds asked for, but the run has only 4 iterations "
+            "(total_timesteps // rollout_size): evaluating after each\n")
+    assert err.count(line) == 1
+    assert len((run / "metrics.csv").read_text().splitlines()) == 1 + 4
+    assert "eval_freq: 100" in (run / "config.yaml").read_text()  # kept as given
+
+
+def test_an_interrupted_run_can_be_evaluated_and_exported(tmp_path, capsys):
+    import kppo
+    from kppo.config import Config
+    from kppo.training import load_run_checkpoint
+
+    run = tmp_path / "run"  # what `kppo train` leaves after SIGTERM: config.yaml and checkpoints/, no agent/
+    config = Config(num_envs=4, num_steps=64, total_timesteps=4 * 64 * 8, eval_freq=2, num_eval_envs=2,
+                    iterations_per_call=2)
+    run.mkdir()
+    config.to_yaml(run / "config.yaml")
+    result = kppo.train(config=config, checkpoint_dir=run / "checkpoints", should_stop=lambda: True)
+    assert result.interrupted and int(result.runner_state.iteration) == 2 and not (run / "agent").exists()
+    saved = load_run_checkpoint(run)
+    obs = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    np.testing.assert_array_equal(saved.policy.get_action(obs), result.policy.get_action(obs))
+    line = f"using checkpoint {run / 'checkpoints' / 'ckpt-2'} (iteration 2 of 8; the run did not finish)\n"
+    capsys.readouterr()
+    assert main(["eval", str(run), "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(line) and "CartPole-v1: " in out
+    assert main(["export", str(run)]) == 0
+    assert capsys.readouterr().out.startswith(line)
+    metadata = json.loads((run / "policy.tflite.metadata.json").read_text())
+    assert metadata["parity"]["max_error"] == 0 and metadata["training_config"]["env"] == "CartPole-v1"
+    assert main(["eval", str(run / "policy.tflite"), "--episodes", "2"]) == 0
+    # checkpoints that do not fit the run's config: one line saying so, not "expected a kppo agent directory"
+    config.replace(num_hidden_units=32).to_yaml(run / "config.yaml")
+    capsys.readouterr()
+    assert main(["eval", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kppo eval: error: checkpoints: expected a checkpoint in {str(run / 'checkpoints')!r} that "
+                          f"fits {str(run / 'config.yaml')!r}, got 1 unreadable (checkpoint ") and err.count("\n") == 1
+    for path in (run / "checkpoints").iterdir():
+        path.unlink()
+    assert main(["export", str(run)]) == 2
+    assert capsys.readouterr().err == (f"kppo export: error: checkpoints: expected a checkpoint in "
+                                       f"{str(run / 'checkpoints')!r} that fits {str(run / 'config.yaml')!r}, got none\n")
 
 
 def test_console_script_help_lists_every_field():
@@ -100,7 +197,7 @@ def _wait_for_checkpoint(run, proc, timeout=180):
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
-def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path):
+def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path, capsys):
     import signal
 
     from kppo.checkpoint import TrainingCheckpointer
@@ -122,6 +219,11 @@ def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path):
     restored = TrainingCheckpointer(run / "checkpoints", runner.agent, runner.state).restore_latest()
     assert restored is not None and int(restored[0].iteration) >= 16
     assert np.all(np.isfinite(runner.agent.actor.trainable_variables[0].numpy()))
+    # and `kppo eval` plays the newest checkpoint (there is no agent/ yet)
+    assert not (run / "agent").exists()
+    assert main(["eval", str(run), "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"using checkpoint {run / 'checkpoints' / 'ckpt-'}") and "the run did not finish" in out
 
 
 def test_resume_through_the_cli(tmp_path, capsys):

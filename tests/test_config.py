@@ -1,4 +1,5 @@
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -56,7 +57,12 @@ def test_frozen():
         ({"vf_clip_mode": "min"}, "vf_clip_mode"),
         ({"num_minibatches": 3}, "num_minibatches"),
         ({"total_timesteps": 100}, "total_timesteps"),
-        ({"eval_freq": 1000}, "eval_freq"),
+        ({"eval_freq": 0}, "eval_freq"),
+        ({"eval_freq": -1}, "eval_freq"),
+        ({"total_timesteps": 100_000.5}, "total_timesteps"),
+        ({"total_timesteps": "1e5.5"}, "total_timesteps"),
+        ({"total_timesteps": -5}, "total_timesteps"),
+        ({"seed": -1}, "seed"),
         ({"squash": "yes"}, "squash"),
         ({"verbose": 3}, "verbose"),
         ({"num_envs": 1, "num_steps": 1}, "num_envs * num_steps"),
@@ -73,6 +79,15 @@ def test_invalid_values_name_the_field(changes, field):
 def test_unknown_key_is_named():
     with pytest.raises(ValueError, match="unknown option 'LEARNING_RATE'"):
         Config.from_dict({"LEARNING_RATE": 1e-3})
+
+
+@pytest.mark.parametrize("key, near", [("learning_rat", "learning_rate"), ("totaltimesteps", "total_timesteps"),
+                                       ("n_env", "n_envs"), ("Gamma", "gamma")])
+def test_unknown_key_near_a_real_one_suggests_it(key, near):
+    with pytest.raises(ValueError, match=f"unknown option '{key}' .*; did you mean '{near}'\\?\\)$"):
+        Config.from_dict({key: 1})
+    with pytest.raises(ValueError, match="see kppo.Config"):  # nothing near: no guess
+        Config.from_dict({"colour": 1})
 
 
 def test_same_option_twice_is_an_error():
@@ -136,7 +151,7 @@ def test_yaml_round_trip_is_lossless(spelling, tmp_path):
 def test_yaml_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("num_envs: [1, 2\nlr: 3\n")
-    with pytest.raises(ValueError, match="config YAML: could not parse") as err:
+    with pytest.raises(ValueError, match="could not parse") as err:
         Config.from_yaml(bad)
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="expected an existing file"):
@@ -145,8 +160,65 @@ def test_yaml_errors_are_one_line(tmp_path):
         Config.from_yaml("- 1\n- 2\n")
 
 
+def test_yaml_syntax_error_names_the_file_and_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("num_envs: 4\nnum_steps: [64\n")
+    with pytest.raises(ValueError) as err:
+        Config.from_yaml(bad)
+    message = str(err.value)
+    assert message.startswith(f"config YAML {str(bad)!r}: could not parse at line 3, column 1: expected ',' or ']'")
+    assert "(while parsing a flow sequence at line 2, column 12)" in message
+    assert "<unicode string>" not in message and "\n" not in message
+    with pytest.raises(ValueError, match=r"^config YAML text: could not parse at line 2, column 1: .* at line 1, column 12\)$"):
+        Config.from_yaml("num_steps: [64\n")
+    bad.write_text("num_envs: 4\n\x00\n")  # PyYAML's reader error (no line mark)
+    with pytest.raises(ValueError, match=f"^config YAML {str(bad)!r}: could not parse \\(unacceptable character"):
+        Config.from_yaml(bad)
+
+
+def test_yaml_file_that_is_not_a_mapping_or_not_text_is_named(tmp_path):
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- num_envs: 4\n- num_steps: 64\n")
+    with pytest.raises(ValueError, match=f"^config YAML {str(listed)!r}: expected a mapping of option: value, got list$"):
+        Config.from_yaml(listed)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfenum_envs: 4\n")  # UTF-16, or not text at all
+    with pytest.raises(ValueError, match=f"^config YAML {str(binary)!r}: expected UTF-8 text, got byte 0xff at offset 0$"):
+        Config.from_yaml(binary)
+
+
 def test_yaml_scientific_notation_without_dot():
     assert Config.from_yaml("learning_rate: 3e-4\n").learning_rate == 3e-4
+
+
+@pytest.mark.parametrize("text", ["total_timesteps: 1e6", "n_timesteps: 1e6", "n_timesteps: !!float 1e6",
+                                  "TOTAL_TIMESTEPS: 1.0e6", "total_timesteps: 1000000.0", "total_timesteps: 1E+6"])
+def test_integer_fields_accept_integral_floats_and_scientific_notation(text):
+    # RL-Zoo files write `n_timesteps: !!float 1e6`; PyYAML reads `1e6` (no dot) as the string "1e6"
+    assert Config.from_yaml(text + "\n").total_timesteps == 1_000_000
+    assert Config(total_timesteps="1e5").total_timesteps == 100_000  # `--set total_timesteps=1e5`
+    assert Config(total_timesteps=1e5, num_envs=8.0).num_envs == 8
+    assert isinstance(Config(total_timesteps=1e5).total_timesteps, int)
+
+
+def test_integer_fields_still_reject_fractions_and_words():
+    with pytest.raises(ValueError, match=r"^total_timesteps: expected an integer, got 100000.5$"):
+        Config.from_yaml("n_timesteps: 100000.5\n")
+    with pytest.raises(ValueError, match=r"^num_envs: expected an integer, got 'four'$"):
+        Config(num_envs="four")
+    with pytest.raises(ValueError, match=r"^num_envs: expected an integer, got inf$"):
+        Config(num_envs="inf")
+
+
+def test_eval_freq_above_the_iterations_evaluates_after_each_iteration(tmp_path):
+    # `kppo train acrobot --set total_timesteps=40000`: 9 iterations of 16 x 256 steps, eval_freq 10
+    acrobot = Config.from_yaml(Path(__file__).resolve().parents[1] / "configs" / "acrobot.yaml")
+    short = acrobot.replace(total_timesteps=40_000)
+    assert (short.num_iterations, short.eval_freq, short.eval_rounds) == (9, 10, 9)
+    assert (acrobot.eval_freq, acrobot.eval_rounds) == (10, 10)
+    short.to_yaml(tmp_path / "c.yaml")  # eval_freq is stored as given: the round trip stays lossless
+    assert Config.from_yaml(tmp_path / "c.yaml") == short
+    assert short.replace(total_timesteps=1_000_000).eval_rounds == 10
 
 
 def test_replace_validates_and_translates():

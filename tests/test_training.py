@@ -165,7 +165,7 @@ def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(tmp_path):
 
 
 def test_resume_needs_a_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match="resume: expected a checkpoint in"):
+    with pytest.raises(ValueError, match="resume: expected a checkpoint in .* that fits this config, got none"):
         kppo.train("CartPole-v1", kppo.Config(**TINY), checkpoint_dir=tmp_path, resume=True)
 
 
@@ -228,3 +228,10 @@ def test_evaluate_policy_accepts_a_train_result_policy():
     assert mean > 0 and std >= 0
     action, state = result.policy.predict(np.zeros(4, np.float32), deterministic=True)
     assert state is None and action == result.policy.get_action(np.zeros(4, np.float32))
+
+
+def test_resume_with_checkpoints_of_another_config_says_why(tmp_path):
+    kppo.train("CartPole-v1", kppo.Config(**TINY), checkpoint_dir=tmp_path)
+    other = kppo.Config(**{**TINY, "num_hidden_units": 32})
+    with pytest.raises(ValueError, match=r"resume: expected a checkpoint in .* that fits this config, got \d unreadable"):
+        kppo.train("CartPole-v1", other, checkpoint_dir=tmp_path, resume=True)
