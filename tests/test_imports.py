@@ -2,6 +2,7 @@
 another module's private names, and no module grows past 400 lines."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,27 @@ def test_the_runners_import_one_way():
     assert not {"kppo.loop", "kppo.training", "kppo.ppo"} & set().union(
         *(graph[m] for m in MODULES if m.startswith("kppo.runners")))
     assert not {m for m in graph["kppo.exporter"] | graph["kppo.checkpoint"] if m.startswith("kppo.runners")}
+
+
+def _documented_imports() -> dict[str, set[str]]:
+    """module -> the kppo modules docs/architecture.md's map says it imports."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        cells = [cell.strip() for cell in line.split(" | ")]
+        if len(cells) < 4 or not cells[1].startswith("`") or not cells[1].endswith(".py`"):
+            continue
+        path = cells[1].strip("`")[:-3]
+        name = "kppo." + path.replace("/", ".").removesuffix(".__init__").removesuffix("__init__").rstrip(".")
+        names = re.findall(r"`([^`]+)`", cells[-1].removesuffix("|"))
+        rows[name.rstrip(".")] = {"kppo" if n == "kppo" else f"kppo.{n}" for n in names}
+    return rows
+
+
+def test_the_architecture_map_lists_every_module_with_its_imports():
+    """docs/architecture.md stays true: every module has a row, and its imports column is what the code imports."""
+    documented, graph = _documented_imports(), _graph()
+    assert sorted(set(graph) - set(documented)) == [] and sorted(set(documented) - set(graph)) == []
+    wrong = {name: {"doc": sorted(documented[name] - graph[name]), "code": sorted(graph[name] - documented[name])}
+             for name in graph if documented[name] != graph[name]}
+    assert wrong == {}
