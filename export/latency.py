@@ -1,4 +1,5 @@
-"""Single-observation latency of an exported policy (median microseconds per `Controller.act`, and per raw invoke).
+"""Single-observation latency of an exported policy (median microseconds per `Controller.act` (`act_flat` for Dict
+observations), and per raw invoke).
 
     python -m export.latency policy.tflite [--calls 10000]
 """
@@ -14,10 +15,10 @@ from export.runtime import Controller
 
 
 def measure(controller: Controller, calls: int) -> dict[str, float]:
-    rng = np.random.default_rng(0)
-    obs = rng.normal(size=(calls, controller.obs_dim)).astype(np.float32)
+    obs = controller.example_observations(calls, np.random.default_rng(0))
     interp, index = controller.interpreter, controller._input["index"]
     invoke, act = [], []
+    call = controller.act_flat if controller.metadata["observation_space"]["type"] == "Dict" else controller.act
     for row in obs:
         t0 = time.perf_counter_ns()
         interp.set_tensor(index, row[None])
@@ -25,7 +26,7 @@ def measure(controller: Controller, calls: int) -> dict[str, float]:
         invoke.append(time.perf_counter_ns() - t0)
     for row in obs:
         t0 = time.perf_counter_ns()
-        controller.act(row)
+        call(row)
         act.append(time.perf_counter_ns() - t0)
     return {"invoke_us": float(np.median(invoke)) / 1e3, "act_us": float(np.median(act)) / 1e3}
 

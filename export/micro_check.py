@@ -4,46 +4,118 @@ smallest tensor arena it needs, and compares its actions with LiteRT's (numpy + 
     pip install --pre tflite-micro
     python -m export.micro_check policy.tflite [--observations 1000]
 
-TFLite Micro runs float32 and full-int8 models with a fixed [1, obs_dim] input (export with batch_size=1); dynamic-range
-("dynamic") models are rejected by it.
+TFLite Micro runs float32 and int8 artifacts (an int8 network body between float32 input encoding and action ops)
+with a fixed [1, obs_dim] input (export with batch_size=1); dynamic-range ("dynamic") models are rejected by it. The
+observations are random valid input rows (`runtime.example_observations`). Every TFLite Micro interpreter runs in a
+child process: TFLite Micro reports some failures (an arena a few bytes too small) by crashing the process or with
+a misleading message ("Node FULLY_CONNECTED (number 3) failed to prepare" when the arena, not the node, is at
+fault). A model TFLite Micro rejects is one line on stderr and exit status 1. (Scripts that call `check` need the
+usual multiprocessing guard, `if __name__ == "__main__":`.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from export.runtime import Controller
+from export.runtime import Controller, example_observations, load_metadata
+
+_NOISE = ("All temp buffers must be freed", "Number of allocated temp buffers", "Created TensorFlow Lite")
+
+
+class MicroError(ValueError):
+    """TFLite Micro rejected the model (or crashed on it); the message is one line."""
 
 
 def _run(model: bytes, arena_size: int, obs: np.ndarray) -> np.ndarray:
+    """Runs `obs` row by row in a TFLite Micro interpreter, in this process (it may crash it: see `run_isolated`)."""
     from tflite_micro import runtime
 
     interpreter = runtime.Interpreter.from_bytes(model, arena_size=arena_size)
     outputs = []
     for row in obs:
-        interpreter.set_input(row[None].astype(np.float32), 0)
+        interpreter.set_input(row[None], 0)
         interpreter.invoke()
         outputs.append(np.array(interpreter.get_output(0))[0])
     return np.asarray(outputs)
 
 
-def smallest_arena(model: bytes, probe: np.ndarray, low: int = 256, high: int | None = None) -> int:
-    """Smallest arena size (bytes, to 16) with which the model allocates and runs `probe`."""
+def _child(model: bytes, arena_size: int, obs: np.ndarray, log_path: str, conn) -> None:
+    log = os.open(log_path, os.O_WRONLY | os.O_TRUNC)
+    os.dup2(log, 1)  # TFLite Micro prints from C++: capture it for the one-line report
+    os.dup2(log, 2)
+    try:
+        conn.send(("ok", _run(model, arena_size, obs)))
+    except Exception as error:  # the interpreter raises RuntimeError/ValueError when it cannot allocate or prepare
+        conn.send(("error", f"{type(error).__name__}: {error}"))
+
+
+def _context():
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["numpy", "tflite_micro.runtime"])  # imported once, in the fork server
+    return context
+
+
+def _log_lines(path: str) -> list[str]:
+    text = Path(path).read_text(errors="replace") if os.path.exists(path) else ""
+    lines = [" ".join(line.split()).rstrip(".") for line in text.splitlines()]
+    noise = (*_NOISE, "Traceback", "File ")
+    return [line for line in lines if line and not line.startswith(noise)]
+
+
+def run_isolated(model: bytes, arena_size: int, obs: np.ndarray,
+                 timeout: float = 300.0) -> tuple[np.ndarray | None, str]:
+    """`_run` in a child process: (outputs, "") or (None, one-line reason), also when TFLite Micro crashes."""
+    fd, log_path = tempfile.mkstemp(prefix="kppo_micro_", suffix=".log")
+    os.close(fd)
+    context = _context()
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(model, arena_size, np.asarray(obs), log_path, send), daemon=True)
+    try:
+        process.start()
+        send.close()
+        result = receive.recv() if receive.poll(timeout) else None
+        process.join(timeout=10)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    except EOFError:  # the child died before sending anything
+        result = None
+        process.join(timeout=10)
+    finally:
+        receive.close()
+        lines = _log_lines(log_path)
+        os.unlink(log_path)
+    if result is not None and result[0] == "ok":
+        return result[1], ""
+    code = process.exitcode
+    reason = result[1] if result is not None else (
+        f"no answer from the TFLite Micro process within {timeout:.0f} s" if not code
+        else f"the TFLite Micro process crashed ({f'signal {-code}' if code < 0 else f'exit status {code}'})")
+    return None, "; ".join(lines + [reason])
+
+
+def smallest_arena(model: bytes, probe: np.ndarray, low: int = 256, high: int | None = None,
+                   expected: np.ndarray | None = None) -> int:
+    """Smallest arena size (bytes, to 16) with which the model allocates and runs `probe` (and reproduces `expected`,
+    the outputs with the large arena, when given)."""
     high = high or max(10 * len(model), 64 * 1024)
 
     def works(size: int) -> bool:
-        try:
-            _run(model, size, probe[:1])
-            return True
-        except Exception:  # the interpreter raises RuntimeError/ValueError when the arena is too small
-            return False
+        out, _ = run_isolated(model, size, probe)
+        return out is not None and (expected is None or np.array_equal(out, expected))
 
     if not works(high):
-        raise ValueError(f"artifact: TFLite Micro could not run it even with a {high}-byte arena")
+        raise MicroError(f"artifact: TFLite Micro could not run it even with a {high}-byte arena")
     while high - low > 16:
         mid = (low + high) // 2
         low, high = (low, mid) if works(mid) else (mid, high)
@@ -51,24 +123,47 @@ def smallest_arena(model: bytes, probe: np.ndarray, low: int = 256, high: int | 
 
 
 def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict:
-    model = Path(artifact).read_bytes()
+    """Arena bytes, model bytes and the TFLite Micro vs LiteRT difference on `observations` random observations
+    (max/mean absolute error; for integer actions also the fraction of differing actions).
+
+    Raises:
+        MicroError: TFLite Micro rejects the model (one line with its reasons), or crashes on it.
+    """
+    artifact = Path(artifact)
+    model = artifact.read_bytes()
+    metadata = load_metadata(artifact)
+    dtype = np.dtype(metadata["input"]["dtype"])
+    obs = example_observations(metadata["observation_space"], observations, np.random.default_rng(seed)).astype(dtype)
+    high = max(10 * len(model), 64 * 1024)
+    micro, reason = run_isolated(model, high, obs)
+    if micro is None:
+        hint = " (TFLite Micro runs float32 and int8 artifacts, not dynamic-range ones)" if (
+            metadata.get("quantization") == "dynamic") else ""
+        raise MicroError(f"TFLite Micro rejects {artifact.name} (with a {high}-byte arena): {reason}{hint}")
+    arena = smallest_arena(model, obs[:4], high=high, expected=micro[:4])
     controller = Controller(artifact)
-    obs = np.random.default_rng(seed).normal(size=(observations, controller.obs_dim)).astype(np.float32) * 3.0
-    arena = smallest_arena(model, obs)
-    micro = _run(model, arena, obs)
-    litert = np.asarray([controller.act(row) for row in obs]).reshape(micro.shape)
+    litert = np.asarray([controller.act_flat(row) for row in obs]).reshape(micro.shape)
     error = np.abs(micro.astype(np.float64) - litert)
-    return {"arena_bytes": arena, "model_bytes": len(model), "max_abs_error_vs_litert": float(error.max()),
-            "mean_abs_error_vs_litert": float(error.mean()), "observations": observations}
+    report = {"arena_bytes": arena, "model_bytes": len(model), "max_abs_error_vs_litert": float(error.max()),
+              "mean_abs_error_vs_litert": float(error.mean()), "observations": observations}
+    if np.issubdtype(micro.dtype, np.integer):
+        report["action_mismatch_vs_litert"] = float(np.mean((micro != litert).reshape(len(obs), -1).any(axis=1)))
+    return report
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("artifact")
     parser.add_argument("--observations", type=int, default=1000)
     args = parser.parse_args(argv)
-    print(json.dumps(check(args.artifact, args.observations)))
+    try:
+        report = check(args.artifact, args.observations)
+    except (ValueError, RuntimeError, OSError) as error:  # MicroError, and LiteRT / file errors
+        print(f"micro_check: {' '.join(str(error).split())}", file=sys.stderr)
+        return 1
+    print(json.dumps(report))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

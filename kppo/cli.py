@@ -258,7 +258,7 @@ def _load_unfinished_run(path: Path):
 
 def cmd_eval(args) -> int:
     from kppo.checkpoint import space_from_dict
-    from kppo.envs.spaces import flatten_obs
+    from kppo.envs.spaces import input_rows
     from kppo.exporter import TFLiteRunner, resolve_source
 
     if args.episodes < 1:
@@ -294,7 +294,7 @@ def cmd_eval(args) -> int:
 
         def act(obs):
             batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
-            out = runner(flatten_obs(space, batch))[0]
+            out = runner(input_rows(space, batch))[0]
             return int(out) if np.ndim(out) == 0 else out
     else:
         raise ValueError(f"RUN_DIR|ARTIFACT: expected a run directory, an agent directory or a .tflite file, got {str(target)!r}")

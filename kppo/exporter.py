@@ -2,10 +2,14 @@
 and action squashing/scaling baked in, checked for parity against `Policy.get_action` when it is written.
 
 The artifact's endpoint `action(obs)` takes raw flat observations in env units ([batch, obs_dim] float32; Dict
-observations flattened in the Dict's key order) and returns the deterministic action in env units:
+observations flattened in the Dict's key order; Discrete, MultiDiscrete and MultiBinary parts as their integers,
+int32 when there is no Box part, which the artifact one-hot encodes: `Policy.input_row`, `Policy.encode_graph`)
+and returns the deterministic action in env units:
 clip((obs - mean) / sqrt(var + 1e-8), -10, 10) -> actor -> mean (Box) / argmax (discrete) -> tanh or clip ->
 low + (a + 1) / 2 * (high - low). Box: float32 [batch, act_dim]; Discrete: int32 [batch]; MultiDiscrete and
-MultiBinary: int32 [batch, n]. A SavedModel also serves `value(obs)`.
+MultiBinary: int32 [batch, n]. A SavedModel also serves `value(obs)`. int8 quantizes the network body only, on
+standardized inputs, calibrated on the policy's own episodes; the input encoding, normalization and the action
+computation stay float32 (`_convert`).
 
 Keras 3 models must be exported through `keras.export.ExportArchive` (a Keras model inside a plain `tf.Module`
 converts to a TFLite file without weights that outputs NaN, silently; see DESIGN.md) and every artifact is run by the
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,6 +38,7 @@ from kppo.version import __version__
 FORMATS = ("tflite", "saved_model")
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
 PARITY_TOLERANCE = 1e-5  # float32 artifacts: max |error| / (high - low) for Box actions
+CALIBRATION_STEPS = 2000  # int8: observations recorded from the policy's own episodes
 
 
 class Exported(NamedTuple):
@@ -63,48 +69,88 @@ def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
     raise ValueError(f"source: expected a PPOResult, Policy, kppo.PPO or agent directory, got {type(source).__name__}")
 
 
-def _obs_dim(policy: Policy) -> int:
-    return int(policy._stats.mean.shape[0])
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Building artifacts
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None) -> None:
-    spec = [tf.TensorSpec([batch_size, _obs_dim(policy)], tf.float32, name="obs")]
+def _standardized(policy: Policy, rows: np.ndarray):
+    """int8 without observation normalization: (actor', standardize), standardize(obs) = clip((obs - m) / s, -10, 10)
+    with the calibration rows' mean m and std s, and actor' a copy of the actor whose first layer undoes it (kernel * s,
+    bias + m @ kernel): the same function, but the one per-tensor int8 input scale now resolves every feature
+    (CartPole's pole angle spans 1/25 of the cart position's range: a raw int8 input gave it 17 levels)."""
+    rows = policy.encode(rows).astype(np.float64)
+    box = np.zeros(rows.shape[1], bool)  # one-hot and binary columns are left as they are (0 and 1)
+    for part in policy.layout:
+        box[part.encoded] = part.kind == "Box"
+    mean, std = np.where(box, rows.mean(axis=0), 0.0), np.where(box, rows.std(axis=0), 1.0)
+    std = np.where(std > 1e-6, std, 1.0)
+    actor = type(policy.actor).from_config(policy.actor.get_config())
+    actor(tf.zeros([1, len(mean)]))
+    actor.set_weights(policy.actor.get_weights())
+    first = actor.hidden[0] if actor.hidden else actor.head
+    kernel = np.asarray(first.kernel, np.float64)
+    first.kernel.assign(kernel * std[:, None])
+    first.bias.assign(np.asarray(first.bias, np.float64) + mean @ kernel)
+    shift, scale = tf.constant(mean, tf.float32), tf.constant(1.0 / std, tf.float32)
+    return actor, lambda obs: tf.clip_by_value((obs - shift) * scale, -10.0, 10.0)
+
+
+def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
+    spec = [tf.TensorSpec([batch_size, policy.input_dim], tf.as_dtype(policy.input_dtype), name="obs")]
+    actor, front = policy.actor, policy.normalize
+    if int8_rows is not None and not policy.obs_scaling.enabled:
+        actor, front = _standardized(policy, int8_rows)
 
     def action(obs):
-        return policy.dist.to_env(policy.dist.mode(policy.actor(policy.normalize(obs))))
+        return policy.dist.to_env(policy.dist.mode(actor(front(policy.encode_graph(obs)))))
 
     archive = keras.export.ExportArchive()
-    archive.track(policy.actor)
+    archive.track(actor)
     archive.add_endpoint(name="action", fn=action, input_signature=spec)
     if critic is not None:
         archive.track(critic)
-        archive.add_endpoint(name="value", fn=lambda obs: critic(policy.normalize(obs)), input_signature=spec)
+        value = lambda obs: critic(policy.normalize(policy.encode_graph(obs)))  # noqa: E731
+        archive.add_endpoint(name="value", fn=value, input_signature=spec)
     archive.write_out(str(directory), verbose=False)
 
 
+def _float_nodes(calibrated: bytes) -> list[str]:
+    """Output tensors of the ops before the first and after the last FULLY_CONNECTED: input encoding, normalization
+    or standardization; argmax, tanh/clip and rescaling."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=calibrated)
+    names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
+    ops = interpreter._get_ops_details()
+    dense = [i for i, op in enumerate(ops) if op["op_name"] == "FULLY_CONNECTED"]
+    return [names[t] for op in ops[:dense[0]] + ops[dense[-1] + 1:] for t in op["outputs"]]
+
+
 def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray) -> bytes:
+    """TFLite bytes. int8 quantizes the network body only (`_float_nodes` stay float32, TFLite Micro runs both):
+    its input is the standardized observation and actions come from dequantized outputs."""
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=["action"])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # builtin ops only, no select TF ops
+    if quantize in ("float16", "dynamic", "int8"):
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.target_spec.supported_types = [tf.float16]
-    elif quantize == "dynamic":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    elif quantize == "int8":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    if quantize != "int8":
+        return converter.convert()
+    rows = representative[np.linspace(0, len(representative) - 1, min(len(representative), 1000)).astype(int)]
 
-        def dataset():
-            for row in representative[:500]:
-                yield [row[None].astype(np.float32)]
+    def dataset():
+        for row in rows:  # spread over all recorded episodes
+            yield [row[None]]
 
-        converter.representative_dataset = dataset
-    return converter.convert()
+    converter.representative_dataset = dataset
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the debugger's own tf.lite.Interpreter deprecation notice
+        debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=dataset)
+        nodes = _float_nodes(debugger.calibrated_model)
+        debugger.options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=nodes)
+        return debugger.get_nondebug_quantized_model()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -127,9 +173,13 @@ class TFLiteRunner:
         details = self.runner.get_input_details()
         self.input_name = next(iter(details))
         self.fixed_batch = int(details[self.input_name]["shape"][0])
+        self.input_dtype = np.dtype(details[self.input_name]["dtype"])
+        self.input_dim = int(details[self.input_name]["shape"][1])
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
+        obs = np.asarray(obs).astype(self.input_dtype)
+        if obs.ndim != 2 or obs.shape[1] != self.input_dim:  # LiteRT would resize the input and run on anyway
+            raise ValueError(f"obs: expected input rows [N, {self.input_dim}], got shape {obs.shape}")
         if self.fixed_batch == 1 or self.fixed_batch != obs.shape[0]:
             return np.concatenate([self._run(row[None]) for row in obs])
         return self._run(obs)
@@ -149,38 +199,49 @@ class TFLiteRunner:
         return sorted({op["op_name"] for op in plain._get_ops_details()})
 
 
+def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Input rows from standard scores z [N, input_dim]: Box values mean + std * z (normalization statistics),
+    Discrete / MultiDiscrete / MultiBinary values uniform over their range."""
+    mean = np.asarray(policy.obs_scaling.mean, np.float64)
+    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float64) + 1e-8)
+    rows = np.zeros(z.shape)
+    for part in policy.layout:
+        if part.kind == "Box":
+            rows[:, part.raw] = mean[part.encoded] + std[part.encoded] * z[:, part.raw]
+        else:
+            sizes = np.asarray(part.sizes or [2] * (part.raw.stop - part.raw.start))
+            rows[:, part.raw] = np.asarray(part.starts or 0) + rng.integers(0, sizes, size=(len(z), len(sizes)))
+    return rows.astype(policy.input_dtype)
+
+
 def parity_observations(policy: Policy, count: int, seed: int = 0, recorded: np.ndarray | None = None) -> np.ndarray:
-    """Observations to check an artifact on: recorded ones first, then samples around the normalization statistics
-    (70% within 3 std, 30% at 10-15 std, i.e. in the +-10 clip region), float32 [count, obs_dim]."""
+    """Input rows to check an artifact on: recorded ones first, then samples around the normalization statistics
+    (70% within 3 std, 30% at 10-15 std, i.e. in the +-10 clip region; integers uniform), [count, input_dim]."""
     rng = np.random.default_rng(seed)
-    dim = _obs_dim(policy)
-    parts = [] if recorded is None else [np.asarray(recorded, np.float32).reshape(-1, dim)[:count]]
+    dim = policy.input_dim
+    parts = [] if recorded is None else [np.asarray(recorded).astype(policy.input_dtype).reshape(-1, dim)[:count]]
     missing = count - sum(len(p) for p in parts)
     if missing > 0:
-        mean = np.asarray(policy.obs_scaling.mean, np.float32)
-        std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float32) + 1e-8)
         near = rng.normal(size=(missing, dim)) * 3.0
         far = rng.choice([-1.0, 1.0], size=(missing, dim)) * rng.uniform(10.0, 15.0, size=(missing, dim))
-        z = np.where(rng.random((missing, 1)) < 0.7, near, far)
-        parts.append((mean + std * z).astype(np.float32))
+        parts.append(_sample_rows(policy, np.where(rng.random((missing, 1)) < 0.7, near, far), rng))
     return np.concatenate(parts)
 
 
 def _calibration_observations(policy: Policy, recorded: np.ndarray | None, seed: int) -> np.ndarray:
-    """int8 calibration data: recorded observations, else samples within the normalization statistics' bulk
-    (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range."""
+    """int8 calibration data without recorded observations or an env: samples within the normalization statistics'
+    bulk (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range."""
     if recorded is not None:
-        return np.asarray(recorded, np.float32).reshape(-1, _obs_dim(policy))
+        return np.asarray(recorded).astype(policy.input_dtype).reshape(-1, policy.input_dim)
     rng = np.random.default_rng(seed + 1)
-    mean = np.asarray(policy.obs_scaling.mean, np.float32)
-    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float32) + 1e-8)
-    return (mean + std * rng.normal(size=(500, len(mean)))).astype(np.float32)
+    return _sample_rows(policy, rng.normal(size=(500, policy.input_dim)), rng)
 
 
 def measure_parity(run, policy: Policy, obs: np.ndarray) -> dict[str, float]:
     """Artifact vs `Policy.get_action` on `obs`: for Box actions the error relative to the action range; for
     discrete actions the fraction of differing actions among observations whose top two logits differ by > 1e-4."""
-    want = policy.get_action_flat(obs)
+    flat = policy.encode(obs)
+    want = policy.get_action_flat(flat)
     got = np.asarray(run(obs)).reshape(want.shape)
     if not np.all(np.isfinite(got)):
         return {"max_error": float("inf"), "mean_error": float("inf"), "non_finite": float(np.mean(~np.isfinite(got)))}
@@ -188,7 +249,7 @@ def measure_parity(run, policy: Policy, obs: np.ndarray) -> dict[str, float]:
     if isinstance(space, gym.spaces.Box):
         err = np.abs(got.astype(np.float64) - want) / (space.high - space.low)
         return {"max_error": float(err.max()), "mean_error": float(err.mean()), "non_finite": 0.0}
-    logits = np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(obs)))))
+    logits = np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat)))))
     top2 = np.sort(logits, axis=-1)[..., -2:]
     decisive = (top2[..., 1] - top2[..., 0] > 1e-4).reshape(len(obs), -1).all(axis=1)
     wrong = (got != want).reshape(len(obs), -1).any(axis=1)
@@ -219,6 +280,7 @@ def export(
     representative_obs: np.ndarray | None = None,
     parity_obs: int = 1000,
     seed: int = 0,
+    calibration_env: Any = None,
 ) -> Exported:
     """Writes `path` (a .tflite file, or a SavedModel directory) and `<path>.metadata.json` beside it.
 
@@ -226,10 +288,15 @@ def export(
         source: a `PPOResult`, a `Policy`, a `kppo.PPO` model or an agent directory written by `save`.
         format: "tflite" or "saved_model".
         quantize: TFLite only: None (float32), "float16", "dynamic" (weights int8) or "int8" (full integer, float
-            interface; calibrated on `representative_obs` or the parity observations).
+            interface; calibrated on `representative_obs`, else on the policy's own observations in
+            `calibration_env`, else on samples from the normalization statistics).
         batch_size: fixed batch dimension of the input (1 for embedded targets), or None for a dynamic batch.
-        representative_obs: recorded raw flat observations [N, obs_dim]: used first for parity and int8 calibration.
+        representative_obs: recorded input rows [N, input_dim] (`Policy.input_row`; for a Box the flat observation):
+            used first for parity and int8 calibration.
         parity_obs: how many observations the artifact is checked on (at least 1,000).
+        calibration_env: int8 without `representative_obs`: a gymnasium id, `Env` or factory in which the policy runs
+            `CALIBRATION_STEPS` steps (`record_observations`) for calibration and parity. Defaults to the training
+            config's `env` when that makes an env with the policy's spaces.
 
     Raises:
         ParityError: a float32 artifact differs from `Policy.get_action` by more than 1e-5 of the action range (or
@@ -245,11 +312,23 @@ def export(
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
     policy, critic, config = resolve_source(source)
     path = Path(path)
-    obs = parity_observations(policy, max(int(parity_obs), 1000), seed, representative_obs)
+    recorded, calibration = representative_obs, "representative_obs"
+    if quantize == "int8" and recorded is None:
+        env = calibration_env if calibration_env is not None else (config or {}).get("env")
+        made = None if env is None else policy.make_env(env)
+        if made is not None:
+            recorded = policy.record_observations(made, CALIBRATION_STEPS, seed)
+            calibration = f"policy rollouts in {made.spec.id if made.spec else type(made.unwrapped).__name__}"
+            if made is not env:
+                made.close()
+        else:
+            calibration = "normalization statistics"
+    obs = parity_observations(policy, max(int(parity_obs), 1000), seed, recorded)
     staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))
     try:
         saved_model = staging / "saved_model"
-        _write_saved_model(policy, critic, saved_model, batch_size)
+        calibration_rows = _calibration_observations(policy, recorded, seed) if quantize == "int8" else None
+        _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
         if format == "saved_model":
             loaded = tf.saved_model.load(str(saved_model))
             run = _saved_model_runner(loaded, batch_size)
@@ -258,7 +337,7 @@ def export(
                 shutil.rmtree(path)
             shutil.copytree(saved_model, path)
         else:
-            blob = _convert(saved_model, quantize, _calibration_observations(policy, representative_obs, seed))
+            blob = _convert(saved_model, quantize, calibration_rows)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
             runner = TFLiteRunner(blob)
@@ -269,6 +348,8 @@ def export(
     if quantize is None:
         check_parity(parity, format)
     metadata = _metadata(policy, config, format, quantize, batch_size, parity, len(obs), ops, path)
+    if quantize == "int8":
+        metadata["calibration"] = {"source": calibration, "observations": len(calibration_rows)}
     metadata_path = path.with_name(path.name + ".metadata.json")
     metadata_path.write_text(json.dumps(metadata, indent=2))
     return Exported(path, metadata_path, metadata)
@@ -292,7 +373,7 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "artifact": path.name,
         "format": format,
         "quantization": quantize or "float32",
-        "input": {"name": "obs", "shape": [batch_size, _obs_dim(policy)], "dtype": "float32"},
+        "input": {"name": "obs", "shape": [batch_size, policy.input_dim], "dtype": str(policy.input_dtype)},
         "output": {"name": "action", "shape": out_shape, "dtype": out_dtype},
         "observation_space": checkpoint.space_to_dict(policy.observation_space),
         "action_space": checkpoint.space_to_dict(act),

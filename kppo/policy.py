@@ -5,7 +5,7 @@ get_action(obs) = to_env(mode_or_sample(actor(clip((obs - mean) / sqrt(var + 1e-
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -13,7 +13,7 @@ import numpy as np
 from kppo import normalization
 from kppo._tf import tf
 from kppo.distributions import ActionDistribution
-from kppo.envs.spaces import flatten_obs
+from kppo.envs.spaces import encode_rows, flatten_obs, input_dim, input_rows, integer_input, is_encoded, layout
 from kppo.networks import Actor
 from kppo.types import MeanStd
 
@@ -95,7 +95,8 @@ class Policy:
         return self.dist.mode(params) if key is None else self.dist.sample(params, key)
 
     def _batched(self, obs) -> tuple[np.ndarray, bool]:
-        """One observation or a batch -> flat float32 [N, D] (Dict observations flattened in key order)."""
+        """One observation or a batch -> flat float32 [N, D] (Dict observations flattened in key order; Discrete and
+        MultiDiscrete parts one-hot)."""
         space = self.observation_space
         if isinstance(space, gym.spaces.Dict):
             if not isinstance(obs, dict) or set(obs) != set(space.keys()):
@@ -105,11 +106,11 @@ class Policy:
             return flatten_obs(space, batch), single
         obs = np.asarray(obs, dtype=np.float32)
         shape = tuple(space.shape)
-        if obs.shape == shape:
-            return obs.reshape(1, -1), True
-        if obs.shape[1:] != shape:
+        single = obs.shape == shape
+        if not single and obs.shape[1:] != shape:
             raise ValueError(f"obs: expected shape {shape} or [N, *{shape}], got {obs.shape}")
-        return obs.reshape(obs.shape[0], -1), False
+        batch = obs[None] if single else obs
+        return (flatten_obs(space, batch) if is_encoded(space) else batch.reshape(len(batch), -1)), single
 
     def apply_actor(self, norm_obs, rng=None) -> np.ndarray:
         """Actor on normalized flat observations [D] or [N, D]: the unscaled action (Gaussian u, or index).
@@ -142,6 +143,98 @@ class Policy:
         """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order)."""
         key = None if rng is None else _as_key(rng)
         return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key).numpy()
+
+    def make_env(self, env: Any) -> gym.Env | None:
+        """A gymnasium env from an id, an Env (returned as is) or a factory; None when it cannot be made or its spaces
+        are not this policy's (e.g. a config's default env when `train` was given another env)."""
+        made = env
+        if isinstance(env, str):
+            try:
+                made = gym.make(env)
+            except Exception:  # not a registered gymnasium id (or its package is missing)
+                return None
+        elif callable(env) and not isinstance(env, gym.Env):
+            made = env()
+        if not isinstance(made, gym.Env):
+            return None
+        if made.observation_space != self.observation_space or made.action_space != self.action_space:
+            if made is not env:
+                made.close()
+            return None
+        return made
+
+    def record_observations(self, env: Any, steps: int, seed: int = 0) -> np.ndarray | None:
+        """This policy's own observations as input rows [steps, input_dim] (`input_row`): deterministic episodes (what
+        a deployed artifact does) in `env` (a gymnasium id, `Env` or factory) reset with seeds seed, seed + 1, ...;
+        None when `env` cannot be made or has other spaces than the policy."""
+        made = self.make_env(env)
+        if made is None:
+            return None
+        rows, episode = [], 0
+        try:
+            while len(rows) < steps:
+                obs, _ = made.reset(seed=seed + episode)
+                done = False
+                while not done and len(rows) < steps:
+                    rows.append(self.input_row(obs))
+                    action = self.get_action(obs)
+                    obs, _, terminated, truncated, _ = made.step(action.item() if np.ndim(action) == 0 else action)
+                    done = terminated or truncated
+                episode += 1
+        finally:
+            if made is not env:
+                made.close()
+        return np.asarray(rows, self.input_dtype)
+
+    # Input rows: what an exported artifact takes. For a Box or a Dict of Boxes the flat observation itself; with
+    # Discrete / MultiDiscrete / MultiBinary parts their raw integers, which `encode` one-hot encodes.
+
+    @property
+    def layout(self) -> list:
+        """The observation's parts in the input row and in the encoded row (`kppo.envs.spaces.Part`)."""
+        return layout(self.observation_space)
+
+    @property
+    def input_dim(self) -> int:
+        if is_encoded(self.observation_space):
+            return input_dim(self.observation_space)
+        return int(self._stats.mean.shape[0])
+
+    @property
+    def input_dtype(self) -> np.dtype:
+        """int32 when every part of the observation is an integer, else float32."""
+        encoded = is_encoded(self.observation_space)
+        return np.dtype(np.int32 if encoded and integer_input(self.observation_space) else np.float32)
+
+    def input_row(self, obs) -> np.ndarray:
+        """One raw observation -> its input row [input_dim]."""
+        space = self.observation_space
+        batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
+        return input_rows(space, batch)[0].astype(self.input_dtype)
+
+    def encode(self, rows: np.ndarray) -> np.ndarray:
+        """Input rows [N, input_dim] -> the flat float32 observations [N, D] the networks see."""
+        if not is_encoded(self.observation_space):
+            return np.asarray(rows, np.float32)
+        return encode_rows(self.observation_space, rows)
+
+    def encode_graph(self, rows: tf.Tensor) -> tf.Tensor:
+        """`encode` in TensorFlow, with ops TFLite Micro has too: one_hot(x - start, n) is computed as
+        max(1 - |x - (start + range(n))|, 0) in float32 (the converter would turn tf.one_hot, or equal + cast, into
+        ONE_HOT, which TFLite Micro lacks); exact for integers below 2^24, all zeros out of range, as `encode`."""
+        if not is_encoded(self.observation_space):
+            return tf.cast(rows, tf.float32)
+        parts = layout(self.observation_space)
+        blocks = []
+        for part in parts:
+            values = tf.cast(rows if len(parts) == 1 else rows[:, part.raw], tf.float32)
+            if not part.sizes:
+                blocks.append(values)
+            for column, (size, start) in enumerate(zip(part.sizes, part.starts)):
+                positions = tf.constant(np.arange(start, start + size, dtype=np.float32)[None])
+                value = values if len(part.sizes) == 1 else values[:, column:column + 1]
+                blocks.append(tf.maximum(1.0 - tf.abs(value - positions), 0.0))
+        return blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)
 
     def _get_action_graph(self, obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
         return self.dist.to_env(self._apply_actor(self.normalize(obs), key))

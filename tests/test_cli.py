@@ -236,3 +236,12 @@ def test_resume_through_the_cli(tmp_path, capsys):
     assert again["final_eval_mean_return"] == first["final_eval_mean_return"]
     assert main(["train", "cartpole", "--resume", str(run)]) == 2
     assert "--resume: expected no CONFIG" in capsys.readouterr().err
+
+
+def test_a_discrete_observation_artifact_is_evaluated_on_raw_integers(tmp_path, capsys):
+    """FrozenLake: the artifact takes the raw state index (one-hot inside); `kppo eval` feeds it the env's integers."""
+    run = tmp_path / "lake"
+    assert main(["train", "--set", "env=FrozenLake-v1", "--out", str(run), *TINY]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(run / "policy.tflite"), "--episodes", "2"]) == 0
+    assert capsys.readouterr().out.startswith("FrozenLake-v1: ")

@@ -83,4 +83,94 @@ def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
     exported = kppo.export(result, tmp_path / "p.tflite", quantize=quantize)
     got = _kit(f"import json\nfrom export.micro_check import check\nprint(json.dumps(check({str(exported.path)!r}, 100)))\n")
     assert 0 < got["arena_bytes"] <= 16 * 1024
-    assert got["max_abs_error_vs_litert"] <= 1e-5  # same kernels' arithmetic up to float rounding
+    # float32: the same arithmetic up to float rounding; int8: TFLite Micro and LiteRT may round a value on either
+    # side of a quantization step (one step of the output is ~1e-3 of Pendulum's [-2, 2] torque)
+    assert got["max_abs_error_vs_litert"] <= (1e-5 if quantize is None else 0.05)
+    assert got["mean_abs_error_vs_litert"] <= (1e-6 if quantize is None else 1e-3)
+
+
+def _micro_check_cli(path, *args) -> subprocess.CompletedProcess:
+    code = f"from export.micro_check import main\nsys.exit(main([{str(path)!r}, *{list(args)!r}]))\n"
+    return subprocess.run([sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def cartpole(tmp_path_factory):
+    """TF-native CartPole (a short run: the network has the default 2 x 64 tanh shape) and its int8 export."""
+    result = kppo.train("CartPole-v1", kppo.Config(num_envs=4, num_steps=32, total_timesteps=4 * 32 * 4, eval_freq=1))
+    return result, kppo.export(result, tmp_path_factory.mktemp("cartpole") / "policy_int8.tflite", quantize="int8")
+
+
+def test_the_int8_cartpole_artifact_runs_under_tflite_micro(cartpole):
+    """The issue: micro_check printed "Node FULLY_CONNECTED (number 3) failed to prepare" and died with SIGSEGV. The
+    model was fine; TFLite Micro crashes (or misreports a node) when the arena is a few bytes too small, and the arena
+    search probed such sizes in-process. Probes now run in child processes."""
+    _, exported = cartpole
+    out = _micro_check_cli(exported.path, "--observations", "300")
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert 0 < got["arena_bytes"] <= 8 * 1024 and got["observations"] == 300
+    assert got["action_mismatch_vs_litert"] <= 0.01  # int8 rounding on a knife-edge observation, at most
+    assert exported.metadata["calibration"]["source"] == "policy rollouts in CartPole-v1"
+    assert {"QUANTIZE", "FULLY_CONNECTED", "ARG_MAX"} <= set(exported.metadata["tflite_ops"])
+
+
+def test_micro_check_reports_a_model_tflite_micro_rejects_in_one_line(cartpole, tmp_path):
+    result, _ = cartpole
+    exported = kppo.export(result, tmp_path / "policy_dynamic.tflite", quantize="dynamic")  # float input, int8 weights
+    out = _micro_check_cli(exported.path)
+    assert out.returncode == 1 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("micro_check: TFLite Micro rejects policy_dynamic.tflite")
+    assert "FULLY_CONNECTED" in lines[0] and "not dynamic-range ones" in lines[0]
+
+
+def test_a_tflite_micro_crash_is_a_one_line_reason_not_the_end_of_the_check(cartpole):
+    """An arena of 256 bytes makes this TFLite Micro build dereference a failed allocation (SIGSEGV)."""
+    _, exported = cartpole
+    got = _kit(
+        "import json\nimport numpy as np\nfrom export.micro_check import run_isolated\n"
+        f"model = open({str(exported.path)!r}, 'rb').read()\n"
+        "out, reason = run_isolated(model, 256, np.zeros((2, 4), np.float32))\n"
+        "ok, _ = run_isolated(model, 64 * 1024, np.zeros((2, 4), np.float32))\n"
+        "print(json.dumps({'out': out, 'reason': reason, 'ok': ok.tolist()}))\n"
+    )
+    assert got["out"] is None and got["reason"] and "\n" not in got["reason"]
+    assert len(got["ok"]) == 2  # the checking process goes on
+
+
+@pytest.mark.slow
+def test_int8_cartpole_keeps_the_closed_loop_return(tmp_path):
+    """The issue's numbers: the default CartPole run, int8 vs float32 over 30 episodes (README: within 3%)."""
+    result = kppo.train("CartPole-v1", kppo.Config(), seed=0)
+    paths = [kppo.export(result, tmp_path / f"{q or 'float32'}.tflite", quantize=q).path for q in (None, "int8")]
+    got = _kit("import json\nfrom export.evaluate import run_episodes\nfrom export.runtime import Controller\n"
+               f"paths = {list(map(str, paths))}\n"
+               "print(json.dumps([run_episodes(Controller(p), 'CartPole-v1', 30, 0) for p in paths]))\n")
+    float32, int8 = (np.mean(r) for r in got)
+    assert int8 >= 0.97 * float32, (float32, int8)
+
+
+def test_kit_runs_a_discrete_observation_policy_without_tensorflow(tmp_path):
+    """FrozenLake-v1: Discrete(16) observations; the kit passes the raw integer, the artifact one-hot encodes it.
+    float32 and int8 artifacts play the Python policy's episodes and run under TFLite Micro."""
+    result = kppo.train("FrozenLake-v1", kppo.Config(num_envs=8, num_steps=64, total_timesteps=8 * 64 * 4, eval_freq=1,
+                                                     num_eval_envs=2, learning_rate=1e-3), seed=0)
+    paths = [str(kppo.export(result, tmp_path / f"{q}.tflite", quantize=q).path) for q in (None, "int8")]
+    seeds = list(range(20))
+    want = _python_returns(result.policy, "FrozenLake-v1", seeds)
+    got = _kit(
+        "import json\nfrom export.evaluate import run_episodes\nfrom export.micro_check import check\n"
+        "from export.runtime import Controller\n"
+        f"paths, seeds = {paths}, {seeds}\n"
+        "returns = [[run_episodes(Controller(p), 'FrozenLake-v1', 1, s)[0] for s in seeds] for p in paths]\n"
+        "c = Controller(paths[0])\n"
+        "acts = [c.act(s) for s in range(16)]\n"
+        "print(json.dumps({'returns': returns, 'acts': acts, 'micro': [check(p, 200) for p in paths]}))\n"
+    )
+    assert got["returns"][0] == want
+    np.testing.assert_array_equal(got["acts"], result.policy.get_action(np.arange(16)))
+    for micro in got["micro"]:
+        assert 0 < micro["arena_bytes"] <= 16 * 1024 and micro["action_mismatch_vs_litert"] == 0

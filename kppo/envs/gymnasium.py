@@ -7,19 +7,24 @@ environments of `kppo.envs.base`, in numpy:
     reset(seed) -> obs                                                   # float32 [num_envs, flat_obs_dim]
     step(actions) -> HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
-The vector env runs in gymnasium's `AutoresetMode.SAME_STEP`: where `terminated | truncated`, `obs` is the
+The vector env runs in gymnasium's `AutoresetMode.SAME_STEP` (one in gymnasium's default NEXT_STEP mode is
+re-created, see `kppo.envs.vector_info.same_step`): where `terminated | truncated`, `obs` is the
 first observation of the next episode and `final_obs` the last observation of the finished one (gymnasium puts
 it in `infos["final_obs"]`, masked by `infos["_final_obs"]`); elsewhere `final_obs` equals `obs`. As in
 `kppo.envs.wrappers.TimeLimitAutoReset`, `truncated` is False where `terminated` (gymnasium's TimeLimit sets
 both when an episode terminates on its last allowed step).
 
-Observations are flattened to float32 vectors as `kppo.envs.spaces` describes. Non-finite observations or rewards
-raise a one-line `ValueError` naming the step, the env index and the offending value.
+Observations are flattened to float32 vectors as `kppo.envs.spaces` describes. Bad envs give one-line `ValueError`s
+(`EnvError`): gymnasium's errors for an id (unknown, deprecated, a missing extra such as Box2D or MuJoCo), a factory
+that needs arguments, raises or returns no `gym.Env`; and, from the sub-envs kppo builds (each wrapped in `CheckedEnv`),
+an exception in `reset`/`step` (its type and first line, chained) or a return that breaks the gymnasium API, naming the
+step and the env index; non-finite observations or rewards, naming the step, the env index and the value.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -30,7 +35,8 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from kppo.envs.spaces import (action_dtype, check_action_space, check_observation_space, flat_dim, flatten_obs,
                                flatten_single, one_line)
-from kppo.envs.vector_info import check_same_step, time_limit_of, vector_env_id, vector_time_limit
+from kppo.envs.vector_info import (CheckedEnv, EnvError, SubEnvError, first_line, install_hint, make_env, same_step,
+                                   time_limit_of, vector_env_id, vector_time_limit)
 
 _VECTORIZATIONS = ("sync", "async")
 
@@ -114,12 +120,13 @@ class GymVecEnv:
         """Wraps `vec_env`, validating its auto-reset mode and spaces (one-line ValueErrors).
 
         Args:
-            vec_env: a gymnasium vector env created with `autoreset_mode=AutoresetMode.SAME_STEP`.
+            vec_env: a gymnasium vector env with `autoreset_mode=AutoresetMode.SAME_STEP`, or one in NEXT_STEP
+                mode that `kppo.envs.vector_info.same_step` re-creates in SAME_STEP mode.
             env_id: the gymnasium id; defaults to the one found in the vector env's spec.
             max_episode_steps: the time limit; defaults to the one found on the sub-envs or the spec.
             seed: used by the first `reset()` called without a seed (env i then gets seed + i).
         """
-        check_same_step(vec_env)
+        vec_env = same_step(vec_env)
         check_observation_space(vec_env.single_observation_space)
         check_action_space(vec_env.single_action_space)
         self.vec_env = vec_env
@@ -150,7 +157,7 @@ class GymVecEnv:
         self._pending_seed = None
         if seed is not None:
             self.action_space.seed(int(seed))
-        raw_obs, _ = self.vec_env.reset(seed=None if seed is None else int(seed))
+        raw_obs, _ = self._call(0, self.vec_env.reset, seed=None if seed is None else int(seed))
         self.reset_raw_obs = raw_obs  # as gymnasium returned them (what SB3 callbacks see as the first `obs`)
         self._step_count = 0
         obs = flatten_obs(self.observation_space, raw_obs)
@@ -169,7 +176,8 @@ class GymVecEnv:
         """
         if self._step_count is None:
             raise RuntimeError("step() called before reset()")
-        raw_obs, reward, terminated, truncated, infos = self.vec_env.step(self._cast_actions(actions))
+        step = self._step_count + 1
+        raw_obs, reward, terminated, truncated, infos = self._call(step, self.vec_env.step, self._cast_actions(actions))
         self._step_count += 1
         obs = flatten_obs(self.observation_space, raw_obs)
         reward = np.asarray(reward, dtype=np.float32).reshape(self.num_envs)
@@ -181,6 +189,17 @@ class GymVecEnv:
         _check_finite("final observation", final_obs, self._step_count, rows=done)
         _check_finite("observation", obs, self._step_count)
         return HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
+
+    @staticmethod
+    def _call(step: int, method: Callable, *args: Any, **kwargs: Any) -> Any:
+        """`method(*args, **kwargs)` of the vector env; an exception becomes a one-line EnvError naming the step."""
+        try:
+            return method(*args, **kwargs)
+        except SubEnvError as err:  # from a CheckedEnv: names the env
+            raise EnvError(err.message(step)) from (err.__cause__ or err)
+        except Exception as err:  # noqa: BLE001  (a vector env kppo did not build: the env index is unknown)
+            raise EnvError(f"env raised {type(err).__name__} in {method.__name__}() at step {step}"
+                           f"{first_line(err)}") from err
 
     def _cast_actions(self, actions: np.ndarray) -> np.ndarray:
         """Actions as an array of the action space's dtype and shape [N, *action_space.shape]."""
@@ -231,11 +250,33 @@ class GymVecEnv:
 
 
 def _call_factory(factory: Callable[[], gym.Env]) -> gym.Env:
-    """Calls a zero-argument factory, checking that it returned a gym.Env."""
-    env = factory()
+    """Calls a zero-argument factory; one-line EnvErrors when it needs arguments, raises, or returns no gym.Env."""
+    name = getattr(factory, "__qualname__", type(factory).__name__)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins and other callables without a signature: just call
+        signature = None
+    required = [p.name for p in signature.parameters.values() if p.default is p.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)] if signature is not None else []
+    if required:
+        raise EnvError(f"env: expected a zero-argument factory, got {name}, which needs {', '.join(required)}; pass "
+                       f"an env id, a gym.Env or e.g. functools.partial({name}, ...)")
+    try:
+        env = factory()
+    except EnvError:
+        raise
+    except Exception as err:  # noqa: BLE001  (user code: named, chained)
+        hint = install_hint(err) if isinstance(err, gym.error.DependencyNotInstalled) else None
+        raise EnvError(f"env: the factory {name} raised {type(err).__name__}{first_line(err)}"
+                       f"{'; it needs ' + hint if hint else ''}") from err
     if not isinstance(env, gym.Env):
-        raise ValueError(f"env: expected the factory to return a gym.Env, got {type(env).__name__}")
+        raise EnvError(f"env: expected the factory {name} to return a gym.Env, got {type(env).__name__}")
     return env
+
+
+def _checked(factory: Callable[[], gym.Env], index: int) -> gym.Env:
+    """Sub-env `index` of a vector env kppo builds: the factory's env inside a `CheckedEnv`."""
+    return CheckedEnv(_call_factory(factory), index)
 
 
 def _check_single_env(env: gym.Env, verbose: int) -> None:
@@ -249,9 +290,10 @@ def _check_single_env(env: gym.Env, verbose: int) -> None:
 
 
 def _vectorize(factories: list[Callable[[], gym.Env]], vectorization: str) -> VectorEnv:
-    """A SyncVectorEnv or AsyncVectorEnv over `factories` in SAME_STEP autoreset mode."""
+    """A SyncVectorEnv or AsyncVectorEnv over `factories` in SAME_STEP autoreset mode, each env in a CheckedEnv."""
     cls = SyncVectorEnv if vectorization == "sync" else AsyncVectorEnv
-    return cls(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+    checked = [functools.partial(_checked, factory, index) for index, factory in enumerate(factories)]
+    return cls(checked, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 def _from_factory(
@@ -293,9 +335,10 @@ def make_vec_env(
               TimeLimit, OrderEnforcing, PassiveEnvChecker);
             - a `gym.Env` instance: wrapped as is in a one-env SyncVectorEnv (num_envs must be 1);
             - a zero-argument factory returning a `gym.Env`: called once per sub-env;
-            - a `gym.vector.VectorEnv` created with `autoreset_mode=AutoresetMode.SAME_STEP`: used as is, and
-              `num_envs`, `vectorization` and `verbose` are ignored.
-        num_envs: number of sub-environments (ids and factories).
+            - a `gym.vector.VectorEnv` with `autoreset_mode=AutoresetMode.SAME_STEP`: used as is; an unwrapped one in
+              NEXT_STEP mode (`gym.make_vec`'s default) is re-created in SAME_STEP mode (`vector_info.same_step`);
+              `vectorization` and `verbose` are ignored.
+        num_envs: number of sub-environments (ids and factories); for a vector env, 1 (its own count) or that count.
         vectorization: "sync" (SyncVectorEnv, default) or "async" (AsyncVectorEnv, one process per sub-env).
             A `gym.Env` instance is always wrapped synchronously.
         seed: seed of the first `reset()` called without one (sub-env i gets seed + i) and of the action space.
@@ -309,19 +352,23 @@ def make_vec_env(
 
     Raises:
         ValueError: (one line, starting with the offending field) for an unsupported env, space, autoreset mode,
-            vectorization or num_envs.
+            vectorization or num_envs; an `EnvError` for gymnasium's errors about an id (unknown, deprecated, a
+            missing extra) and a factory that needs arguments, raises or returns no gym.Env.
     """
     if vectorization not in _VECTORIZATIONS:
         raise ValueError(f"vectorization: expected 'sync' or 'async', got {vectorization!r}")
     if env_kwargs and not isinstance(env, str):
         raise ValueError(f"env_kwargs: only used with an env id, got env of type {type(env).__name__}")
     if isinstance(env, VectorEnv):
+        if num_envs not in (1, env.num_envs):  # 1: the default (kppo.PPO passes it for every env)
+            raise ValueError(f"num_envs: expected {env.num_envs}, the vector env's number of sub-envs, got {num_envs}; "
+                             f"set Config(num_envs={env.num_envs})")
         return GymVecEnv(env, seed=seed)
     if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
         raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
     num_envs = int(num_envs)
     if isinstance(env, str):
-        factory = functools.partial(gym.make, env, **(env_kwargs or {}))
+        factory = functools.partial(make_env, env, env_kwargs or {})
         vec_env, max_steps, _ = _from_factory(factory, num_envs, vectorization, verbose)
         env_id = env
     elif isinstance(env, gym.Env):
@@ -343,13 +390,5 @@ def make_vec_env(
     return GymVecEnv(vec_env, env_id=env_id, max_episode_steps=max_steps, seed=seed)
 
 
-__all__ = [
-    "GymVecEnv",
-    "HostStep",
-    "check_action_space",
-    "check_observation_space",
-    "check_same_step",
-    "flat_dim",
-    "flatten_obs",
-    "make_vec_env",
-]
+__all__ = ["EnvError", "GymVecEnv", "HostStep", "check_action_space", "check_observation_space", "flat_dim",
+           "flatten_obs", "make_vec_env", "same_step"]

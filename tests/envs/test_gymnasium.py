@@ -1,4 +1,5 @@
-"""The host adapter over gymnasium vector envs: inputs, SAME_STEP semantics, flattening, validation."""
+"""The host adapter over gymnasium vector envs: inputs, SAME_STEP semantics, flattening, validation, and one-line errors
+for what a new user may pass (gymnasium's errors for an id, bad factories, envs that raise or break the API)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+import kppo
 from kppo.envs.gymnasium import GymVecEnv, HostStep, make_vec_env
 from kppo.envs.spaces import flat_dim, flatten_obs
 
@@ -254,20 +256,25 @@ TUPLE_OBS = spaces.Tuple([spaces.Discrete(2)] * 2)
 NESTED_DICT_OBS = spaces.Dict({"a": spaces.Dict({"b": spaces.Box(0, 1)})})
 
 
-def _next_step_vector_env():
-    return SyncVectorEnv([lambda: gym.make("CartPole-v1")], autoreset_mode=AutoresetMode.NEXT_STEP)
+def _disabled_vector_env():
+    return SyncVectorEnv([lambda: gym.make("CartPole-v1")], autoreset_mode=AutoresetMode.DISABLED)
+
+
+def _wrapped_next_step_vector_env():
+    return gym.wrappers.vector.RecordEpisodeStatistics(gym.make_vec("CartPole-v1", 2))
 
 
 @pytest.mark.parametrize(
     "make, field",
     [
         (lambda: make_vec_env(lambda: ToyEnv(observation_space=TUPLE_OBS)), "observation_space"),
-        (lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Discrete(4))), "observation_space"),
+        (lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Text(4))), "observation_space"),
         (lambda: make_vec_env(lambda: ToyEnv(observation_space=NESTED_DICT_OBS)), "observation_space"),
         (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Text(5))), "action_space"),
         (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Box(-1, 1, shape=(2, 2)))), "action_space"),
         (lambda: make_vec_env(ToyEnv(action_space=spaces.Text(5))), "action_space"),
-        (lambda: make_vec_env(_next_step_vector_env()), "autoreset_mode"),
+        (lambda: make_vec_env(_disabled_vector_env()), "autoreset_mode"),
+        (lambda: make_vec_env(_wrapped_next_step_vector_env()), "autoreset_mode"),
         (lambda: make_vec_env("CartPole-v1", 2, vectorization="threads"), "vectorization"),
         (lambda: make_vec_env(gym.make("CartPole-v1"), 2), "num_envs"),
         (lambda: make_vec_env("CartPole-v1", 0), "num_envs"),
@@ -292,3 +299,241 @@ def test_gym_vec_env_wraps_directly():
     assert (env.env_id, env.max_episode_steps, env.num_envs, env.flat_obs_dim) == ("toy", 3, 2, 2)
     env.close()
     env.close()  # idempotent
+
+
+# --- gymnasium's errors for an id: one line naming the id and the fix ------------------------------------------
+
+
+def _raise_missing(name):
+    def entry_point(**kwargs):
+        raise gym.error.DependencyNotInstalled(f'{name} is not installed, run `pip install "gymnasium[{name.lower()}]"`')
+
+    return entry_point
+
+
+gym.register("KppoTest/NeedsBox2D-v0", entry_point=_raise_missing("Box2D"))
+gym.register("KppoTest/NeedsMuJoCo-v0", entry_point=_raise_missing("MuJoCo"))
+
+
+def _installed(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "env_id, message",
+    [
+        ("NoSuchEnv-v0", "env: 'NoSuchEnv-v0' is not available in gymnasium 1.4.0: Environment `NoSuchEnv` doesn't exist; "
+                         "list the registered ids with gymnasium.pprint_registry()"),
+        ("Taxi-v2", "env: 'Taxi-v2' is not available in gymnasium 1.4.0: Environment version v2 for `Taxi` is deprecated. "
+                    "Please use `Taxi-v4` instead"),
+        ("Taxi-v3", "env: 'Taxi-v3' is not available in gymnasium 1.4.0: Environment version v3 for `Taxi` is deprecated. "
+                    "Please use `Taxi-v4` instead"),
+        ("CartPole-v9", "env: 'CartPole-v9' is not available in gymnasium 1.4.0: Environment version `v9` for environment "
+                        "`CartPole` doesn't exist. It provides versioned environments: [ `v0`, `v1` ]"),
+        ("KppoTest/NeedsBox2D-v0", "env: 'KppoTest/NeedsBox2D-v0' needs Box2D, which is not installed: "
+                                   'pip install -e ".[box2d]"'),
+        ("KppoTest/NeedsMuJoCo-v0", "env: 'KppoTest/NeedsMuJoCo-v0' needs MuJoCo, which is not installed: "
+                                    'pip install -e ".[mujoco]"'),
+        pytest.param("CarRacing-v3", 'env: \'CarRacing-v3\' needs Box2D, which is not installed: pip install -e ".[box2d]"',
+                     marks=pytest.mark.skipif(_installed("Box2D"), reason="Box2D is installed")),
+        pytest.param("HalfCheetah-v5", "env: 'HalfCheetah-v5' needs MuJoCo, which is not installed: "
+                                       'pip install -e ".[mujoco]"',
+                     marks=pytest.mark.skipif(_installed("mujoco"), reason="MuJoCo is installed")),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_gymnasium_errors_for_an_id_are_one_line(env_id, message):
+    for vectorization in ("sync", "async"):
+        with pytest.raises(ValueError) as excinfo:
+            make_vec_env(env_id, 2, vectorization=vectorization)
+        assert str(excinfo.value) == message
+        assert excinfo.value.__cause__ is None and excinfo.value.__suppress_context__  # gymnasium's traceback: gone
+
+
+def test_env_kwargs_the_env_does_not_take_are_named():
+    with pytest.raises(ValueError) as excinfo:
+        make_vec_env("CartPole-v1", env_kwargs={"gravity": 3.0})
+    assert str(excinfo.value) == ("env_kwargs: 'CartPole-v1' does not take {'gravity': 3.0}: "
+                                  "CartPoleEnv.__init__() got an unexpected keyword argument 'gravity'")
+
+
+def test_train_and_ppo_give_the_one_line():
+    expected = "env: 'NoSuchEnv-v0' is not available in gymnasium 1.4.0: Environment `NoSuchEnv` doesn't exist"
+    with pytest.raises(ValueError, match="^env: ") as excinfo:
+        kppo.train("NoSuchEnv-v0", kppo.Config(env_backend="gymnasium"))
+    assert str(excinfo.value).startswith(expected) and "\n" not in str(excinfo.value)
+    with pytest.raises(ValueError) as excinfo:
+        kppo.PPO("MlpPolicy", "NoSuchEnv-v0")
+    assert str(excinfo.value).startswith(expected)
+
+
+@pytest.mark.parametrize("space", [TUPLE_OBS, NESTED_DICT_OBS], ids=["tuple", "nested-dict"])
+def test_flattenable_observation_spaces_name_the_wrapper(space):
+    with pytest.raises(ValueError) as excinfo:
+        make_vec_env(lambda: ToyEnv(observation_space=space))
+    message = str(excinfo.value)
+    assert message.startswith("observation_space: expected ") and "\n" not in message
+    assert message.endswith("; wrap the env in gymnasium.wrappers.FlattenObservation (one-hot Box)")
+
+
+# --- bad envs and factories: one line naming what was expected and what was received --------------------------
+
+
+class BadEnv(ToyEnv):
+    """ToyEnv that misbehaves at step `at` (0: in reset) as `how` says; with `seeded`, only when first reset with
+    that seed (a vector env reset with seed 0 seeds env i with i: `seeded=1` picks env 1, in any process)."""
+
+    def __init__(self, how: str, at: int = 1, seeded: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.how, self.at, self.seeded, self.bad = how, at, seeded, seeded is None
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        self.bad = self.bad or seed == self.seeded
+        if self.bad and self.at == 0:
+            return self._bad(obs, info, "reset")
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.bad and self.t == self.at:
+            return self._bad(obs, info, "step", reward, terminated, truncated)
+        return obs, reward, terminated, truncated, info
+
+    def _bad(self, obs, info, call, *middle):
+        if self.how == "raise":
+            raise KeyError("boom")
+        if self.how == "old api":  # gym < 0.26: (obs, reward, done, info) and a bare reset observation
+            return obs if call == "reset" else (obs, middle[0], middle[1], info)
+        if self.how == "shape":
+            obs = np.zeros(5, np.float32)
+        elif self.how == "dtype":
+            obs = np.array(["a", "b"])
+        elif self.how == "none":
+            obs = None
+        elif self.how == "reward":
+            middle = (np.ones(2), *middle[1:])
+        elif self.how == "info":
+            info = None
+        return (obs, info) if call == "reset" else (obs, *middle, info)
+
+
+@pytest.mark.parametrize(
+    "how, at, message",
+    [
+        ("raise", 3, "env raised KeyError in step() at step 3 in env 1: 'boom'"),
+        ("raise", 0, "env raised KeyError in reset() at step 0 in env 1: 'boom'"),
+        ("old api", 2, "env returned 4 values from step() at step 2 in env 1, "
+                       "expected 5 (obs, reward, terminated, truncated, info)"),
+        ("old api", 0, "env returned one ndarray, not a tuple, from reset() at step 0 in env 1, expected 2 (obs, info)"),
+        ("shape", 1, "env returned an observation of shape (5,) float32 from step() at step 1 in env 1, "
+                     "expected shape (2,) float32 (Box(-inf, inf, (2,), float32))"),
+        ("dtype", 0, "env returned an observation of shape (2,) <U1 from reset() at step 0 in env 1, "
+                     "expected shape (2,) float32 (Box(-inf, inf, (2,), float32))"),
+        ("none", 2, "env returned an observation of type NoneType (None) from step() at step 2 in env 1, "
+                    "expected shape (2,) float32 (Box(-inf, inf, (2,), float32))"),
+        ("reward", 1, "env returned a reward of shape (2,) float64 from step() at step 1 in env 1, "
+                      "expected a scalar (e.g. float(reward))"),
+        ("info", 1, "env returned an info of type NoneType (None) from step() at step 1 in env 1, expected a dict"),
+    ],
+)
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+@pytest.mark.filterwarnings("ignore:.*ERROR:")  # AsyncVectorEnv logs the worker's traceback as a warning
+def test_a_sub_env_that_raises_or_breaks_the_api_is_named(how, at, message, vectorization):
+    with make_vec_env(lambda: BadEnv(how, at, seeded=1), 2, vectorization=vectorization) as env:  # env 1 misbehaves
+        with pytest.raises(ValueError) as excinfo:
+            env.reset(seed=0)
+            for _ in range(at):
+                env.step(np.zeros(2, np.int64))
+    assert str(excinfo.value) == message
+    if how == "raise" and vectorization == "sync":  # the original is chained (async: gymnasium logs its traceback)
+        assert isinstance(excinfo.value.__cause__, KeyError)
+
+
+def test_a_vector_env_kppo_did_not_build_that_raises_is_one_line():
+    with make_vec_env(_same_step(ToyEnv, lambda: BadEnv("raise", 2))) as env:
+        env.reset()
+        env.step(np.zeros(2, np.int64))
+        with pytest.raises(ValueError) as excinfo:
+            env.step(np.zeros(2, np.int64))
+    assert str(excinfo.value) == "env raised KeyError in step() at step 2: 'boom'"
+    assert isinstance(excinfo.value.__cause__, KeyError)
+
+
+def _needs_a_size(size):
+    return ToyEnv()
+
+
+def _discrete_zero():
+    return ToyEnv(action_space=spaces.Discrete(0))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: make_vec_env(_needs_a_size), "env: expected a zero-argument factory, got _needs_a_size, which needs "
+                                              "size; pass an env id, a gym.Env or e.g. functools.partial(_needs_a_size, ...)"),
+        (lambda: make_vec_env(gym.make), "env: expected a zero-argument factory, got make, which needs id; pass an env "
+                                         "id, a gym.Env or e.g. functools.partial(make, ...)"),
+        (lambda: make_vec_env(_discrete_zero), "env: the factory _discrete_zero raised ValueError: n (counts) have to be "
+                                               "positive, actual value: 0"),
+        (lambda: make_vec_env(lambda: None), "env: expected the factory "
+                                             "<lambda>.<locals>.<lambda> to return a gym.Env, got NoneType"),
+        (lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Box(0, 1, (0,)))),
+         "observation_space: expected at least one observation element, got Box([], [], (0,), float32) of size 0"),
+        (lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Box(0, 1, (3, 0)))),
+         "observation_space: expected at least one observation element, got Box([], [], (3, 0), float32) of size 0"),
+        (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Box(-1, 1, (0,)))),
+         "action_space: expected at least one action dimension, got Box([], [], (0,), float32) of shape (0,)"),
+        (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.MultiDiscrete([]))),
+         "action_space: expected at least one action dimension, got MultiDiscrete([]) of shape (0,)"),
+        (lambda: make_vec_env(gym.make_vec("CartPole-v1", 2), 4),
+         "num_envs: expected 2, the vector env's number of sub-envs, got 4; set Config(num_envs=2)"),
+    ],
+    ids=["factory-with-args", "gym.make", "discrete-0", "factory-none", "zero-size-obs", "zero-size-2d-obs",
+         "zero-size-box-action", "empty-multidiscrete", "num-envs-mismatch"],
+)
+def test_bad_factories_and_spaces_are_one_line(make, message):
+    with pytest.raises(ValueError) as excinfo:
+        make()
+    assert str(excinfo.value).replace("test_bad_factories_and_spaces_are_one_line.", "") == message
+
+
+TINY = dict(num_envs=2, num_steps=8, total_timesteps=2 * 8 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=8)
+
+
+class RaisesAtItsStep(ToyEnv):
+    """Raises KeyError at its `at`-th step since construction (across episodes)."""
+
+    def __init__(self, at: int):
+        super().__init__()
+        self.at, self.steps = at, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.at:
+            raise KeyError("boom")
+        return super().step(action)
+
+
+def test_train_stops_with_one_line_when_an_env_raises_and_keeps_the_checkpoint(tmp_path):
+    def factory():  # every env raises at its 20th step: training iteration 3 (evaluation episodes last 5 steps)
+        return gym.wrappers.TimeLimit(RaisesAtItsStep(20), 5)
+
+    with pytest.raises(ValueError) as excinfo:
+        kppo.train(factory, kppo.Config(**TINY), checkpoint_dir=tmp_path)
+    assert str(excinfo.value) == "env raised KeyError in step() at step 20 in env 0: 'boom'"
+    assert isinstance(excinfo.value.__cause__, KeyError)
+    assert (tmp_path / "checkpoint").is_file()  # the first round's checkpoint is kept
+
+
+def test_train_names_a_vector_env_with_another_num_envs():
+    vec_env = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync",
+                           vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    with pytest.raises(ValueError) as excinfo:
+        kppo.train(vec_env, kppo.Config(**{**TINY, "num_envs": 4}))
+    assert str(excinfo.value) == "num_envs: expected 2, the vector env's number of sub-envs, got 4; set Config(num_envs=2)"

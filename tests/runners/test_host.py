@@ -137,7 +137,7 @@ def test_unsupported_spaces_are_named():
     class TupleEnv(ConstantEnv):
         observation_space = gym.spaces.Tuple((gym.spaces.Discrete(2),))
 
-    with pytest.raises(ValueError, match="observation_space: expected a Box or a Dict of Boxes"):
+    with pytest.raises(ValueError, match="observation_space: expected a Box, Discrete, MultiDiscrete or MultiBinary, or a Dict of those"):
         kppo.train(TupleEnv, kppo.Config(**TINY))
 
 
