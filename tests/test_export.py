@@ -128,20 +128,9 @@ def test_an_artifact_without_weights_fails_the_parity_check(tmp_path):
 
 
 def test_ppo_model_with_dict_observations_exports(tmp_path):
-    class DictEnv(gym.Env):
-        observation_space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,), np.float32),
-                                             "y": gym.spaces.Box(0, 1, (1,), np.float32)})
-        action_space = gym.spaces.Discrete(3)
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            return self.observation_space.sample(), {}
-
-        def step(self, action):
-            return self.observation_space.sample(), float(action), False, False, {}
-
-    model = kppo.PPO("MultiInputPolicy", lambda: gym.wrappers.TimeLimit(DictEnv(), 20), n_steps=32, batch_size=32,
-                     n_epochs=1).learn(32)
+    space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (2,), np.float32), "y": gym.spaces.Box(0, 1, (1,), np.float32)})
+    model = kppo.PPO("MultiInputPolicy", lambda: gym.wrappers.TimeLimit(SampledEnv(space), 20), n_steps=32,
+                     batch_size=32, n_epochs=1).learn(32)
     exported = export(model, tmp_path / "dict.tflite")
     assert exported.metadata["input"]["shape"] == [1, 3] and exported.metadata["output"]["dtype"] == "int32"
 
@@ -170,11 +159,13 @@ def test_bad_source_and_agent_directory(tmp_path):
     np.testing.assert_array_equal(TFLiteRunner(exported.path)(obs), model.predict(obs, deterministic=True)[0])
 
 
-class MixedDictEnv(gym.Env):
-    """Dict observations with an integer part and a Box part (the artifact takes float32 rows [1, 1 + 2])."""
+class SampledEnv(gym.Env):
+    """Random observations of `observation_space`, reward = the action, three actions."""
 
-    observation_space = gym.spaces.Dict({"cell": gym.spaces.Discrete(5, start=2), "x": gym.spaces.Box(-1, 1, (2,))})
     action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, observation_space):
+        self.observation_space = observation_space
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -184,7 +175,11 @@ class MixedDictEnv(gym.Env):
         return self.observation_space.sample(), float(action), False, False, {}
 
 
-@pytest.mark.parametrize("env", ["FrozenLake-v1", lambda: gym.wrappers.TimeLimit(MixedDictEnv(), 20)])
+# Dict observations with an integer part and a Box part (the artifact takes float32 rows [1, 1 + 2])
+MIXED = gym.spaces.Dict({"cell": gym.spaces.Discrete(5, start=2), "x": gym.spaces.Box(-1, 1, (2,))})
+
+
+@pytest.mark.parametrize("env", ["FrozenLake-v1", lambda: gym.wrappers.TimeLimit(SampledEnv(MIXED), 20)])
 def test_discrete_observations_export_with_the_encoding_inside(env, tmp_path):
     """The artifact takes the raw integers (int32 when there is no Box part) and one-hot encodes them itself with
     ops TFLite Micro has (no ONE_HOT); metadata says the input's dtype and shape."""
