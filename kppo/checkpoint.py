@@ -24,6 +24,7 @@ import numpy as np
 from kppo._tf import tf
 from kppo.config import Config
 from kppo.distribute import from_replica_values, is_chief, replica_values, worker_id
+from kppo.errors import reason
 from kppo.normalization import RunningMeanStd, initial_stats
 from kppo.types import MeanStd
 from kppo.version import __version__
@@ -105,8 +106,8 @@ def save(
     except (OSError, tf.errors.OpError) as err:  # a full disk, a read-only folder: one line; `path` keeps its files
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        reason = getattr(err, "strerror", None) or (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise OSError(f"path: could not write the agent to {str(path)!r} ({reason}); nothing there was changed") from err
+        why = getattr(err, "strerror", None) or reason(err)
+        raise OSError(f"path: could not write the agent to {str(path)!r} ({why}); nothing there was changed") from err
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
@@ -156,8 +157,7 @@ def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[MeanStd
     try:
         ckpt.read(prefix).assert_existing_objects_matched()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"weights: could not restore {prefix!r} into this network ({first})") from None
+        raise ValueError(f"weights: could not restore {prefix!r} into this network ({reason(err)})") from None
     return obs.read(), ret.read()
 
 
@@ -226,8 +226,7 @@ class TrainingCheckpointer:
             try:
                 self.checkpoint.read(path).assert_existing_objects_matched()
             except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
-                first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-                warnings.warn(f"checkpoint {path!r} could not be read ({first}); trying the previous one")
+                warnings.warn(f"checkpoint {path!r} could not be read ({reason(err)}); trying the previous one")
                 continue
             state = self.state.read()
             if self.strategy is not None:

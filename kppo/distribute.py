@@ -25,6 +25,7 @@ from typing import Callable
 
 from kppo._tf import tf
 from kppo.config import DISTRIBUTE
+from kppo.errors import reason
 from kppo.normalization import merge_from_sums, merge_replicas
 
 _STRATEGY_CACHE: dict = {}  # MultiWorkerMirroredStrategy and TPU initialization may happen once per process
@@ -70,8 +71,7 @@ def _tpu_strategy() -> tf.distribute.Strategy:
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, RuntimeError, tf.errors.OpError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ValueError(f"distribute: 'tpu' needs a TPU, found none ({first})") from None
+        raise ValueError(f"distribute: 'tpu' needs a TPU, found none ({reason(err)})") from None
     return tf.distribute.TPUStrategy(resolver)
 
 

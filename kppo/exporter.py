@@ -32,6 +32,7 @@ import numpy as np
 from kppo import checkpoint
 from kppo._tf import tf
 from kppo.agent import load_agent
+from kppo.calibration import policy_env, record_observations
 from kppo.policy import Policy
 from kppo.version import __version__
 
@@ -315,9 +316,9 @@ def export(
     recorded, calibration = representative_obs, "representative_obs"
     if quantize == "int8" and recorded is None:
         env = calibration_env if calibration_env is not None else (config or {}).get("env")
-        made = None if env is None else policy.make_env(env)
+        made = None if env is None else policy_env(policy, env)
         if made is not None:
-            recorded = policy.record_observations(made, CALIBRATION_STEPS, seed)
+            recorded = record_observations(policy, made, CALIBRATION_STEPS, seed)
             calibration = f"policy rollouts in {made.spec.id if made.spec else type(made.unwrapped).__name__}"
             if made is not env:
                 made.close()

@@ -8,7 +8,7 @@ normalization happen inside the policy call of step t + 1 (or in `finish_rollout
 step costs exactly one compiled call.
 
 A per-step hook (`on_step`) sees each vector step as Stable-Baselines3's `collect_rollouts` shows it to callbacks
-(`step_locals`); returning False stops the rollout at once (`RolloutStopped`), before the update.
+(`StepRecord.sb3_locals`); returning False stops the rollout at once (`RolloutStopped`), before the update.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from kppo import normalization
 from kppo._tf import tf
 from kppo.agent import Agent
 from kppo.envs.gymnasium import HostStep
-from kppo.envs.vector_info import sb3_infos
+from kppo.envs.vector_info import sb3_info
 from kppo.gae import compute_gae
 from kppo.loops import scan
 from kppo.networks import Critic
 from kppo.rollout import RolloutSettings, network_input, resample_noise
 from kppo.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
 
-StepHook = Callable[[dict[str, Any]], bool]  # a vector step's locals (see `step_locals`) -> False to stop
+StepHook = Callable[["StepRecord"], bool]  # one vector step -> False stops the rollout
 
 
 class HostRolloutState(NamedTuple):
@@ -182,20 +182,38 @@ def _env_actions(action: np.ndarray, action_space) -> np.ndarray:
     return action.astype(action_space.dtype, copy=False)
 
 
-def step_locals(step: HostStep, obs: Any, actions: np.ndarray, episode_return: np.ndarray,
-                episode_length: np.ndarray, elapsed_s: float, n_steps: int) -> dict[str, Any]:
-    """A vector step as Stable-Baselines3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`).
+class StepRecord(NamedTuple):
+    """One vector step of the host rollout, as the per-step hook sees it (Stable-Baselines3's view of it is built
+    only when asked for: `sb3_locals`)."""
 
-    Keys: `obs` (the raw observations acted on), `new_obs` (raw, after the step: the next episode's first
-    observation where one ended), `actions` and `clipped_actions` (env units), `rewards` (raw), `dones`
-    (terminated | truncated), `infos` (one dict per env: the env's own entries; where an episode ended also
-    `"terminal_observation"` (raw), `"episode": {"r", "l", "t"}` as SB3's Monitor writes it, and
-    `"TimeLimit.truncated"`), and `n_steps` (steps of this rollout before this one).
-    """
-    infos = sb3_infos(step.infos, step.terminated, step.truncated, step.final_obs, episode_return, episode_length,
-                      elapsed_s)
-    return {"obs": obs, "new_obs": step.raw_obs, "actions": actions, "clipped_actions": actions,
-            "rewards": step.reward, "dones": step.terminated | step.truncated, "infos": infos, "n_steps": n_steps}
+    step: HostStep
+    obs: Any  # the raw observations acted on
+    actions: np.ndarray  # env units
+    episode_return: np.ndarray  # float64 [B], running raw returns (the finished episode's where one ended)
+    episode_length: np.ndarray  # int32 [B]
+    elapsed_s: float  # since the env was first reset
+    n_steps: int  # steps of this rollout before this one
+
+    def info(self, i: int) -> dict[str, Any]:
+        """Env i's info as SB3's VecEnv + Monitor give it (`kppo.envs.vector_info.sb3_info`)."""
+        step = self.step
+        episode = {"r": float(self.episode_return[i]), "l": int(self.episode_length[i]), "t": round(self.elapsed_s, 6)}
+        ended = bool(step.terminated[i] or step.truncated[i])
+        return sb3_info(step.infos, i, ended, bool(step.truncated[i]), step.final_obs[i], episode)
+
+    def finished_episodes(self) -> list[dict[str, Any]]:
+        """The `"episode"` entries (Monitor's {"r", "l", "t"}) of the envs whose episode ended at this step."""
+        return [self.info(i)["episode"] for i in np.flatnonzero(self.step.terminated | self.step.truncated)]
+
+    def sb3_locals(self) -> dict[str, Any]:
+        """The step as SB3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`): `obs` (raw, acted on),
+        `new_obs` (raw, after the step: the next episode's first observation where one ended), `actions` and
+        `clipped_actions` (env units), `rewards` (raw), `dones` (terminated | truncated), `infos` (one dict per env,
+        `info(i)`) and `n_steps`."""
+        step = self.step
+        return {"obs": self.obs, "new_obs": step.raw_obs, "actions": self.actions, "clipped_actions": self.actions,
+                "rewards": step.reward, "dones": step.terminated | step.truncated,
+                "infos": [self.info(i) for i in range(len(step.reward))], "n_steps": self.n_steps}
 
 
 def collect_host_rollout(
@@ -212,7 +230,7 @@ def collect_host_rollout(
     Args:
         act_step: the compiled per-step call; its statistics variables are set from `state` first.
         finish_fn: compiled `finish_rollout` bound to the critic and settings.
-        on_step: called after every vector step with `step_locals(...)`; False stops the rollout.
+        on_step: called after every vector step with its `StepRecord`; False stops the rollout.
 
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
@@ -252,8 +270,8 @@ def collect_host_rollout(
         buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
         buf["episode_return"][t] = np.where(done, ep_return, 0.0)
         buf["episode_length"][t] = np.where(done, ep_length, 0)
-        if on_step is not None and not on_step(step_locals(step, raw_obs, actions, ep_return, ep_length,
-                                                            time.perf_counter() - state.clock_start, t)):
+        if on_step is not None and not on_step(StepRecord(step, raw_obs, actions, ep_return, ep_length,
+                                                           time.perf_counter() - state.clock_start, t)):
             ep_return[done], ep_length[done] = 0.0, 0
             obs_stats = act_step.stats.read()  # `obs` counted in the statistics, as the state promises
             if act_step.normalize_obs:

@@ -17,6 +17,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from kppo._tf import tf
+from kppo.errors import first_line
+from kppo.host_rollout import StepRecord
 from kppo.metrics import Progress, evaluation_row, training_row
 from kppo.runners import Iterations, Runner
 from kppo.types import Diagnostics
@@ -27,7 +29,7 @@ class Hooks(NamedTuple):
 
     callback: Any = None  # an initialized kppo.callbacks.BaseCallback (SB3's callback contract)
     schedule: Callable[[float], None] | None = None  # progress_remaining -> sets lr/clip (then one iteration a call)
-    on_env_step: Callable[[dict], None] | None = None  # host path: each vector step's SB3 locals, before callbacks
+    on_env_step: Callable[[StepRecord], None] | None = None  # host path: each vector step, before callbacks
     on_call: Callable[[Diagnostics, int, Progress], None] | None = None  # (summed diagnostics, iterations, progress)
     on_eval: Callable[[dict], None] | None = None  # each round's metric row
     on_progress: Callable[[int], None] | None = None  # environment steps so far, after every call
@@ -84,24 +86,23 @@ def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:
     try:
         return getattr(callback, event)(*args)
     except Exception as err:  # noqa: BLE001  (any user error: named, chained, re-raised)
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise RuntimeError(f"callback: {type(callback).__name__}.{event} raised {type(err).__name__}"
-                           f"{': ' + first if first else ''} at step {model.num_timesteps:,}; training stopped "
+                           f"{first_line(err)} at step {model.num_timesteps:,}; training stopped "
                            "(checkpoints and files written so far are kept)") from err
 
 
-def _step_hook(hooks: Hooks, model: Any, num_envs: int) -> Callable[[dict], bool] | None:
+def _step_hook(hooks: Hooks, model: Any, num_envs: int) -> Callable[[StepRecord], bool] | None:
     """The host runner's per-step hook: counts the step, then SB3's `update_locals` + `on_step`."""
     if hooks.callback is None and hooks.on_env_step is None:
         return None
 
-    def on_step(step_locals: dict) -> bool:
+    def on_step(record: StepRecord) -> bool:
         model.num_timesteps += num_envs
         if hooks.on_env_step is not None:
-            hooks.on_env_step(step_locals)
+            hooks.on_env_step(record)
         if hooks.callback is None:
             return True
-        hooks.callback.update_locals(step_locals)
+        hooks.callback.update_locals(record.sb3_locals())
         return run_callback(hooks.callback, "on_step", model)
 
     return on_step

@@ -5,7 +5,7 @@ get_action(obs) = to_env(mode_or_sample(actor(clip((obs - mean) / sqrt(var + 1e-
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -143,48 +143,6 @@ class Policy:
         """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order)."""
         key = None if rng is None else _as_key(rng)
         return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key).numpy()
-
-    def make_env(self, env: Any) -> gym.Env | None:
-        """A gymnasium env from an id, an Env (returned as is) or a factory; None when it cannot be made or its spaces
-        are not this policy's (e.g. a config's default env when `train` was given another env)."""
-        made = env
-        if isinstance(env, str):
-            try:
-                made = gym.make(env)
-            except Exception:  # not a registered gymnasium id (or its package is missing)
-                return None
-        elif callable(env) and not isinstance(env, gym.Env):
-            made = env()
-        if not isinstance(made, gym.Env):
-            return None
-        if made.observation_space != self.observation_space or made.action_space != self.action_space:
-            if made is not env:
-                made.close()
-            return None
-        return made
-
-    def record_observations(self, env: Any, steps: int, seed: int = 0) -> np.ndarray | None:
-        """This policy's own observations as input rows [steps, input_dim] (`input_row`): deterministic episodes (what
-        a deployed artifact does) in `env` (a gymnasium id, `Env` or factory) reset with seeds seed, seed + 1, ...;
-        None when `env` cannot be made or has other spaces than the policy."""
-        made = self.make_env(env)
-        if made is None:
-            return None
-        rows, episode = [], 0
-        try:
-            while len(rows) < steps:
-                obs, _ = made.reset(seed=seed + episode)
-                done = False
-                while not done and len(rows) < steps:
-                    rows.append(self.input_row(obs))
-                    action = self.get_action(obs)
-                    obs, _, terminated, truncated, _ = made.step(action.item() if np.ndim(action) == 0 else action)
-                    done = terminated or truncated
-                episode += 1
-        finally:
-            if made is not env:
-                made.close()
-        return np.asarray(rows, self.input_dtype)
 
     # Input rows: what an exported artifact takes. For a Box or a Dict of Boxes the flat observation itself; with
     # Discrete / MultiDiscrete / MultiBinary parts their raw integers, which `encode` one-hot encodes.

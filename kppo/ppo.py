@@ -41,6 +41,7 @@ from kppo.agent import load_agent, make_policy
 from kppo.callbacks import make_callback
 from kppo.config import Config
 from kppo.envs.gymnasium import make_vec_env as _make_gym_vec_env
+from kppo.host_rollout import StepRecord
 from kppo.logger import Logger, next_run_dir
 from kppo.logger import progress_bar as make_progress_bar
 from kppo.loop import Hooks, Plan, run_loop
@@ -205,11 +206,9 @@ class PPO:
     def _device_scope(self):
         return tf.device(self.device) if self.device else contextlib.nullcontext()
 
-    def _update_info_buffer(self, step_locals: dict) -> None:
+    def _update_info_buffer(self, record: StepRecord) -> None:
         """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
-        for info in step_locals["infos"]:
-            if "episode" in info:
-                self.ep_info_buffer.append(info["episode"])
+        self.ep_info_buffer.extend(record.finished_episodes())
 
     # ---------------------------------------------------------------------------------------------------------
     # SB3 API

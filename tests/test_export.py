@@ -9,6 +9,7 @@ import pytest
 import kppo
 from kppo import envs
 from kppo._tf import tf
+from kppo.calibration import record_observations
 from kppo.exporter import ParityError, TFLiteRunner, check_parity, export, measure_parity, parity_observations
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, eval_freq=1, num_eval_envs=2, num_hidden_units=16)
@@ -89,10 +90,10 @@ def test_int8_calibrates_on_the_policys_own_episodes(env, tmp_path):
     result = kppo.train("Pendulum-v1", kppo.Config(**TINY, squash=True), seed=0)
     exported = export(result, tmp_path / "p.tflite", quantize="int8", calibration_env=env)
     assert exported.metadata["calibration"] == {"source": "policy rollouts in Pendulum-v1", "observations": 2000}
-    recorded = result.policy.record_observations(env, 300, seed=5)
+    recorded = record_observations(result.policy, env, 300, seed=5)
     assert recorded.shape == (300, 3) and np.all(np.abs(recorded[:, :2]) <= 1.0)  # cos, sin of the angle
-    assert result.policy.record_observations("CartPole-v1", 10) is None  # other spaces
-    assert result.policy.record_observations("NoSuchEnv-v0", 10) is None
+    assert record_observations(result.policy, "CartPole-v1", 10) is None  # other spaces
+    assert record_observations(result.policy, "NoSuchEnv-v0", 10) is None
 
 
 def test_int8_cartpole_artifact_agrees_with_the_policy_on_its_own_states(tmp_path):
@@ -102,7 +103,7 @@ def test_int8_cartpole_artifact_agrees_with_the_policy_on_its_own_states(tmp_pat
     result = kppo.train("CartPole-v1", kppo.Config(num_envs=8, num_steps=128, total_timesteps=8 * 128 * 12,
                                                    eval_freq=1), seed=0)
     exported = export(result, tmp_path / "c.tflite", quantize="int8")
-    obs = result.policy.record_observations("CartPole-v1", 2000, seed=100)
+    obs = record_observations(result.policy, "CartPole-v1", 2000, seed=100)
     logits = np.asarray(result.policy.actor(tf.constant(obs)))
     decisive = np.abs(logits[:, 0] - logits[:, 1]) > 0.05
     wrong = TFLiteRunner(exported.path)(obs) != result.policy.get_action_flat(obs)
@@ -205,6 +206,6 @@ def test_discrete_observations_export_with_the_encoding_inside(env, tmp_path):
     int8 = export(result, tmp_path / "p8.tflite", quantize="int8", calibration_env=env)
     assert int8.metadata["calibration"]["observations"] == 2000 and int8.metadata["input"]["dtype"] == (
         "int32" if frozen else "float32")
-    own = policy.record_observations(env, 300, seed=1)  # int8 is calibrated on such states
+    own = record_observations(policy, env, 300, seed=1)  # int8 is calibrated on such states
     wrong = TFLiteRunner(int8.path)(own) != policy.get_action_flat(policy.encode(own))
     assert wrong.mean() <= 0.1  # a short run: logits within 0.05 of each other, near-ties decide (measured 0-0.7%)

@@ -48,7 +48,8 @@ def _parts(normalize_obs=False):
 def test_the_step_hook_sees_sb3_locals_with_monitor_episodes_and_terminal_observations():
     vec_env, act_step, finish, state = _parts()
     seen = []
-    collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]), lambda l: seen.append(l) or True)
+    collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]),
+                         lambda record: seen.append(record.sb3_locals()) or True)
     assert [s["n_steps"] for s in seen] == [0, 1, 2, 3]
     np.testing.assert_array_equal(seen[0]["obs"], [[0.0], [0.0]])
     np.testing.assert_array_equal(seen[1]["obs"], seen[0]["new_obs"])
@@ -69,7 +70,7 @@ def test_a_false_from_the_step_hook_stops_at_once_with_the_state_at_that_step(no
     calls = []
     with pytest.raises(RolloutStopped) as stop:
         collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]),
-                             lambda l: calls.append(l["n_steps"]) or len(calls) < 2)
+                             lambda record: calls.append(record.n_steps) or len(calls) < 2)
     assert calls == [0, 1]
     stopped = stop.value.state
     np.testing.assert_array_equal(stopped.obs, [[2.0], [2.0]])  # the obs after the second step

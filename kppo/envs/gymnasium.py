@@ -35,8 +35,9 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 
 from kppo.envs.spaces import (action_dtype, check_action_space, check_observation_space, flat_dim, flatten_obs,
                                flatten_single, one_line)
-from kppo.envs.vector_info import (CheckedEnv, EnvError, SubEnvError, first_line, install_hint, make_env, same_step,
-                                   time_limit_of, vector_env_id, vector_time_limit)
+from kppo.envs.checks import CheckedEnv, EnvError, SubEnvError, install_hint, make_env
+from kppo.envs.vector_info import same_step, time_limit_of, vector_env_id, vector_time_limit
+from kppo.errors import first_line
 
 _VECTORIZATIONS = ("sync", "async")
 

@@ -15,13 +15,13 @@ import gymnasium as gym
 from kppo._tf import tf
 from kppo.agent import Agent
 from kppo.config import Config
+from kppo.host_rollout import StepHook
 from kppo.losses import explained_variance
 from kppo.rollout import RolloutSettings
 from kppo.types import Diagnostics, EvalTrajectory, Rollout, RunnerState
 from kppo.update import UpdateSettings, UpdateStats
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
-StepHook = Callable[[dict[str, Any]], bool]  # one vector step's SB3 locals -> False stops the rollout (host path)
 
 
 class Iterations(NamedTuple):

@@ -12,7 +12,8 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 import kppo
 from kppo.envs.gymnasium import make_vec_env
-from kppo.envs.vector_info import SubEnvError, install_hint, same_step
+from kppo.envs.checks import SubEnvError, install_hint
+from kppo.envs.vector_info import same_step
 
 
 def _cartpole5():
