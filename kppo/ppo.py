@@ -270,8 +270,9 @@ class PPO:
             self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name))
         else:
             self.logger.verbose = self.verbose
-        callback = make_callback(callback)
-        callback.init_callback(self)
+        callback = None if callback is None else make_callback(callback)  # None: no SB3 locals built per step
+        if callback is not None:
+            callback.init_callback(self)
         rollout_size = self.config.rollout_size
         iterations = max(math.ceil((self._total_timesteps - self.num_timesteps) / rollout_size), 0)
         bar = make_progress_bar(iterations * rollout_size) if progress_bar else None
