@@ -7,6 +7,10 @@ Rollout, losses and the policy call only this interface, never branch on the act
     dist.log_prob(params, action), dist.entropy(params), dist.mode(params)
     env_action = dist.to_env(action)         # env units
 
+The host rollout acts in numpy, without a TensorFlow call per step, through the `*_host` twins of `sample`,
+`new_noise`, `mode` and `to_env` (numpy arrays in and out, a `np.random.Generator` for randomness); log-probabilities
+of those actions are then computed in TensorFlow, for the whole rollout at once.
+
 Box actions are always normalized: the policy acts in [-1, 1] per dimension and `to_env` maps
 u -> low + (f(u) + 1) / 2 * (high - low) with f = tanh (squash) or clip to [-1, 1]. The Gaussian's log-prob and
 entropy are those of u (rex semantics: no tanh correction, the stored sample is u).
@@ -71,6 +75,28 @@ class ActionDistribution(abc.ABC):
     def to_env(self, action: tf.Tensor) -> tf.Tensor:
         """Maps stored actions to env units."""
 
+    @abc.abstractmethod
+    def sample_host(self, params, rng: np.random.Generator, noise: np.ndarray | None = None) -> np.ndarray:
+        """`sample` in numpy (the same distribution; other random numbers)."""
+
+    def new_noise_host(self, params, rng: np.random.Generator, num_envs: int) -> np.ndarray:
+        """`new_noise` in numpy."""
+        del params, rng
+        return np.zeros(self.noise_shape(num_envs), np.float32)
+
+    @abc.abstractmethod
+    def mode_host(self, params) -> np.ndarray:
+        """`mode` in numpy."""
+
+    @abc.abstractmethod
+    def to_env_host(self, action: np.ndarray) -> np.ndarray:
+        """`to_env` in numpy."""
+
+
+def _gumbel_argmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One categorical draw per row of `logits` [..., n] (Gumbel-max), int32."""
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1).astype(np.int32)
+
 
 class Categorical(ActionDistribution):
     """Discrete(n) actions (with `start`): int32 index, logits from the actor."""
@@ -90,6 +116,15 @@ class Categorical(ActionDistribution):
     def to_env(self, action):
         return action + self.start
 
+    def sample_host(self, params, rng, noise=None):
+        return _gumbel_argmax(params, rng)
+
+    def mode_host(self, params):
+        return np.argmax(params, axis=-1).astype(np.int32)
+
+    def to_env_host(self, action):
+        return action + self.start
+
 
 class DiagGaussian(ActionDistribution):
     """Box actions: independent Normal per dimension over u, mapped to [low, high] by tanh or clipping."""
@@ -107,6 +142,7 @@ class DiagGaussian(ActionDistribution):
         self.squash = bool(squash)
         self.low = tf.constant(space.low, tf.float32)
         self.high = tf.constant(space.high, tf.float32)
+        self.low_host, self.high_host = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
 
     def distribution(self, params):
         mean, log_std = params
@@ -118,6 +154,17 @@ class DiagGaussian(ActionDistribution):
     def to_env(self, action):
         unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
         return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+
+    def sample_host(self, params, rng, noise=None):
+        mean, log_std = params
+        return mean + np.exp(log_std) * rng.standard_normal(mean.shape, dtype=np.float32)
+
+    def mode_host(self, params):
+        return params[0]
+
+    def to_env_host(self, action):
+        unit = np.tanh(action) if self.squash else np.clip(action, -1.0, 1.0)
+        return self.low_host + (unit + 1.0) * 0.5 * (self.high_host - self.low_host)
 
 
 class StateDependentNoise(DiagGaussian):
@@ -157,6 +204,19 @@ class StateDependentNoise(DiagGaussian):
         mean, latent, _ = params
         return mean + tf.einsum("bl,bla->ba", latent, noise)
 
+    def _std_host(self, log_std: np.ndarray) -> np.ndarray:
+        return np.exp(log_std) * np.ones([self.latent_dim, self.param_size], np.float32)
+
+    def new_noise_host(self, params, rng, num_envs):
+        return rng.standard_normal(self.noise_shape(num_envs), dtype=np.float32) * self._std_host(params[2])
+
+    def sample_host(self, params, rng, noise=None):
+        mean, latent, log_std = params
+        if noise is None:
+            std = np.sqrt(np.square(latent) @ np.square(self._std_host(log_std)) + 1e-6)
+            return mean + std * rng.standard_normal(mean.shape, dtype=np.float32)
+        return mean + np.einsum("bl,bla->ba", latent, noise)
+
 
 class MultiCategorical(ActionDistribution):
     """MultiDiscrete(nvec) actions: one independent categorical per dimension (logits concatenated), log-probs and
@@ -170,6 +230,7 @@ class MultiCategorical(ActionDistribution):
         self.action_shape = (len(self.sizes),)
         self.action_dtype = tf.int32
         self.start = tf.constant(np.asarray(space.start, np.int32))
+        self.start_host = np.asarray(space.start, np.int32)
 
     def _parts(self, params):
         return [tfd.Categorical(logits=p, dtype=tf.int32) for p in tf.split(params, self.sizes, axis=-1)]
@@ -195,6 +256,18 @@ class MultiCategorical(ActionDistribution):
     def to_env(self, action):
         return action + self.start
 
+    def _split_host(self, params: np.ndarray) -> list[np.ndarray]:
+        return np.split(params, np.cumsum(self.sizes)[:-1], axis=-1)
+
+    def sample_host(self, params, rng, noise=None):
+        return np.stack([_gumbel_argmax(p, rng) for p in self._split_host(params)], axis=-1)
+
+    def mode_host(self, params):
+        return np.stack([np.argmax(p, axis=-1).astype(np.int32) for p in self._split_host(params)], axis=-1)
+
+    def to_env_host(self, action):
+        return action + self.start_host
+
 
 class Bernoulli(ActionDistribution):
     """MultiBinary(n) actions: independent Bernoulli per bit, logits from the actor. Stored action: int32 [..., n]."""
@@ -214,6 +287,15 @@ class Bernoulli(ActionDistribution):
         return tf.cast(params > 0, tf.int32)
 
     def to_env(self, action):
+        return action
+
+    def sample_host(self, params, rng, noise=None):
+        return (rng.logistic(size=params.shape) < params).astype(np.int32)  # P(L < x) = sigmoid(x)
+
+    def mode_host(self, params):
+        return (params > 0).astype(np.int32)
+
+    def to_env_host(self, action):
         return action
 
 

@@ -1,11 +1,14 @@
-"""Rollouts on gymnasium environments stepped on the host, with one compiled policy call per vectorized step.
+"""Rollouts on gymnasium environments stepped on the host, acting in numpy: no TensorFlow call per step.
 
-The semantics are those of the compiled TF-native rollout (`kppo.rollout`): observation statistics are updated with
-each new observation before it is normalized, the final observation of a finished episode is normalized with the
-statistics of that step, rewards are scaled by the running discounted-return std, and GAE bootstraps truncated
-episodes from V(final obs). Only the order of work differs: step t's statistics update and final-observation
-normalization happen inside the policy call of step t + 1 (or in `finish_rollout` for the last step), so each env
-step costs exactly one compiled call.
+The policy acts from a numpy snapshot of the actor taken at the start of the rollout (`kppo.host_policy`); after the
+last step one compiled call (`finish_rollout`) computes the log-probabilities of the actions taken, the values, the
+values of final observations, the reward scaling and GAE with the networks the update uses.
+
+The semantics are those of the compiled TF-native rollout (`kppo.rollout`) and of SB3's VecNormalize +
+`collect_rollouts`: observation statistics are updated with each new observation before it is normalized, the final
+observation of a finished episode is normalized with the statistics of that step, rewards are scaled by the running
+discounted-return std, and GAE bootstraps truncated episodes from V(final obs). Observation statistics live on the host
+(float32 numpy moments in `HostRolloutState.obs_stats`).
 
 A per-step hook (`on_step`) sees each vector step as Stable-Baselines3's `collect_rollouts` shows it to callbacks
 (`StepRecord.sb3_locals`); returning False stops the rollout at once (`RolloutStopped`), before the update.
@@ -24,9 +27,9 @@ from kppo.agent import Agent
 from kppo.envs.gymnasium import HostStep
 from kppo.envs.vector_info import sb3_info
 from kppo.gae import compute_gae
+from kppo.host_policy import HostActor, actor_params, host_actor, network_input
 from kppo.loops import scan
-from kppo.networks import Critic
-from kppo.rollout import RolloutSettings, network_input, resample_noise
+from kppo.rollout import RolloutSettings, resample_noise
 from kppo.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
 
 StepHook = Callable[["StepRecord"], bool]  # one vector step -> False stops the rollout
@@ -37,7 +40,7 @@ class HostRolloutState(NamedTuple):
 
     obs: np.ndarray  # float32 [B, D], raw flattened observation, already counted in obs_stats
     discounted_return: tf.Tensor  # float32 [B]
-    obs_stats: MeanStd
+    obs_stats: MeanStd  # float32 numpy moments (`normalization.to_host`)
     return_stats: MeanStd
     episode_return: np.ndarray  # float64 [B], running raw return of the current episodes
     episode_length: np.ndarray  # int32 [B]
@@ -53,109 +56,44 @@ class RolloutStopped(Exception):
         self.state = state
 
 
-class ActStep:
-    """The per-step compiled call of the host rollout.
-
-    TF function calls cost ~40 us per input/output tensor here (140 us for an identity function), so inputs and
-    outputs are packed: one [2, B, D] tensor (observation, previous final observation) and a key in, one float32
-    [B, K] tensor out; observation statistics live in variables. Two concrete functions: with and without the
-    statistics update (the first step of a rollout acts on an observation that was counted already).
-    """
-
-    def __init__(
-        self, agent: Agent, normalize_obs: bool, num_envs: int, obs_dim: int, jit: bool, sde_sample_freq: int = -1
-    ):
-        self.agent = agent
-        self.normalize_obs = normalize_obs
-        self.stats = normalization.RunningMeanStd([obs_dim], name="obs_stats")
-        self.noise = tf.Variable(tf.zeros(agent.dist.noise_shape(num_envs)), trainable=False, name="sde_noise")
-        self.sde_sample_freq = sde_sample_freq
-        self.action_size = int(np.prod(agent.dist.action_shape, dtype=np.int64))
-        self.obs_dim = obs_dim
-        spec = (tf.TensorSpec([2, num_envs, obs_dim], tf.float32), tf.TensorSpec([2], tf.int32))
-        resample_flags = (False, True) if agent.dist.state_dependent else (False,)
-        self._calls = {
-            (update, resample): self._compile(update, resample, jit, spec)
-            for update in (False, True)
-            for resample in resample_flags
-        }
-
-    def _compile(self, update_stats: bool, resample: bool, jit: bool, spec):
-        def call(packed, key):
-            return self._step(packed, key, update_stats, resample)
-
-        return tf.function(call, jit_compile=jit, autograph=False).get_concrete_function(*spec)
-
-    def _step(self, packed: tf.Tensor, key: tf.Tensor, update_stats: bool, resample: bool) -> tf.Tensor:
-        obs, prev_final = packed[0], packed[1]
-        num_envs = obs.shape[0]
-        stats = self.stats.read()
-        if update_stats and self.normalize_obs:
-            stats = normalization.update_moments(stats, obs)
-            self.stats.assign(stats)
-        norm_obs = network_input(stats, obs, self.normalize_obs)
-        params = self.agent.actor(norm_obs)
-        noise = tf.identity(self.noise)
-        if resample:
-            noise = self.agent.dist.new_noise(params, key, num_envs)
-            self.noise.assign(noise)
-        action = self.agent.dist.sample(params, key, noise)
-        columns = [
-            norm_obs,
-            network_input(stats, prev_final, self.normalize_obs),
-            tf.reshape(tf.cast(action, tf.float32), [num_envs, self.action_size]),
-            tf.reshape(tf.cast(self.agent.dist.to_env(action), tf.float32), [num_envs, self.action_size]),
-            self.agent.dist.log_prob(params, action)[:, None],
-            self.agent.critic(norm_obs)[:, None],
-        ]
-        return tf.concat(columns, axis=1)
-
-    def __call__(self, obs: np.ndarray, prev_final: np.ndarray, key: np.ndarray, t: int) -> dict:
-        """Step t of a rollout, numpy in and out: normalized obs and previous final obs, action, env action,
-        log-prob, value. Step 0 does not count `obs` in the statistics again; gSDE noise is redrawn on schedule."""
-        resample = self.agent.dist.state_dependent and bool(resample_noise(t, self.sde_sample_freq))
-        call = self._calls[(t > 0, resample)]
-        out = call(tf.constant(np.stack([obs, prev_final])), tf.constant(key)).numpy()
-        d, a = self.obs_dim, self.action_size
-        parts = np.split(out, np.cumsum([d, d, a, a, 1]), axis=1)
-        names = ("obs", "prev_final_obs", "action", "env_action", "log_prob", "value")
-        result = dict(zip(names, parts))
-        result["log_prob"], result["value"] = result["log_prob"][:, 0], result["value"][:, 0]
-        return result
-
-
 class FinishedRollout(NamedTuple):
-    """What `finish_rollout` returns: the rollout and the statistics carried to the next one."""
+    """What `finish_rollout` returns: the rollout and the reward statistics carried to the next one."""
 
     rollout: Rollout
-    obs_stats: MeanStd
     return_stats: MeanStd
     discounted_return: tf.Tensor
 
 
 def finish_rollout(
-    critic: Critic,
+    agent: Agent,
     settings: RolloutSettings,
     traj: Trajectory,
     final_obs: tf.Tensor,
-    last_final_obs: tf.Tensor,
     last_obs: tf.Tensor,
-    obs_stats: MeanStd,
     return_stats: MeanStd,
     discounted_return: tf.Tensor,
 ) -> FinishedRollout:
-    """After the host loop: last statistics update, reward scaling, values of final observations, GAE.
+    """After the host loop, in one compiled call: log-probabilities of the actions taken, values, values of final
+    observations, reward scaling, GAE.
 
     Args:
-        traj: the rollout with raw rewards; `final_value` is filled in here.
-        final_obs: float32 [T, B, D] normalized final observations of steps 0..T-2 (row T-1 is ignored).
-        last_final_obs: raw final observation of step T-1 [B, D].
-        last_obs: raw observation after the last step [B, D] (not yet counted in `obs_stats`).
+        traj: the rollout with normalized observations, actions and raw rewards; `log_prob`, `value` and
+            `final_value` are filled in here.
+        final_obs: float32 [T, B, D], normalized final observations (used where truncated).
+        last_obs: float32 [B, D], the normalized observation after the last step.
     """
-    if settings.normalize_obs:
-        obs_stats = normalization.update_moments(obs_stats, last_obs)
-    last_norm_final = network_input(obs_stats, last_final_obs, settings.normalize_obs)
-    final_obs = tf.concat([final_obs[:-1], last_norm_final[None]], axis=0)
+    num_steps, num_envs = traj.reward.shape[0], traj.reward.shape[1]
+
+    def flat(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(x, [num_steps * num_envs] + x.shape[2:].as_list())
+
+    def time_major(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(x, [num_steps, num_envs])
+
+    log_prob = time_major(agent.dist.log_prob(agent.actor(flat(traj.obs)), flat(traj.action)))
+    values = time_major(agent.critic(flat(traj.obs)))
+    final_values = time_major(agent.critic(flat(final_obs)))
+    last_value = agent.critic(last_obs)
     rewards = traj.reward
     if settings.normalize_reward:
         done = tf.logical_or(traj.terminated, traj.truncated)
@@ -167,15 +105,17 @@ def finish_rollout(
             return (stats, disc), scaled
 
         (return_stats, discounted_return), rewards = scan(scale_step, (return_stats, discounted_return), (rewards, done))
-    num_steps, num_envs = traj.value.shape[0], traj.value.shape[1]
-    final_values = tf.reshape(critic(tf.reshape(final_obs, [num_steps * num_envs, -1])), [num_steps, num_envs])
-    last_value = critic(network_input(obs_stats, last_obs, settings.normalize_obs))
-    traj = traj._replace(reward=rewards, final_value=final_values)
+    traj = traj._replace(log_prob=log_prob, value=values, reward=rewards, final_value=final_values)
     advantages, returns = compute_gae(
-        rewards, traj.value, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
+        rewards, values, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
         settings.gae_lambda,
     )
-    return FinishedRollout(Rollout(traj, advantages, returns), obs_stats, return_stats, discounted_return)
+    return FinishedRollout(Rollout(traj, advantages, returns), return_stats, discounted_return)
+
+
+def rollout_rng(key) -> np.random.Generator:
+    """The numpy generator of one rollout, from its stateless key (int32 [2]): same key, same actions."""
+    return np.random.default_rng(np.asarray(key).astype(np.uint32).tolist())
 
 
 def _env_actions(action: np.ndarray, action_space) -> np.ndarray:
@@ -218,105 +158,93 @@ class StepRecord(NamedTuple):
 
 def collect_host_rollout(
     vec_env: Any,
-    act_step: ActStep,
+    agent: Agent,
+    settings: RolloutSettings,
     finish_fn,
-    num_steps: int,
     state: HostRolloutState,
     key: tf.Tensor,
     on_step: StepHook | None = None,
 ) -> tuple[HostRolloutState, Rollout]:
-    """Steps `vec_env` (a `kppo.envs.gymnasium.GymVecEnv`) `num_steps` times, one compiled call per step.
+    """Steps `vec_env` (a `kppo.envs.gymnasium.GymVecEnv`) `settings.num_steps` times, acting in numpy from a
+    snapshot of `agent.actor`, then calls `finish_fn` (compiled `finish_rollout`) once.
 
     Args:
-        act_step: the compiled per-step call; its statistics variables are set from `state` first.
-        finish_fn: compiled `finish_rollout` bound to the critic and settings.
+        key: the rollout's stateless key; actions (and gSDE noise) are drawn from `rollout_rng(key)`.
         on_step: called after every vector step with its `StepRecord`; False stops the rollout.
 
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
-    keys = tf.random.experimental.stateless_split(key, num_steps).numpy()
-    num_envs, dim = state.obs.shape
-    action_shape = (num_steps, num_envs) + tuple(act_step.agent.dist.action_shape)
+    actor, dist, rng = host_actor(agent.actor, agent.dist, settings.normalize_obs), agent.dist, rollout_rng(key)
+    num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
+    normalize_obs = settings.normalize_obs
     buf = {
         "obs": np.zeros((num_steps, num_envs, dim), np.float32),
         "final_obs": np.zeros((num_steps, num_envs, dim), np.float32),
-        "action": np.zeros(action_shape, act_step.agent.dist.action_dtype.as_numpy_dtype),
-        "log_prob": np.zeros((num_steps, num_envs), np.float32),
-        "value": np.zeros((num_steps, num_envs), np.float32),
+        "action": np.zeros((num_steps, num_envs) + tuple(dist.action_shape), dist.action_dtype.as_numpy_dtype),
         "reward": np.zeros((num_steps, num_envs), np.float32),
         "terminated": np.zeros((num_steps, num_envs), bool),
         "truncated": np.zeros((num_steps, num_envs), bool),
         "episode_return": np.zeros((num_steps, num_envs), np.float32),
         "episode_length": np.zeros((num_steps, num_envs), np.int32),
     }
-    act_step.stats.assign(state.obs_stats)
-    obs, prev_final = state.obs, np.zeros_like(state.obs)
-    raw_obs = state.raw_obs
+    obs, raw_obs, stats = state.obs, state.raw_obs, state.obs_stats
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
     space = vec_env.action_space
+    noise = None
     for t in range(num_steps):
-        out = act_step(obs, prev_final, keys[t], t)
-        if t > 0:
-            buf["final_obs"][t - 1] = out["prev_final_obs"]
-        actions = out["env_action"].reshape((num_envs,) + space.shape).astype(space.dtype)
+        norm_obs = network_input(stats, obs, normalize_obs)
+        params = actor_params(actor.weights, norm_obs)
+        if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
+            noise = dist.new_noise_host(params, rng, num_envs)
+        action = dist.sample_host(params, rng, noise)
+        actions = _env_actions(dist.to_env_host(action), space).reshape((num_envs,) + space.shape)
         step = vec_env.step(actions)
+        if normalize_obs:
+            stats = normalization.update_moments_host(stats, step.obs)
         done = step.terminated | step.truncated
         ep_return += step.reward
         ep_length += 1
-        buf["obs"][t] = out["obs"]
-        buf["action"][t] = out["action"].reshape(action_shape[1:])
-        buf["log_prob"][t], buf["value"][t] = out["log_prob"], out["value"]
+        buf["obs"][t], buf["action"][t] = norm_obs, action
+        buf["final_obs"][t] = network_input(stats, step.final_obs, normalize_obs)
         buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
         buf["episode_return"][t] = np.where(done, ep_return, 0.0)
         buf["episode_length"][t] = np.where(done, ep_length, 0)
-        if on_step is not None and not on_step(StepRecord(step, raw_obs, actions, ep_return, ep_length,
-                                                           time.perf_counter() - state.clock_start, t)):
-            ep_return[done], ep_length[done] = 0.0, 0
-            obs_stats = act_step.stats.read()  # `obs` counted in the statistics, as the state promises
-            if act_step.normalize_obs:
-                obs_stats = normalization.update_moments(obs_stats, tf.constant(step.obs))
-            raise RolloutStopped(state._replace(obs=step.obs, raw_obs=step.raw_obs, obs_stats=obs_stats,
-                                                episode_return=ep_return, episode_length=ep_length))
+        proceed = on_step is None or on_step(StepRecord(step, raw_obs, actions, ep_return, ep_length,
+                                                        time.perf_counter() - state.clock_start, t))
         ep_return[done], ep_length[done] = 0.0, 0
-        prev_final, obs, raw_obs = step.final_obs, step.obs, step.raw_obs
+        obs, raw_obs = step.obs, step.raw_obs
+        if not proceed:
+            raise RolloutStopped(state._replace(obs=obs, raw_obs=raw_obs, obs_stats=stats, episode_return=ep_return,
+                                                episode_length=ep_length))
+    zeros = tf.zeros([num_steps, num_envs])
     traj = Trajectory(
-        obs=tf.constant(buf["obs"]),
-        action=tf.constant(buf["action"]),
-        log_prob=tf.constant(buf["log_prob"]),
-        value=tf.constant(buf["value"]),
-        reward=tf.constant(buf["reward"]),
-        terminated=tf.constant(buf["terminated"]),
-        truncated=tf.constant(buf["truncated"]),
-        final_value=tf.zeros([num_steps, num_envs]),
-        episode_return=tf.constant(buf["episode_return"]),
-        episode_length=tf.constant(buf["episode_length"]),
+        obs=tf.constant(buf["obs"]), action=tf.constant(buf["action"]), log_prob=zeros, value=zeros,
+        reward=tf.constant(buf["reward"]), terminated=tf.constant(buf["terminated"]),
+        truncated=tf.constant(buf["truncated"]), final_value=zeros,
+        episode_return=tf.constant(buf["episode_return"]), episode_length=tf.constant(buf["episode_length"]),
     )
-    finished = finish_fn(
-        traj, tf.constant(buf["final_obs"]), tf.constant(prev_final), tf.constant(obs), act_step.stats.read(),
-        state.return_stats, state.discounted_return,
-    )
-    new_state = HostRolloutState(obs, finished.discounted_return, finished.obs_stats, finished.return_stats,
-                                 ep_return, ep_length, raw_obs, state.clock_start)
+    finished = finish_fn(traj, tf.constant(buf["final_obs"]), tf.constant(network_input(stats, obs, normalize_obs)),
+                         state.return_stats, state.discounted_return)
+    new_state = HostRolloutState(obs, finished.discounted_return, stats, finished.return_stats, ep_return, ep_length,
+                                 raw_obs, state.clock_start)
     return new_state, finished.rollout
 
 
 def evaluate_host(
-    vec_env: Any, act_fn, obs_stats: MeanStd, seed: int, max_steps: int
+    vec_env: Any, actor: HostActor, obs_stats: MeanStd, seed: int, max_steps: int
 ) -> tuple[EvalResult, EvalTrajectory]:
-    """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen.
-
-    Args:
-        act_fn: compiled (obs_stats, raw obs [E, D]) -> deterministic env action [E, ...].
-    """
+    """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen, acting in numpy
+    (`actor`: a snapshot of the actor)."""
     obs = vec_env.reset(seed=seed)
+    obs_stats = normalization.to_host(obs_stats)
     num_envs = obs.shape[0]
     active = np.ones(num_envs, bool)
     returns, lengths = np.zeros(num_envs), np.zeros(num_envs, np.int32)
     records = []
     for _ in range(max_steps):
-        action = act_fn(obs_stats, tf.constant(obs)).numpy()
-        step = vec_env.step(_env_actions(action, vec_env.action_space))
+        action = _env_actions(actor.deterministic_env_action(obs_stats, obs), vec_env.action_space)
+        step = vec_env.step(action)
         records.append((obs, action, step.reward, step.terminated, step.truncated, active.copy()))
         returns += np.where(active, step.reward, 0.0)
         lengths += active

@@ -4,11 +4,16 @@ Same statistics as Stable-Baselines3's `RunningMeanStd`/`VecNormalize`: count st
 normalized as clip((x - mean) / sqrt(var + 1e-8), -10, 10), rewards are divided by the std of the discounted
 return and clipped to +-10. Moments merge with Chan, Golub & LeVeque (1979), so replica statistics combine into
 exactly the statistics of one stream (`merge`).
+
+The host rollout keeps observation statistics in numpy (float32, the same arithmetic): `update_moments_host` and
+`normalize_host` are the numpy twins of `update_moments` and `normalize`; `merge` serves both.
 """
 
 from __future__ import annotations
 
 from typing import Callable
+
+import numpy as np
 
 from kppo._tf import tf
 from kppo.types import MeanStd
@@ -24,11 +29,11 @@ def initial_stats(shape: tuple[int, ...] | list[int]) -> MeanStd:
 
 
 def merge(a: MeanStd, b: MeanStd) -> MeanStd:
-    """Chan's parallel merge of two moment sets: the moments of both streams together."""
+    """Chan's parallel merge of two moment sets: the moments of both streams together (tensors or numpy arrays)."""
     count = a.count + b.count
     delta = b.mean - a.mean
     mean = a.mean + delta * (b.count / count)
-    m2 = a.var * a.count + b.var * b.count + tf.square(delta) * (a.count * b.count / count)
+    m2 = a.var * a.count + b.var * b.count + delta * delta * (a.count * b.count / count)
     return MeanStd(mean, m2 / count, count)
 
 
@@ -66,6 +71,24 @@ def batch_stats(x: tf.Tensor) -> MeanStd:
 def update_moments(stats: MeanStd, x: tf.Tensor) -> MeanStd:
     """Adds the batch x [N, *shape] to the running moments."""
     return merge(stats, batch_stats(x))
+
+
+def to_host(stats: MeanStd) -> MeanStd:
+    """The moments as float32 numpy arrays."""
+    return MeanStd(*(np.asarray(x, np.float32) for x in stats))
+
+
+def update_moments_host(stats: MeanStd, x: np.ndarray) -> MeanStd:
+    """`update_moments` in numpy (float32 moments)."""
+    x = np.asarray(x, np.float32)
+    batch = MeanStd(x.mean(axis=0), x.var(axis=0), np.float32(x.shape[0]))
+    return merge(stats, batch)
+
+
+def normalize_host(stats: MeanStd, x: np.ndarray, clip: float = CLIP) -> np.ndarray:
+    """`normalize` in numpy."""
+    z = (np.asarray(x, np.float32) - stats.mean) / np.sqrt(stats.var + np.float32(EPSILON))
+    return np.clip(z, -clip, clip)
 
 
 def normalize(stats: MeanStd, x: tf.Tensor, clip: float = CLIP) -> tf.Tensor:

@@ -9,7 +9,7 @@ from kppo import normalization
 from kppo._tf import tf
 from kppo.agent import make_agent
 from kppo.envs.gymnasium import make_vec_env
-from kppo.host_rollout import ActStep, HostRolloutState, RolloutStopped, collect_host_rollout, finish_rollout
+from kppo.host_rollout import HostRolloutState, RolloutStopped, collect_host_rollout, finish_rollout
 from kppo.runners.base import rollout_settings
 
 
@@ -34,21 +34,21 @@ def _parts(normalize_obs=False):
                          normalize_obs=normalize_obs)
     vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(Counter(), 3), 2, seed=0)
     agent = make_agent(config, 1, vec_env.action_space)
-    act_step = ActStep(agent, normalize_obs, 2, 1, False)
-    finish = lambda *a: finish_rollout(agent.critic, rollout_settings(config), *a)  # noqa: E731
+    settings = rollout_settings(config)
+    finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
     obs = vec_env.reset(seed=0)
-    stats = normalization.initial_stats([1])
+    stats = normalization.to_host(normalization.initial_stats([1]))
     if normalize_obs:
-        stats = normalization.update_moments(stats, tf.constant(obs))
+        stats = normalization.update_moments_host(stats, obs)
     state = HostRolloutState(obs, tf.zeros([2]), stats, normalization.initial_stats(()), np.zeros(2),
                              np.zeros(2, np.int32), vec_env.reset_raw_obs, 0.0)
-    return vec_env, act_step, finish, state
+    return vec_env, (agent, settings), finish, state
 
 
 def test_the_step_hook_sees_sb3_locals_with_monitor_episodes_and_terminal_observations():
-    vec_env, act_step, finish, state = _parts()
+    vec_env, parts, finish, state = _parts()
     seen = []
-    collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]),
+    collect_host_rollout(vec_env, *parts, finish, state, tf.constant([0, 1]),
                          lambda record: seen.append(record.sb3_locals()) or True)
     assert [s["n_steps"] for s in seen] == [0, 1, 2, 3]
     np.testing.assert_array_equal(seen[0]["obs"], [[0.0], [0.0]])
@@ -66,10 +66,10 @@ def test_the_step_hook_sees_sb3_locals_with_monitor_episodes_and_terminal_observ
 
 @pytest.mark.parametrize("normalize_obs", [False, True])
 def test_a_false_from_the_step_hook_stops_at_once_with_the_state_at_that_step(normalize_obs):
-    vec_env, act_step, finish, state = _parts(normalize_obs)
+    vec_env, parts, finish, state = _parts(normalize_obs)
     calls = []
     with pytest.raises(RolloutStopped) as stop:
-        collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]),
+        collect_host_rollout(vec_env, *parts, finish, state, tf.constant([0, 1]),
                              lambda record: calls.append(record.n_steps) or len(calls) < 2)
     assert calls == [0, 1]
     stopped = stop.value.state

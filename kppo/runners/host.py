@@ -1,5 +1,6 @@
-"""The host runner: gymnasium environments stepped in Python with one compiled policy call per vector step
-(`kppo.host_rollout`), then the compiled update (on one device, or sharded over a tf.distribute strategy's replicas)."""
+"""The host runner: gymnasium environments stepped in Python, the policy acting in numpy (`kppo.host_rollout`), one
+compiled call per rollout for log-probabilities, values and GAE, then the compiled update (on one device, or sharded
+over a tf.distribute strategy's replicas)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,8 @@ from kppo.agent import Agent, make_agent
 from kppo.config import Config
 from kppo.distribute import make_strategy
 from kppo.envs.gymnasium import GymVecEnv, make_vec_env
-from kppo.host_rollout import (ActStep, HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host,
-                               finish_rollout)
-from kppo.rollout import network_input
+from kppo.host_policy import host_actor
+from kppo.host_rollout import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
 from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, ScheduleVariables, add_diagnostics, iteration_step,
                                make_learning_rate_fn, rollout_settings, root_keys, update_settings)
 from kppo.runners.replicated import make_sharded_update
@@ -60,9 +60,9 @@ def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
 
 def _initial_state(vec_env: GymVecEnv, config: Config, start: Start) -> RunnerState:
     obs = vec_env.reset(seed=config.seed)
-    obs_stats = start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim])
+    obs_stats = normalization.to_host(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
     if config.normalize_obs and start.count_reset:
-        obs_stats = normalization.update_moments(obs_stats, tf.constant(obs))
+        obs_stats = normalization.update_moments_host(obs_stats, obs)
     rollout = HostRolloutState(
         obs, tf.zeros([config.num_envs]), obs_stats, start.return_stats or normalization.initial_stats(()),
         np.zeros(config.num_envs), np.zeros(config.num_envs, np.int32), vec_env.reset_raw_obs, time.perf_counter(),
@@ -84,9 +84,8 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     strategy = make_strategy(config.distribute, config.devices)
     agent = _agent(config, vec_env, start, strategy)
     settings, upd = rollout_settings(config), update_settings(config, schedule)
-    act_step = ActStep(agent, config.normalize_obs, config.num_envs, vec_env.flat_obs_dim, config.jit_rollout,
-                       config.sde_sample_freq)
-    finish_fn = tf.function(lambda *a: finish_rollout(agent.critic, settings, *a), autograph=False)
+    finish_fn = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=config.jit_rollout,
+                            autograph=False)
     if strategy is None:
         compiled_update = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=config.jit_update,
                                       autograph=False)
@@ -101,7 +100,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         total, completed = None, 0
 
         def collect(rollout_state, key):
-            return collect_host_rollout(vec_env, act_step, finish_fn, config.num_steps, rollout_state, key, on_step)
+            return collect_host_rollout(vec_env, agent, settings, finish_fn, rollout_state, key, on_step)
 
         for _ in range(n):
             try:
@@ -115,12 +114,9 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         if not eval_parts:
             eval_parts["env"] = make_vec_env(eval_source, config.num_eval_envs,
                                              vectorization=config.vectorization, seed=config.seed + 1)
-            eval_parts["act"] = tf.function(
-                lambda stats, obs: agent.dist.to_env(agent.dist.mode(agent.actor(
-                    network_input(stats, obs, config.normalize_obs)))),
-                jit_compile=config.jit_rollout, autograph=False, reduce_retracing=True)
         eval_env = eval_parts["env"]
-        result, trajectory = evaluate_host(eval_env, eval_parts["act"], obs_stats, config.seed * 1000 + round_index,
+        actor = host_actor(agent.actor, agent.dist, config.normalize_obs)
+        result, trajectory = evaluate_host(eval_env, actor, obs_stats, config.seed * 1000 + round_index,
                                            eval_env.max_episode_steps or 1000)
         extra = eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if eval_metrics_fn else {}
         return result, extra

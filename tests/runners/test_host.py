@@ -7,7 +7,7 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.envs.gymnasium import make_vec_env
-from kppo.host_rollout import ActStep, HostRolloutState, collect_host_rollout, finish_rollout
+from kppo.host_rollout import HostRolloutState, collect_host_rollout, finish_rollout
 from kppo import normalization
 from kppo.agent import make_agent
 from kppo.runners.base import rollout_settings
@@ -105,12 +105,12 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
                          num_hidden_units=8)
     vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(ConstantEnv(), 3), 2, seed=0)
     agent = make_agent(config, 1, vec_env.action_space)
-    act_step = ActStep(agent, False, 2, 1, False)
-    finish = lambda *a: finish_rollout(agent.critic, rollout_settings(config), *a)
+    settings = rollout_settings(config)
+    finish = lambda *a: finish_rollout(agent, settings, *a)
     obs = vec_env.reset(seed=0)
-    state = HostRolloutState(obs, tf.zeros([2]), normalization.initial_stats([1]), normalization.initial_stats(()),
-                             np.zeros(2), np.zeros(2, np.int32))
-    _, rollout = collect_host_rollout(vec_env, act_step, finish, 4, state, tf.constant([0, 1]))
+    state = HostRolloutState(obs, tf.zeros([2]), normalization.to_host(normalization.initial_stats([1])),
+                             normalization.initial_stats(()), np.zeros(2), np.zeros(2, np.int32))
+    _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([0, 1]))
     v0, v1 = (float(agent.critic(tf.constant([[x]]))[0]) for x in (0.0, 1.0))
     np.testing.assert_array_equal(rollout.trajectory.truncated.numpy()[:, 0], [False, False, True, False])
     # step 2 is truncated: its target is r + gamma * V(final obs [1]) = 1 + 0.5 * v1, not V of the reset obs [0]
