@@ -15,6 +15,10 @@ rounded up to the next whole rollout by both alike):
             defaults for the rest: vf_coef 0.5, max_grad_norm 0.5, 2x64 tanh). When kppo raises
             NotImplementedError for use_sde (or with --kppo-sde off), kppo runs with use_sde=False and
             policy_kwargs=dict(squash_output=True) and its row is marked "(no gSDE)".
+  halfcheetah  HalfCheetah-v5 with RL-Zoo's PPO setting (its HalfCheetah-v3 entry): 1 env x 512 steps, 1,000,000
+            steps, batch_size 64, 20 epochs, lr 2.0633e-5, gamma 0.98, GAE lambda 0.92, clip 0.1, ent_coef 4.0e-4,
+            vf_coef 0.58, max_grad_norm 0.8, VecNormalize (obs and reward), pi/vf 2x256 ReLU, log_std_init -2,
+            ortho_init=False. Needs MuJoCo (`pip install -e ".[mujoco]"`; gymnasium[mujoco] in the peer venv).
 
 Each (task, framework) runs in its own fresh interpreter (this file with --worker NAME --task TASK) that prints one
 JSON line; the driver alternates the order of the frameworks across repeats and prints one markdown table per task
@@ -82,6 +86,19 @@ TASKS = {
         net_arch=dict(pi=[64, 64], vf=[64, 64]),
         sde=dict(use_sde=True, sde_sample_freq=4),
     ),
+    "halfcheetah": dict(  # rl-baselines3-zoo hyperparams/ppo.yml, HalfCheetah-v3 entry, on HalfCheetah-v5
+        env_id="HalfCheetah-v5",
+        n_envs=1,
+        timesteps=1_000_000,
+        lr=("constant", 2.0633e-05),
+        ppo=dict(n_steps=512, batch_size=64, n_epochs=20, gamma=0.98, gae_lambda=0.92, clip_range=0.1,
+                 ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8),
+        net_arch=dict(pi=[256, 256], vf=[256, 256]),
+        activation="relu",
+        policy=dict(log_std_init=-2.0, ortho_init=False),
+        normalize=True,  # VecNormalize(norm_obs=True, norm_reward=True, gamma=ppo gamma), as the zoo's normalize: true
+        sde=None,
+    ),
 }
 FRAMEWORKS = ("kppo", "sb3")
 REQUIRED_MODULES = {
@@ -141,14 +158,20 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
 
     env_id, n_envs = task["env_id"], task["n_envs"]
     kwargs = dict(task["ppo"], learning_rate=_learning_rate(task["lr"]), seed=seed, verbose=0)
-    policy_kwargs = dict(net_arch=task["net_arch"], activation_fn="tanh")
+    policy_kwargs = dict(net_arch=task["net_arch"], activation_fn=task.get("activation", "tanh"),
+                         **task.get("policy", {}))
+
+    def make_env():
+        env = kppo.make_vec_env(env_id, n_envs=n_envs, seed=seed)
+        return kppo.VecNormalize(env, gamma=task["ppo"]["gamma"]) if task.get("normalize") else env
+
     sde_note, sde_attempt_s, use_sde = None, 0.0, False
     if task["sde"] and sde_mode == "off":
         sde_note = "--kppo-sde off"
         policy_kwargs = dict(policy_kwargs, squash_output=True)
     elif task["sde"]:
         try:
-            env = kppo.make_vec_env(env_id, n_envs=n_envs, seed=seed)
+            env = make_env()
             model = kppo.PPO("MlpPolicy", env, policy_kwargs=policy_kwargs, **task["sde"], **kwargs)
             use_sde = True
         except NotImplementedError as exc:
@@ -161,14 +184,14 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
             t1 = time.perf_counter()
             policy_kwargs = dict(policy_kwargs, squash_output=True)
     if not use_sde:
-        env = kppo.make_vec_env(env_id, n_envs=n_envs, seed=seed)
+        env = make_env()
         model = kppo.PPO("MlpPolicy", env, policy_kwargs=policy_kwargs, **kwargs)
     t2 = time.perf_counter()
     model.learn(timesteps)
     t3 = time.perf_counter()
     peak_rss = _rss_mb()
 
-    eval_env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))
+    eval_env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))  # the policy normalizes observations itself
     eval_env.reset(seed=seed + EVAL_SEED_OFFSET)
     returns, _ = kppo.evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
                                       return_episode_rewards=True)
@@ -203,16 +226,19 @@ def worker_sb3(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_mo
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.monitor import Monitor
-    from stable_baselines3.common.vec_env import DummyVecEnv
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     t1 = time.perf_counter()
     env_id = task["env_id"]
     env = make_vec_env(env_id, n_envs=task["n_envs"], vec_env_cls=DummyVecEnv, seed=seed)
+    if task.get("normalize"):
+        env = VecNormalize(env, gamma=task["ppo"]["gamma"])
+    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[task.get("activation", "tanh")]
     model = PPO(
         "MlpPolicy",
         env,
         learning_rate=_learning_rate(task["lr"]),
-        policy_kwargs=dict(net_arch=task["net_arch"], activation_fn=torch.nn.Tanh),
+        policy_kwargs=dict(net_arch=task["net_arch"], activation_fn=activation, **task.get("policy", {})),
         seed=seed,
         device="cpu",
         verbose=0,
@@ -224,8 +250,11 @@ def worker_sb3(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_mo
     t3 = time.perf_counter()
     peak_rss = _rss_mb()
 
-    eval_env = Monitor(gym.make(env_id))
-    eval_env.reset(seed=seed + EVAL_SEED_OFFSET)
+    eval_env = monitor = Monitor(gym.make(env_id))
+    monitor.reset(seed=seed + EVAL_SEED_OFFSET)
+    if task.get("normalize"):  # frozen statistics of training, raw rewards (Monitor's) reported
+        eval_env = VecNormalize(DummyVecEnv([lambda: monitor]), training=False, norm_reward=False)
+        eval_env.obs_rms = env.obs_rms
     returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
                                  return_episode_rewards=True)
     eval_env.close()

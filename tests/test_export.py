@@ -208,4 +208,8 @@ def test_discrete_observations_export_with_the_encoding_inside(env, tmp_path):
         "int32" if frozen else "float32")
     own = record_observations(policy, env, 300, seed=1)  # int8 is calibrated on such states
     wrong = TFLiteRunner(int8.path)(own) != policy.get_action_flat(policy.encode(own))
-    assert wrong.mean() <= 0.1  # a short run: logits within 0.05 of each other, near-ties decide (measured 0-0.7%)
+    # A short run leaves all logits within ~0.04 of each other (int8 steps of ~1.5e-4): where the float policy's top
+    # two logits are closer than 1e-3, rounding may pick either; everywhere else the int8 action must agree.
+    logits = np.sort(policy.actor(policy.normalize(tf.constant(policy.encode(own), tf.float32))).numpy(), axis=1)
+    decided = logits[:, -1] - logits[:, -2] >= 1e-3
+    assert decided.mean() >= 0.5 and wrong[decided].mean() <= 0.1  # measured: 0% of decided visits (66%, 88% decided)

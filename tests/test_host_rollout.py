@@ -78,3 +78,30 @@ def test_a_false_from_the_step_hook_stops_at_once_with_the_state_at_that_step(no
     # the state's obs is counted in its statistics: reset obs + 2 steps of 2 envs (+1e-4 pseudo-count)
     expected = 1e-4 + 2 + 4 if normalize_obs else 1e-4
     assert float(stopped.obs_stats.count) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("jit_update", [False, True])
+def test_the_first_minibatch_of_the_update_sees_a_probability_ratio_of_exactly_one(jit_update):
+    """Actions are drawn in numpy, log-probabilities computed after the rollout by the networks the update uses."""
+    from kppo.update import flatten, minibatch_indices
+
+    config = kppo.Config(num_envs=4, num_steps=32, total_timesteps=128, num_minibatches=4, normalize_obs=True,
+                         normalize_reward=True)
+    vec_env = make_vec_env("Pendulum-v1", 4, seed=0)
+    agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+    settings = rollout_settings(config)
+    finish = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=True, autograph=False)
+    obs = vec_env.reset(seed=0)
+    state = HostRolloutState(obs, tf.zeros([4]), normalization.update_moments_host(
+        normalization.to_host(normalization.initial_stats([3])), obs), normalization.initial_stats(()), np.zeros(4),
+        np.zeros(4, np.int32))
+    _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([3, 4]))
+    batch = flatten(rollout)
+    rows = minibatch_indices(tf.constant([5, 6]), 128, 1, 4)[0]
+
+    @tf.function(autograph=False, jit_compile=jit_update)
+    def log_ratio(obs, action, old_log_prob):  # as `kppo.update.minibatch_loss` computes it, in a graph
+        return agent.dist.log_prob(agent.actor(obs), action) - old_log_prob
+
+    got = log_ratio(tf.gather(batch.obs, rows), tf.gather(batch.action, rows), tf.gather(batch.log_prob, rows))
+    np.testing.assert_array_equal(np.exp(got.numpy()), 1.0)

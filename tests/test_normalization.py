@@ -99,3 +99,18 @@ def test_merge_replicas_stays_accurate_when_the_start_dominates():
     one = normalization.update_moments(base, tf.constant(np.concatenate(shards)))
     for got, want in zip(merged, one):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_the_host_twins_compute_what_the_tensorflow_functions_compute():
+    rng = np.random.default_rng(0)
+    tf_stats, host_stats = normalization.initial_stats([3]), normalization.to_host(normalization.initial_stats([3]))
+    for _ in range(5):
+        batch = rng.normal(5.0, 3.0, (7, 3)).astype(np.float32)
+        tf_stats = normalization.update_moments(tf_stats, tf.constant(batch))
+        host_stats = normalization.update_moments_host(host_stats, batch)
+    for got, want in zip(host_stats, tf_stats):
+        np.testing.assert_allclose(got, want.numpy(), rtol=2e-6)
+    assert all(np.asarray(x).dtype == np.float32 for x in host_stats)
+    x = rng.normal(5.0, 30.0, (9, 3)).astype(np.float32)
+    np.testing.assert_allclose(normalization.normalize_host(host_stats, x), normalization.normalize(tf_stats, x).numpy(),
+                               rtol=1e-5, atol=1e-6)
