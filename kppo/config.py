@@ -114,7 +114,7 @@ class Config:
     seed: int = _f(0, "Random seed (stateless RNG; same seed, same jit flags -> identical run on CPU).")
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
-    jit_update: bool = _f(False, "Compile the update with XLA (measured slower on CPU).")
+    jit_update: bool | None = _f(None, "Compile the update with XLA; null: only on gymnasium envs with >= 64 gradient steps.")
     jit_eval: bool = _f(False, "Compile the TF-native evaluation rollout with XLA (pays off only beyond ~30 rounds on CPU).")
     distribute: str = _f(
         "none",

@@ -20,7 +20,7 @@ from kppo.envs.gymnasium import GymVecEnv, make_vec_env
 from kppo.host_policy import host_actor
 from kppo.host_rollout import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
 from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, ScheduleVariables, add_diagnostics, iteration_step,
-                               make_learning_rate_fn, rollout_settings, root_keys, update_settings)
+                               jit_update, make_learning_rate_fn, rollout_settings, root_keys, update_settings)
 from kppo.runners.replicated import make_sharded_update
 from kppo.types import MeanStd, RunnerState
 from kppo.update import flatten, ppo_update
@@ -87,7 +87,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     finish_fn = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=config.jit_rollout,
                             autograph=False)
     if strategy is None:
-        compiled_update = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=config.jit_update,
+        compiled_update = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True),
                                       autograph=False)
         update = lambda rollout, key: compiled_update(flatten(rollout), key)  # noqa: E731
     else:

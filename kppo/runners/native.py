@@ -13,8 +13,8 @@ from kppo.agent import Agent, make_agent
 from kppo.config import Config
 from kppo.envs.base import VecEnv
 from kppo.rollout import collect_rollout, evaluate, initial_rollout_state
-from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, iteration_step, make_learning_rate_fn, maybe_compile,
-                               rollout_settings, root_keys, update_settings, zero_diagnostics)
+from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, iteration_step, jit_update, make_learning_rate_fn,
+                               maybe_compile, rollout_settings, root_keys, update_settings, zero_diagnostics)
 from kppo.types import RunnerState
 from kppo.update import flatten, ppo_update
 
@@ -64,7 +64,7 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
     a shorter last call does not retrace)."""
     settings, upd = rollout_settings(config), update_settings(config)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
-    update = maybe_compile(lambda b, k: ppo_update(agent, upd, b, k), config.jit_update)
+    update = maybe_compile(lambda b, k: ppo_update(agent, upd, b, k), jit_update(config, on_host=False))
     learning_rate_fn = make_learning_rate_fn(config, agent)
 
     def run_iterations(state: RunnerState, num_iterations: tf.Tensor):

@@ -76,3 +76,16 @@ def test_iteration_step_splits_keys_schedules_collects_updates_and_counts():
     assert seen == {"collect_key": key_rollout, "update_key": key_update}
     assert new_state.key.numpy().tolist() == key and int(new_state.iteration) == 6 and int(new_state.rollout) == 1
     assert float(diag.learning_rate) == pytest.approx(5e-4)
+
+
+@pytest.mark.parametrize("changes, on_host, want", [
+    ({}, False, False),  # TF-native: the update runs inside the compiled loop, graph measured faster
+    ({"num_epochs": 4, "num_minibatches": 4}, True, False),  # few gradient steps: XLA's compile time does not pay
+    ({"num_epochs": 10, "num_minibatches": 32}, True, True),  # SB3's defaults: 320 gradient steps of 64 samples
+    ({"num_epochs": 10, "num_minibatches": 32, "jit_update": False}, True, False),  # an explicit choice wins
+    ({"jit_update": True}, False, True),
+])
+def test_the_update_is_xla_compiled_by_the_measured_rule_unless_the_config_says(changes, on_host, want):
+    from kppo.runners.base import jit_update
+
+    assert jit_update(kppo.Config(**changes), on_host) is want
