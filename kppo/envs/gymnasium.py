@@ -33,8 +33,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
-from kppo.envs.spaces import (action_dtype, check_action_space, check_observation_space, flat_dim, flatten_obs,
-                               flatten_single, one_line)
+from kppo.envs.spaces import (action_dtype, batch_flattener, check_action_space, check_observation_space, flat_dim,
+                               flatten_obs, flatten_single, one_line)
 from kppo.envs.checks import CheckedEnv, EnvError, SubEnvError, install_hint, make_env
 from kppo.envs.vector_info import same_step, time_limit_of, vector_env_id, vector_time_limit
 from kppo.errors import first_line
@@ -135,6 +135,7 @@ class GymVecEnv:
         self.observation_space = vec_env.single_observation_space
         self.action_space = vec_env.single_action_space
         self.flat_obs_dim = flat_dim(self.observation_space)
+        self._flatten = batch_flattener(self.observation_space)
         self.env_id = env_id if env_id is not None else vector_env_id(vec_env)
         self.max_episode_steps = max_episode_steps if max_episode_steps is not None else vector_time_limit(vec_env)
         self._action_shape = (self.num_envs, *self.action_space.shape)
@@ -161,7 +162,7 @@ class GymVecEnv:
         raw_obs, _ = self._call(0, self.vec_env.reset, seed=None if seed is None else int(seed))
         self.reset_raw_obs = raw_obs  # as gymnasium returned them (what SB3 callbacks see as the first `obs`)
         self._step_count = 0
-        obs = flatten_obs(self.observation_space, raw_obs)
+        obs = self._flatten(raw_obs)
         _check_finite("observation", obs, 0)
         return obs
 
@@ -180,15 +181,16 @@ class GymVecEnv:
         step = self._step_count + 1
         raw_obs, reward, terminated, truncated, infos = self._call(step, self.vec_env.step, self._cast_actions(actions))
         self._step_count += 1
-        obs = flatten_obs(self.observation_space, raw_obs)
+        obs = self._flatten(raw_obs)
         reward = np.asarray(reward, dtype=np.float32).reshape(self.num_envs)
         terminated = np.asarray(terminated, dtype=bool).reshape(self.num_envs)
         truncated = np.asarray(truncated, dtype=bool).reshape(self.num_envs) & ~terminated
         done = terminated | truncated
         final_obs = self._final_obs(obs, done, infos)
-        _check_finite("reward", reward, self._step_count)
-        _check_finite("final observation", final_obs, self._step_count, rows=done)
-        _check_finite("observation", obs, self._step_count)
+        if not (np.isfinite(obs).all() and np.isfinite(reward).all() and np.isfinite(final_obs).all()):
+            _check_finite("reward", reward, self._step_count)  # which one, where: the first one-line error
+            _check_finite("final observation", final_obs, self._step_count, rows=done)
+            _check_finite("observation", obs, self._step_count)
         return HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
     @staticmethod

@@ -8,7 +8,8 @@ MultiBinary. Anything else is a one-line `ValueError`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -89,6 +90,14 @@ def flatten_obs(space: spaces.Space, obs: Any) -> np.ndarray:
         return np.concatenate(parts, axis=1)
     check_observation_space(space)
     return _flatten_box_batch(obs)
+
+
+def batch_flattener(space: spaces.Space) -> Callable[[Any], np.ndarray]:
+    """`flatten_obs` bound to `space`, its checks done once here (a vector env flattens every step)."""
+    if isinstance(space, spaces.Box):
+        check_observation_space(space)
+        return _flatten_box_batch
+    return functools.partial(flatten_obs, space)
 
 
 def _flatten_box_batch(values: Any) -> np.ndarray:
