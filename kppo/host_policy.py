@@ -80,7 +80,8 @@ def snapshot(actor: Actor) -> ActorWeights:
 
 
 def actor_params(weights: ActorWeights, obs: np.ndarray):
-    """`Actor.call` in numpy: obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent, sde_log_std)."""
+    """`Actor.call` in numpy: obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent, sde_log_std); a
+    state-independent log_std stays [A] (Keras broadcasts it to [B, A])."""
     activation = ACTIVATIONS[weights.activation]
     features = obs
     for kernel, bias in weights.hidden:
@@ -91,7 +92,7 @@ def actor_params(weights: ActorWeights, obs: np.ndarray):
     if weights.log_std_head is not None:
         return out, features @ weights.log_std_head[0] + weights.log_std_head[1]
     if weights.log_std is not None:
-        return out, np.broadcast_to(weights.log_std, out.shape)
+        return out, weights.log_std  # [A]: broadcasts against the means [B, A]
     return out
 
 

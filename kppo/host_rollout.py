@@ -203,16 +203,18 @@ def collect_host_rollout(
         if normalize_obs:
             stats = normalization.update_moments_host(stats, step.obs)
         done = step.terminated | step.truncated
+        ended = done.any()
         ep_return += step.reward
         ep_length += 1
         buf["obs"][t], buf["action"][t] = norm_obs, action
-        buf["final_obs"][t] = network_input(stats, step.final_obs, normalize_obs)
         buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
-        buf["episode_return"][t] = np.where(done, ep_return, 0.0)
-        buf["episode_length"][t] = np.where(done, ep_length, 0)
+        if ended:  # rows that did not end keep zeros: final values are read only where truncated
+            buf["final_obs"][t, done] = network_input(stats, step.final_obs[done], normalize_obs)
+            buf["episode_return"][t, done], buf["episode_length"][t, done] = ep_return[done], ep_length[done]
         proceed = on_step is None or on_step(StepRecord(step, raw_obs, actions, ep_return, ep_length,
                                                         time.perf_counter() - state.clock_start, t))
-        ep_return[done], ep_length[done] = 0.0, 0
+        if ended:
+            ep_return[done], ep_length[done] = 0.0, 0
         obs, raw_obs = step.obs, step.raw_obs
         if not proceed:
             raise RolloutStopped(state._replace(obs=obs, raw_obs=raw_obs, obs_stats=stats, episode_return=ep_return,

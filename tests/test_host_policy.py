@@ -34,7 +34,8 @@ def _params_close(host, keras_params):
     host, keras_params = (x if isinstance(x, tuple) else (x,) for x in (host, keras_params))
     assert len(host) == len(keras_params)
     for got, want in zip(host, keras_params):
-        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=2e-6)
+        want = np.asarray(want)
+        np.testing.assert_allclose(np.broadcast_to(got, want.shape), want, rtol=1e-5, atol=2e-6)
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
