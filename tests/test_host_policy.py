@@ -38,17 +38,14 @@ def _params_close(host, keras_params):
         np.testing.assert_allclose(np.broadcast_to(got, want.shape), want, rtol=1e-5, atol=2e-6)
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_the_numpy_forward_pass_equals_the_keras_actor_for_every_activation(activation):
-    agent = _agent(BOX, activation)
-    obs = np.random.default_rng(0).normal(0, 2, (32, 5)).astype(np.float32)
-    _params_close(actor_params(snapshot(agent.actor), obs), agent.actor(obs))
+FORWARD_CASES = {**{f"{a}-gaussian": (a, BOX, {}) for a in ACTIVATIONS},
+                 **{f"tanh-{head}": ("tanh", *HEADS[head]) for head in HEADS}}
 
 
-@pytest.mark.parametrize("head", HEADS)
-def test_the_numpy_forward_pass_equals_the_keras_actor_for_every_head(head):
-    space, changes = HEADS[head]
-    agent = _agent(space, **changes)
+@pytest.mark.parametrize("case", FORWARD_CASES)
+def test_the_numpy_forward_pass_equals_the_keras_actor_for_every_activation_and_head(case):
+    activation, space, changes = FORWARD_CASES[case]
+    agent = _agent(space, activation, **changes)
     obs = np.random.default_rng(0).normal(0, 2, (32, 5)).astype(np.float32)
     _params_close(actor_params(snapshot(agent.actor), obs), agent.actor(obs))
 
