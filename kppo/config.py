@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+
+from kppo.config_values import as_bool, coerce, read_text, yaml_problem
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "softplus", "swish", "silu", "elu", "selu", "sigmoid", "leaky_relu")
 KERNEL_INITS = (
@@ -129,7 +130,7 @@ class Config:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _coerce(f.name, f.type, getattr(self, f.name)))
+            object.__setattr__(self, f.name, coerce(f.name, f.type, getattr(self, f.name)))
         _validate(self)
 
     # --- derived values ---
@@ -162,11 +163,11 @@ class Config:
     @classmethod
     def from_yaml(cls, path_or_text: str | Path) -> "Config":
         """Reads a YAML mapping (a path, or YAML text containing a newline or colon); errors name the file and line."""
-        text, source = _read_text(path_or_text)
+        text, source = read_text(path_or_text)
         try:
             values = yaml.safe_load(text)
         except yaml.YAMLError as err:
-            raise ValueError(f"config YAML {source}: could not parse {_yaml_problem(err)}") from None
+            raise ValueError(f"config YAML {source}: could not parse {yaml_problem(err)}") from None
         if values is None:
             values = {}
         if not isinstance(values, Mapping):
@@ -247,9 +248,9 @@ def translate(values: Mapping[str, Any]) -> dict[str, Any]:
         elif key in _SB3_NAMES:
             put(_SB3_NAMES[key], value, key)
         elif key == "ANNEAL_LR":
-            put("lr_schedule", "linear" if _as_bool("ANNEAL_LR", value) else "constant", key)
+            put("lr_schedule", "linear" if as_bool("ANNEAL_LR", value) else "constant", key)
         elif key in ("NORMALIZE_ENV", "normalize"):
-            flag = _as_bool(key, value)
+            flag = as_bool(key, value)
             put("normalize_obs", flag, key)
             put("normalize_reward", flag, key)
         elif key == "batch_size":
@@ -260,9 +261,9 @@ def translate(values: Mapping[str, Any]) -> dict[str, Any]:
         if "num_minibatches" in out:
             raise ValueError("config: give either batch_size (SB3 minibatch size) or num_minibatches, not both")
         default = Config.__dataclass_fields__
-        num_envs = _coerce("num_envs", "int", out.get("num_envs", default["num_envs"].default))
-        num_steps = _coerce("num_steps", "int", out.get("num_steps", default["num_steps"].default))
-        size = _coerce("batch_size", "int", minibatch_size)
+        num_envs = coerce("num_envs", "int", out.get("num_envs", default["num_envs"].default))
+        num_steps = coerce("num_steps", "int", out.get("num_steps", default["num_steps"].default))
+        size = coerce("batch_size", "int", minibatch_size)
         if size <= 0 or (num_envs * num_steps) % size:
             raise ValueError(
                 f"batch_size: expected a positive divisor of n_envs * n_steps = {num_envs * num_steps}, got {size}"
@@ -274,53 +275,6 @@ def translate(values: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------------
 # Coercion and validation
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def _as_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise ValueError(f"{name}: expected true or false, got {value!r}")
-
-
-def _coerce(name: str, type_name: Any, value: Any) -> Any:
-    """Checks one value against its annotated type ("int", "float", "bool", "str", "... | None")."""
-    type_name = str(type_name)
-    if type_name.endswith("| None"):
-        if value is None:
-            return None
-        type_name = type_name[: -len("| None")].strip()
-    if type_name == "bool":
-        return _as_bool(name, value)
-    if isinstance(value, str) and type_name in ("int", "float"):
-        try:  # YAML 1.1 reads "1e5" and "1.0e6" (its exponents need a dot and a sign) as strings; so does --set
-            value = float(value)
-        except ValueError:
-            raise ValueError(f"{name}: expected {'an integer' if type_name == 'int' else 'a number'}, got {value!r}") from None
-    if type_name == "int":
-        if name == "verbose" and isinstance(value, bool):  # rex's VERBOSE is a bool
-            return int(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
-            raise ValueError(f"{name}: expected an integer, got {value!r}")
-        return int(value)
-    if type_name == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{name}: expected a finite number, got {value!r}")
-        return float(value)
-    if type_name == "tuple[int, ...]":
-        if not isinstance(value, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
-        ):
-            raise ValueError(f"{name}: expected a list of positive integers, got {value!r}")
-        return tuple(int(v) for v in value)
-    if type_name == "tuple[str, ...]":
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"{name}: expected a list of device names, got {value!r}")
-        return tuple(value)
-    if type_name == "str":
-        if not isinstance(value, str):
-            raise ValueError(f"{name}: expected a string, got {value!r}")
-        return value
-    raise TypeError(f"{name}: unsupported annotation {type_name}")  # a kppo bug, not user input
 
 
 def _check(ok: bool, name: str, expected: str, got: Any) -> None:
@@ -369,31 +323,3 @@ def _suggest(key: str, names: set[str]) -> str:
     spellings = {n.lower(): n for n in [*_REX_NAMES, *_SB3_NAMES, "ANNEAL_LR", "NORMALIZE_ENV", "batch_size", *names]}
     near = difflib.get_close_matches(key.lower(), spellings, n=1, cutoff=0.75)
     return f"did you mean {spellings[near[0]]!r}?" if near else "see kppo.Config"
-
-
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    """'at line L, column C: problem (context at line L2, column C2)' of a PyYAML error, without its source snippets."""
-    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
-    if mark is None or not problem:
-        return "(" + " ".join(str(err).replace(' in "<unicode string>",', " at").split()) + ")"
-    text = f"at line {mark.line + 1}, column {mark.column + 1}: {problem}"
-    context, where = getattr(err, "context", None), getattr(err, "context_mark", None)
-    if context and where is not None:
-        text += f" ({context} at line {where.line + 1}, column {where.column + 1})"
-    return text
-
-
-def _read_text(path_or_text: str | Path) -> tuple[str, str]:
-    """(text, how errors name it): a file's text and its quoted path, or YAML text itself and 'text'."""
-    if isinstance(path_or_text, Path) or ("\n" not in path_or_text and ":" not in path_or_text):
-        path = Path(path_or_text)
-        name = repr(str(path))
-        if not path.is_file():
-            raise ValueError(f"config YAML: expected an existing file, got {name}")
-        try:
-            return path.read_text(encoding="utf-8"), name
-        except UnicodeDecodeError as err:
-            raise ValueError(f"config YAML {name}: expected UTF-8 text, got byte {err.object[err.start]:#04x} at offset {err.start}") from None
-        except OSError as err:
-            raise ValueError(f"config YAML {name}: expected a readable file, got {err.strerror}") from None
-    return path_or_text, "text"
