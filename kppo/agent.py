@@ -18,6 +18,7 @@ from kppo.config import Config
 from kppo.distributions import ActionDistribution, make_distribution
 from kppo.envs.spaces import flat_dim
 from kppo.networks import Actor, Critic, make_networks
+from kppo.optimizers import make_optimizer
 from kppo.policy import ObsScaling, Policy
 from kppo.types import MeanStd
 
@@ -38,12 +39,12 @@ class Agent(NamedTuple):
 
 def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space) -> Agent:
     """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
-    Adam (epsilon 1e-5, as SB3 and purejaxrl) with its slots built."""
+    Adam (epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update, `config.adam_style`) with its slots built."""
     widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
     latent_dim = widths[-1] if widths else observation_dim
     dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std)
     actor, critic = make_networks(config, observation_dim, dist, config.seed)
-    optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate, epsilon=1e-5)
+    optimizer = make_optimizer(config.adam_style, config.learning_rate)
     agent = Agent(dist, actor, critic, optimizer)
     optimizer.build(agent.variables)
     return agent

@@ -43,6 +43,8 @@ DISTRIBUTE = ("none", "mirrored", "multi_worker", "tpu")
 VF_CLIP_MODES = ("max", "clipped")
 ENV_BACKENDS = ("auto", "tf", "gymnasium")
 VECTORIZATIONS = ("sync", "async")
+BIAS_INITS = ("zeros", "torch_default")
+ADAM_STYLES = ("keras", "torch")
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -62,6 +64,8 @@ class Config:
     total_timesteps: int = _f(500_000, "Environment steps over the whole run (rounded down to whole rollouts).")
     # --- optimisation ---
     learning_rate: float = _f(2.5e-4, "Adam learning rate (Adam eps is 1e-5).")
+    adam_style: str = _f("keras", "'keras': Adam's eps added to sqrt(v) before the bias correction (Keras, optax); "
+                                  "'torch': after it (torch.optim.Adam, Stable-Baselines3).")
     lr_schedule: str = _f("linear", "'linear' anneals the learning rate to 0 over the run; 'constant' keeps it.")
     num_epochs: int = _f(4, "Passes over each rollout.")
     num_minibatches: int = _f(4, "Minibatches per epoch; minibatch_size = num_envs * num_steps / num_minibatches.")
@@ -80,6 +84,7 @@ class Config:
         "'clipped' = clipped prediction only (Stable-Baselines3).",
     )
     normalize_advantage: bool = _f(True, "Normalize advantages per minibatch (mean 0, std 1).")
+    advantage_std_ddof: int = _f(0, "Advantage normalization's std: 0 population (purejaxrl, CleanRL), 1 sample (SB3).")
     ent_coef: float = _f(0.01, "Entropy bonus coefficient.")
     vf_coef: float = _f(0.5, "Value loss coefficient (value loss = mean squared error, as SB3).")
     # --- networks ---
@@ -94,8 +99,9 @@ class Config:
         "orthogonal",
         "'orthogonal' (gains sqrt(2) hidden, 0.01 policy head, 1 value head) or a Keras initializer name "
         "(glorot/he/kaiming/lecun/xavier x normal/uniform), or 'torch_default' (torch.nn.Linear's U(+-1/sqrt(fan_in)) "
-        "kernels, SB3's ortho_init=False; biases stay zero).",
+        "kernels, SB3's ortho_init=False).",
     )
+    bias_init: str = _f("zeros", "'zeros', or 'torch_default': torch.nn.Linear's U(+-1/sqrt(fan_in)) (SB3's ortho_init=False).")
     state_independent_std: bool = _f(True, "Gaussian log-std is a free parameter (else a head on the features).")
     log_std_init: float = _f(0.0, "Initial log standard deviation of the Gaussian policy.")
     squash: bool = _f(False, "tanh-squash Box actions (sample stored pre-tanh); else clip to [-1, 1]. Then rescale.")
@@ -306,6 +312,9 @@ def _validate(c: Config) -> None:
     _check(c.max_grad_norm > 0, "max_grad_norm", "a positive number", c.max_grad_norm)
     _check(c.activation in ACTIVATIONS, "activation", f"one of {ACTIVATIONS}", c.activation)
     _check(c.kernel_init in KERNEL_INITS, "kernel_init", f"one of {KERNEL_INITS}", c.kernel_init)
+    _check(c.bias_init in BIAS_INITS, "bias_init", f"one of {BIAS_INITS}", c.bias_init)
+    _check(c.adam_style in ADAM_STYLES, "adam_style", f"one of {ADAM_STYLES}", c.adam_style)
+    _check(c.advantage_std_ddof in (0, 1), "advantage_std_ddof", "0 or 1", c.advantage_std_ddof)
     _check(c.verbose in (0, 1, 2), "verbose", "0, 1 or 2", c.verbose)
     _check(c.seed >= 0, "seed", "an integer >= 0", c.seed)
     _check(c.sde_sample_freq == -1 or c.sde_sample_freq >= 1, "sde_sample_freq", "-1 or an integer >= 1",

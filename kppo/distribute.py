@@ -102,14 +102,18 @@ def num_replicas() -> int:
     return 1 if context is None else context.num_replicas_in_sync
 
 
-def minibatch_moments(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Mean and population variance of x [N] over the whole minibatch: under a strategy, over every replica's
-    (equal-sized) shard, so advantage normalization matches one device's."""
+def minibatch_moments(x: tf.Tensor, ddof: int = 0) -> tuple[tf.Tensor, tf.Tensor]:
+    """Mean and variance of x [N] over the whole minibatch (population variance, or with `ddof=1` the sample
+    variance): under a strategy, over every replica's (equal-sized) shard, so advantage normalization matches one
+    device's."""
+    n = x.shape[0] * num_replicas()
     if num_replicas() == 1:
-        return tf.nn.moments(x, axes=[0])
-    context = tf.distribute.get_replica_context()
-    mean, square = context.all_reduce(tf.distribute.ReduceOp.MEAN, [tf.reduce_mean(x), tf.reduce_mean(tf.square(x))])
-    return mean, tf.maximum(square - tf.square(mean), 0.0)
+        mean, var = tf.nn.moments(x, axes=[0])
+    else:
+        context = tf.distribute.get_replica_context()
+        mean, square = context.all_reduce(tf.distribute.ReduceOp.MEAN, [tf.reduce_mean(x), tf.reduce_mean(tf.square(x))])
+        var = tf.maximum(square - tf.square(mean), 0.0)
+    return mean, var * (n / (n - ddof)) if ddof else var
 
 
 def clip_and_scale(grads: list, max_grad_norm: float) -> tuple[list, tf.Tensor]:

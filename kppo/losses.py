@@ -62,8 +62,8 @@ def explained_variance(values: tf.Tensor, returns: tf.Tensor) -> tf.Tensor:
 
 
 def normalize_advantages(advantages: tf.Tensor, moments: tuple[tf.Tensor, tf.Tensor] | None = None) -> tf.Tensor:
-    """(A - mean) / (std + 1e-8) over the minibatch (SB3, CleanRL); `moments` = (mean, population variance) when
-    computed elsewhere (tf.distribute: over every replica's shard of the minibatch)."""
+    """(A - mean) / (std + 1e-8) over the minibatch (SB3, CleanRL); `moments` = (mean, variance) when computed
+    elsewhere (tf.distribute: over every replica's shard of the minibatch; SB3's sample variance)."""
     mean, var = tf.nn.moments(advantages, axes=[0]) if moments is None else moments
     return (advantages - mean) / (tf.sqrt(var) + 1e-8)
 

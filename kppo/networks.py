@@ -2,6 +2,8 @@
 
 Orthogonal initialization follows SB3/CleanRL: gain sqrt(2) on hidden layers, 0.01 on the policy head, 1.0 on the
 value head, zero biases (https://iclr-blog-track.github.io/2022/03/25/ppo-implementation-details/, detail 2).
+`bias_init="torch_default"` draws every Dense bias (hidden layers and heads) from torch.nn.Linear's U(+-1/sqrt(fan_in)),
+as SB3 leaves them with `ortho_init=False`.
 """
 
 from __future__ import annotations
@@ -47,11 +49,20 @@ def _widths(num_layers: int, units: int, hidden_units) -> list[int]:
     return [int(u) for u in hidden_units] if hidden_units is not None else [int(units)] * int(num_layers)
 
 
-def _build_stack(layers: list, input_shape) -> tuple:
+def _build_dense(layer: keras.layers.Dense, input_shape: tuple, bias_init: str, seed: int) -> tuple:
+    """Builds `layer` for `input_shape` (its bias drawn from torch's U(+-1/sqrt(fan_in)) when `bias_init` says so,
+    the fan-in being known only now); returns its output shape."""
+    if bias_init == "torch_default":
+        bound = 1.0 / math.sqrt(input_shape[-1])
+        layer.bias_initializer = keras.initializers.RandomUniform(-bound, bound, seed=seed)
+    layer.build(input_shape)
+    return tuple(input_shape[:-1]) + (layer.units,)
+
+
+def _build_stack(layers: list, input_shape, bias_init: str, seed: int) -> tuple:
     shape = tuple(input_shape)
-    for layer in layers:
-        layer.build(shape)
-        shape = shape[:-1] + (layer.units,)
+    for i, layer in enumerate(layers):
+        shape = _build_dense(layer, shape, bias_init, seed + 200 + i)
     return shape
 
 
@@ -79,10 +90,12 @@ class Actor(keras.Model):
         hidden_units: list[int] | None = None,
         state_dependent_noise: bool = False,
         full_std: bool = True,
+        bias_init: str = "zeros",
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
+        self.bias_init = bias_init
         self.state_dependent_noise = bool(state_dependent_noise)
         self.full_std = bool(full_std)
         self.param_size = int(param_size)
@@ -108,10 +121,10 @@ class Actor(keras.Model):
             )
 
     def build(self, input_shape):
-        shape = _build_stack(self.hidden, input_shape)
-        self.head.build(shape)
+        shape = _build_stack(self.hidden, input_shape, self.bias_init, self.seed)
+        _build_dense(self.head, shape, self.bias_init, self.seed + 300)
         if self.log_std_head is not None:
-            self.log_std_head.build(shape)
+            self.log_std_head.build(shape)  # its bias starts at log_std_init
         if self.gaussian and self.state_independent_std:
             self.log_std = self.add_weight(
                 shape=(self.param_size,),
@@ -154,6 +167,7 @@ class Actor(keras.Model):
             "hidden_units": self.hidden_units,
             "state_dependent_noise": self.state_dependent_noise,
             "full_std": self.full_std,
+            "bias_init": self.bias_init,
         }
 
 
@@ -168,10 +182,12 @@ class Critic(keras.Model):
         kernel_init: str = "orthogonal",
         seed: int = 0,
         hidden_units: list[int] | None = None,
+        bias_init: str = "zeros",
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
+        self.bias_init = bias_init
         self.num_hidden_layers = int(num_hidden_layers)
         self.num_hidden_units = int(num_hidden_units)
         self.activation_name = activation
@@ -183,7 +199,8 @@ class Critic(keras.Model):
         )
 
     def build(self, input_shape):
-        self.head.build(_build_stack(self.hidden, input_shape))
+        _build_dense(self.head, _build_stack(self.hidden, input_shape, self.bias_init, self.seed), self.bias_init,
+                    self.seed + 300)
         self.built = True
 
     def call(self, obs):
@@ -201,6 +218,7 @@ class Critic(keras.Model):
             "kernel_init": self.kernel_init,
             "seed": self.seed,
             "hidden_units": self.hidden_units,
+            "bias_init": self.bias_init,
         }
 
 
@@ -211,6 +229,7 @@ def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic]
         num_hidden_units=config.num_hidden_units,
         activation=config.activation,
         kernel_init=config.kernel_init,
+        bias_init=config.bias_init,
     )
     actor = Actor(
         dist.param_size,

@@ -4,7 +4,7 @@ Proximal Policy Optimization (clip version), Schulman et al. 2017 (https://arxiv
 Stable-Baselines3 (https://github.com/DLR-RM/stable-baselines3). Every argument is translated once into a
 `kppo.Config` plus schedules; `learn` runs the one training loop (`kppo.loop`) on the host runner with its schedules,
 callbacks, logger and progress bar as hooks, `predict` the `kppo.Policy`, `save`/`load` `kppo.checkpoint` /
-`kppo.agent`. There is no math here.
+`kppo.agent`. No math here: SB3's update is Config's adam_style="torch", advantage_std_ddof=1.
 
 SB3 argument -> kppo:
 
@@ -17,7 +17,7 @@ SB3 argument -> kppo:
     clip_range_vf (None | float | schedule) -> clip_range_vf with vf_clip_mode="clipped" (SB3's formula)
     policy_kwargs: net_arch           -> actor_hidden_units / critic_hidden_units
                    activation_fn      -> activation (a Keras activation or its name)
-                   ortho_init         -> kernel_init "orthogonal" (else "torch_default": torch.nn.Linear's kernel init)
+                   ortho_init         -> kernel_init "orthogonal", bias_init "zeros" (else both "torch_default")
                    log_std_init, squash_output -> log_std_init, squash
     seed, verbose                     -> seed, verbose
     device                            -> a TensorFlow device scope ("auto": TensorFlow's placement)
@@ -48,7 +48,7 @@ from kppo.loop import Hooks, Plan, run_loop
 from kppo.metrics import Progress, sb3_record, training_row
 from kppo.policy import Policy
 from kppo.runners import ScheduleVariables, Start, make_runner
-from kppo.sb3_args import Schedule, jsonable_policy_kwargs, minibatches, policy_config, split_schedule, tf_device
+from kppo.sb3_args import Schedule, jsonable_policy_kwargs, policy_config, sb3_config, split_schedule, tf_device
 from kppo.types import Diagnostics
 from kppo.vec_normalize import VecNormalize
 
@@ -144,23 +144,10 @@ class PPO:
     # ---------------------------------------------------------------------------------------------------------
 
     def _make_config(self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool]) -> Config:
-        args = self._ppo_args
-        if self.use_sde and not isinstance(action_space, gym.spaces.Box):
-            raise ValueError(f"use_sde: generalized State-Dependent Exploration needs a Box action space, got "
-                             f"{action_space}")
-        rollout = args["n_steps"] * n_envs
-        num_minibatches = minibatches(args["batch_size"], rollout)
-        return Config(
-            env="custom", env_backend="gymnasium", num_envs=n_envs, num_steps=args["n_steps"],
-            total_timesteps=rollout, eval_freq=1, learning_rate=self.learning_rate, lr_schedule="constant",
-            num_epochs=args["n_epochs"], num_minibatches=num_minibatches, gamma=args["gamma"],
-            gae_lambda=args["gae_lambda"], clip_range=self.clip_range, clip_range_vf=self.clip_range_vf,
-            vf_clip_mode="clipped", normalize_advantage=args["normalize_advantage"], ent_coef=args["ent_coef"],
-            vf_coef=args["vf_coef"], max_grad_norm=args["max_grad_norm"], target_kl=args["target_kl"],
-            verbose=min(self.verbose, 2), seed=self.seed, use_sde=self.use_sde,
-            sde_sample_freq=self.sde_sample_freq if self.sde_sample_freq > 0 else -1, normalize_obs=normalize[0],
-            normalize_reward=normalize[1], **self._policy_fields,
-        )
+        args = dict(self._ppo_args, learning_rate=self.learning_rate, clip_range=self.clip_range,
+                    clip_range_vf=self.clip_range_vf, verbose=self.verbose, seed=self.seed, use_sde=self.use_sde,
+                    sde_sample_freq=self.sde_sample_freq)
+        return sb3_config(args, n_envs, action_space, normalize, self._policy_fields)
 
     def _build(self, env: Any, start: Start = Start()) -> None:
         vec_env = _make_gym_vec_env(env, num_envs=1, seed=self.seed, verbose=self.verbose)  # SB3: one env per id

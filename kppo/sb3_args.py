@@ -6,12 +6,15 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
+import gymnasium as gym
 import keras
 
 from kppo._tf import tf
-from kppo.config import ACTIVATIONS
+from kppo.config import ACTIVATIONS, Config
 
 Schedule = Callable[[float], float]
+#: What SB3's update computes differently from kppo's defaults: torch's Adam, the sample std of the advantages.
+SB3_UPDATE = {"adam_style": "torch", "advantage_std_ddof": 1}
 IGNORED_POLICY_KWARGS = ("share_features_extractor", "normalize_images")
 
 
@@ -54,7 +57,9 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
         raise ValueError("policy_kwargs.net_arch: kppo needs at least one hidden layer in each of pi and vf")
     out["actor_hidden_units"], out["critic_hidden_units"] = pi, vf
     out["activation"] = activation_name(kwargs.pop("activation_fn", "tanh"))
-    out["kernel_init"] = "orthogonal" if kwargs.pop("ortho_init", True) else "torch_default"
+    ortho_init = kwargs.pop("ortho_init", True)
+    out["kernel_init"] = "orthogonal" if ortho_init else "torch_default"
+    out["bias_init"] = "zeros" if ortho_init else "torch_default"  # SB3 zeroes biases only in its orthogonal init
     out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
     out["squash"] = bool(kwargs.pop("squash_output", False))
     out["full_std"] = bool(kwargs.pop("full_std", True))
@@ -106,3 +111,25 @@ def minibatches(batch_size: Any, rollout: int) -> int:
             f"{rollout // num_minibatches} (SB3 would add a truncated mini-batch of {rollout % batch_size})."
         )
     return num_minibatches
+
+
+def sb3_config(args: dict[str, Any], n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool],
+               policy_fields: dict[str, Any]) -> Config:
+    """The Config of `kppo.PPO`: its constructor arguments `args` (starting values of schedules), the env's
+    `n_envs` and action space, VecNormalize's (norm_obs, norm_reward) and `policy_config`'s fields; SB3's update
+    (`SB3_UPDATE`)."""
+    if args["use_sde"] and not isinstance(action_space, gym.spaces.Box):
+        raise ValueError(f"use_sde: generalized State-Dependent Exploration needs a Box action space, got "
+                         f"{action_space}")
+    rollout = args["n_steps"] * n_envs
+    return Config(
+        env="custom", env_backend="gymnasium", num_envs=n_envs, num_steps=args["n_steps"],
+        total_timesteps=rollout, eval_freq=1, learning_rate=args["learning_rate"], lr_schedule="constant",
+        num_epochs=args["n_epochs"], num_minibatches=minibatches(args["batch_size"], rollout), gamma=args["gamma"],
+        gae_lambda=args["gae_lambda"], clip_range=args["clip_range"], clip_range_vf=args["clip_range_vf"],
+        vf_clip_mode="clipped", normalize_advantage=args["normalize_advantage"], ent_coef=args["ent_coef"],
+        vf_coef=args["vf_coef"], max_grad_norm=args["max_grad_norm"], target_kl=args["target_kl"],
+        verbose=min(args["verbose"], 2), seed=args["seed"], use_sde=args["use_sde"],
+        sde_sample_freq=args["sde_sample_freq"] if args["sde_sample_freq"] > 0 else -1, normalize_obs=normalize[0],
+        normalize_reward=normalize[1], **policy_fields, **SB3_UPDATE,
+    )

@@ -26,6 +26,7 @@ class UpdateSettings(NamedTuple):
     max_grad_norm: float
     normalize_advantage: bool
     target_kl: float | None
+    advantage_std_ddof: int = 0  # 1: the sample std (n - 1), as SB3's torch.std
 
 
 class UpdateStats(NamedTuple):
@@ -72,7 +73,7 @@ def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[t
     params = agent.actor(mb.obs)
     advantages = mb.advantage
     if settings.normalize_advantage:
-        advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages))
+        advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages, settings.advantage_std_ddof))
     return losses.ppo_loss(
         agent.dist.log_prob(params, mb.action),
         agent.dist.entropy(params),

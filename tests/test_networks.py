@@ -81,3 +81,27 @@ def test_torch_default_init_has_torchs_bound():
     bound = 1.0 / np.sqrt(256)
     assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.99 * bound
     assert kernel.std() == pytest.approx(bound / np.sqrt(3), rel=0.01)
+
+
+def test_torch_default_biases_are_uniform_within_one_over_sqrt_fan_in_in_every_layer_and_head():
+    """SB3 with ortho_init=False leaves torch.nn.Linear's biases: U(+-1/sqrt(fan_in)), heads included."""
+    actor = Actor(2, num_hidden_units=256, gaussian=True, kernel_init="torch_default", bias_init="torch_default", seed=1)
+    critic = Critic(num_hidden_units=256, kernel_init="torch_default", bias_init="torch_default", seed=2)
+    actor.build((None, 17))
+    critic.build((None, 17))
+    for net in (actor, critic):
+        for layer, fan_in in zip([*net.hidden, net.head], [17, 256, 256]):
+            bias, bound = layer.bias.numpy(), 1 / np.sqrt(fan_in)
+            assert np.abs(bias).max() <= bound and np.all(bias != 0), layer.name
+            if bias.size > 100:  # uniform: std bound / sqrt(3)
+                assert bias.std() == pytest.approx(bound / np.sqrt(3), rel=0.2)
+    zero = Actor(2, seed=1)
+    zero.build((None, 17))
+    assert all(not layer.bias.numpy().any() for layer in [*zero.hidden, zero.head])
+
+
+def test_sb3s_ortho_init_false_gives_torch_default_kernels_and_biases():
+    from kppo.sb3_args import policy_config
+
+    assert policy_config({"ortho_init": False})["bias_init"] == "torch_default"
+    assert policy_config({})["bias_init"] == "zeros"

@@ -93,7 +93,7 @@ def update_settings(config: Config, schedule: ScheduleVariables | None = None) -
         clip_range_vf = config.clip_range_vf if schedule.clip_range_vf is None else schedule.clip_range_vf
     return UpdateSettings(
         config.num_epochs, config.num_minibatches, clip_range, clip_range_vf, config.vf_clip_mode, config.ent_coef,
-        config.vf_coef, config.max_grad_norm, config.normalize_advantage, config.target_kl,
+        config.vf_coef, config.max_grad_norm, config.normalize_advantage, config.target_kl, config.advantage_std_ddof,
     )
 
 

@@ -1,0 +1,38 @@
+"""Adam as Keras and as torch compute it (`kppo.optimizers`), against the formulas in float64."""
+
+import numpy as np
+import pytest
+
+from kppo._tf import tf
+from kppo.optimizers import make_optimizer
+
+GRADIENTS = [np.array([1.6e-3, -2e-5, 0.3]), np.array([-1e-3, 4e-5, 0.1]), np.array([2e-3, 0.0, -0.2])]
+
+
+def _reference(style: str, lr: float = 3e-4, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-5) -> list:
+    x, m, v, out = np.array([0.5, -0.25, 1.0]), np.zeros(3), np.zeros(3), []
+    for t, g in enumerate(GRADIENTS, start=1):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        bc1, bc2 = 1 - b1**t, 1 - b2**t
+        if style == "torch":  # torch.optim.Adam: eps after the bias correction
+            x = x - lr / bc1 * m / (np.sqrt(v) / np.sqrt(bc2) + eps)
+        else:  # Keras: eps before it
+            x = x - lr * np.sqrt(bc2) / bc1 * m / (np.sqrt(v) + eps)
+        out.append(x.copy())
+    return out
+
+
+@pytest.mark.parametrize("style", ["keras", "torch"])
+def test_adam_steps_follow_the_formula_of_its_style(style):
+    variable = tf.Variable(np.array([0.5, -0.25, 1.0], np.float32))
+    optimizer = make_optimizer(style, 3e-4)
+    for g, want in zip(GRADIENTS, _reference(style)):
+        optimizer.apply_gradients([(tf.constant(g, tf.float32), variable)])
+        np.testing.assert_allclose(variable.numpy(), want, rtol=1e-6, atol=1e-9)
+
+
+def test_the_first_keras_step_is_shorter_where_the_gradient_is_small():
+    keras_step = 0.5 - _reference("keras")[0][0]
+    torch_step = 0.5 - _reference("torch")[0][0]
+    assert keras_step / torch_step == pytest.approx(0.84, abs=0.01)  # |g| = 1.6e-3, as the module docstring says
