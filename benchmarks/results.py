@@ -1,23 +1,28 @@
 """The results table: kppo against the published RL-Zoo PPO numbers, with SB3 (zoo hyperparameters) side by side.
 
 Each task trains at the zoo's budget for several seeds; every run ends with a deterministic evaluation and writes one
-JSON record (final return, learning curve, wall time, steps/s). `report` turns the records into the table in
-docs/results.md (between its RESULTS-TABLE markers) and one learning-curve figure per task in docs/figures/.
+JSON record (final return, learning curve, wall time, steps/s). Three frameworks: `kppo` (`kppo.train` on the task's
+config), `kppo_ppo` (`kppo.PPO("MlpPolicy", ...)` with exactly SB3's zoo hyperparameters) and `sb3`. `report` turns
+the records into the table in docs/results.md (between its RESULTS-TABLE markers: mean, 95% bootstrap interval,
+permutation test against SB3; benchmarks/stats.py) and one learning-curve figure per task in docs/figures/.
 
     .venv/bin/python benchmarks/results.py run cartpole acrobot --seeds 0 1 2
+    .venv/bin/python benchmarks/results.py run halfcheetah --framework kppo_ppo --seeds 0 1 2
     .venv-bench/bin/python benchmarks/results.py run cartpole --framework sb3 --seeds 0 1 2
-    .venv/bin/python benchmarks/results.py report
+    .venv/bin/python benchmarks/results.py report [--doc PATH --figures DIR]
 
-`run` with the kppo framework needs kppo's environment; with sb3 it imports only stable-baselines3, torch and
+`run` with a kppo framework needs kppo's environment; with sb3 it imports only stable-baselines3, torch and
 gymnasium (benchmarks/README.md: the peers' virtualenv). Records go to benchmarks/results/<task>/<framework>-seed<N>.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +31,22 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "results.md"
 FIGURES = ROOT / "docs" / "figures"
-FRAMEWORKS = ("kppo", "sb3")
+FRAMEWORKS = ("kppo", "kppo_ppo", "sb3")
+LABELS = {"kppo": "kppo (configs/)", "kppo_ppo": "kppo.PPO (zoo args)", "sb3": "SB3 (zoo args)"}
+COLORS = {"kppo": "tab:blue", "kppo_ppo": "tab:green", "sb3": "tab:orange"}
+SB3_ACTIVATIONS = {"relu": "ReLU", "tanh": "Tanh"}  # the zoo's activation_fn names -> torch.nn classes
+
+
+def _load_stats():
+    """benchmarks/stats.py by path, so this file also works when imported from elsewhere (tests)."""
+    spec = importlib.util.spec_from_file_location("_kppo_bench_stats", Path(__file__).with_name("stats.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+stats = _load_stats()
 
 
 @dataclass(frozen=True)
@@ -115,22 +135,65 @@ def run_kppo(task: Task, seed: int) -> dict:
     }
 
 
-def _sb3_hyperparams(hp: dict) -> dict:
-    """The zoo's spellings to SB3 arguments: 'lin_X' schedules, net sizes; the rest passes through."""
-    import torch
-
+def _zoo_schedules(hp: dict) -> dict:
+    """The zoo's 'lin_X' strings as SB3 schedules (progress_remaining -> X * progress_remaining); the rest as is."""
     out = {}
     for key, value in hp.items():
         if isinstance(value, str) and value.startswith("lin_"):
             start = float(value[4:])
             value = lambda progress, start=start: progress * start
         out[key] = value
+    return out
+
+
+def _sb3_hyperparams(hp: dict) -> dict:
+    """The zoo's spellings to SB3 arguments: 'lin_X' schedules, activation names as torch.nn classes."""
+    import torch
+
+    out = _zoo_schedules(hp)
     kwargs = dict(out.pop("policy_kwargs", {}))
-    if kwargs.get("activation_fn") == "relu":
-        kwargs["activation_fn"] = torch.nn.ReLU
+    if isinstance(kwargs.get("activation_fn"), str):
+        kwargs["activation_fn"] = getattr(torch.nn, SB3_ACTIVATIONS[kwargs["activation_fn"]])
     if kwargs:
         out["policy_kwargs"] = kwargs
     return out
+
+
+def _learn_and_evaluate(model, task: Task, base: type, play) -> dict:
+    """Trains `model` for the budget, evaluating at the first env step at or past every budget / eval_rounds steps
+    before the budget (an SB3-style callback of class `base`: SB3's or kppo's BaseCallback) and once after `learn`.
+
+    Args:
+        play: `play()` -> the returns of task.eval_episodes deterministic episodes of the current policy.
+
+    Returns:
+        The record's common fields: final mean and (population) std, per-episode returns, curve, steps, wall time.
+    """
+    import numpy as np
+
+    curve = {"steps": [], "eval_mean": [], "eval_std": []}
+    every = task.budget // task.eval_rounds
+
+    def evaluate() -> list[float]:
+        returns = [float(r) for r in play()]
+        curve["steps"].append(int(model.num_timesteps))
+        curve["eval_mean"].append(float(np.mean(returns)))
+        curve["eval_std"].append(float(np.std(returns)))
+        return returns
+
+    class Rounds(base):
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= (len(curve["steps"]) + 1) * every and self.num_timesteps < task.budget:
+                evaluate()
+            return True
+
+    start = time.perf_counter()
+    model.learn(task.budget, callback=Rounds())
+    returns = evaluate()
+    wall = time.perf_counter() - start
+    return {"final_mean": curve["eval_mean"][-1], "final_std": curve["eval_std"][-1], "episodes": task.eval_episodes,
+            "returns": returns, "curve": curve, "total_steps": int(model.num_timesteps), "wall_s": wall,
+            "steps_per_s": model.num_timesteps / wall}
 
 
 def run_sb3(task: Task, seed: int) -> dict:
@@ -153,46 +216,59 @@ def run_sb3(task: Task, seed: int) -> dict:
         env = VecNormalize(env, gamma=hp.get("gamma", 0.99))
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
     model = PPO("MlpPolicy", env, seed=seed, verbose=0, **_sb3_hyperparams(hp))
-    curve = {"steps": [], "eval_mean": [], "eval_std": []}
 
-    def evaluate(episodes: int) -> tuple[float, float]:
+    def play() -> list[float]:
         if normalize:
             eval_env.obs_rms = env.obs_rms.copy()
-        mean, std = evaluate_policy(model, eval_env, n_eval_episodes=episodes, deterministic=True)
-        curve["steps"].append(int(model.num_timesteps))
-        curve["eval_mean"].append(float(mean))
-        curve["eval_std"].append(float(std))
-        return float(mean), float(std)
+        return evaluate_policy(model, eval_env, n_eval_episodes=task.eval_episodes, deterministic=True,
+                               return_episode_rewards=True)[0]
 
-    every = task.budget // task.eval_rounds
+    record = _learn_and_evaluate(model, task, BaseCallback, play)
+    record["versions"] = {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__}
+    return record
 
-    class Rounds(BaseCallback):
-        def _on_step(self) -> bool:
-            if self.num_timesteps >= (len(curve["steps"]) + 1) * every and self.num_timesteps < task.budget:
-                evaluate(task.eval_episodes)
-            return True
 
-    start = time.perf_counter()
-    model.learn(task.budget, callback=Rounds())
-    final_mean, final_std = evaluate(task.eval_episodes)
-    wall = time.perf_counter() - start
-    return {
-        "final_mean": final_mean,
-        "final_std": final_std,
-        "episodes": task.eval_episodes,
-        "curve": curve,
-        "total_steps": int(model.num_timesteps),
-        "wall_s": wall,
-        "steps_per_s": model.num_timesteps / wall,
-        "versions": {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__},
-    }
+def run_kppo_ppo(task: Task, seed: int) -> dict:
+    """kppo's SB3-style class with exactly run_sb3's hyperparameters, curve and final evaluation."""
+    import gymnasium as gym
+    import kppo
+    from kppo._tf import tf
+
+    if task.sb3 is None:
+        raise SystemExit(f"{task.env_id}: no zoo hyperparameters in the task table")
+    # One thread, like SB3's torch.set_num_threads(1); a no-op when already set (the next seed in this process).
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    hp = dict(task.sb3)
+    n_envs, normalize = hp.pop("n_envs", 1), hp.pop("normalize", False)
+    env = kppo.make_vec_env(task.env_id, n_envs, seed=seed)
+    if normalize:  # the zoo normalizes with the agent's discount
+        env = kppo.VecNormalize(env, gamma=hp.get("gamma", 0.99))
+    model = kppo.PPO("MlpPolicy", env, seed=seed, verbose=0, **_zoo_schedules(hp))  # activation_fn: kppo's names
+    # A plain env: the policy normalizes observations itself, with the training statistics frozen outside learn's
+    # rollouts (no reward normalization in the returns).
+    eval_env = gym.wrappers.RecordEpisodeStatistics(gym.make(task.env_id))
+    eval_env.reset(seed=seed + 10_000)
+
+    def play() -> list[float]:
+        return kppo.evaluate_policy(model, eval_env, n_eval_episodes=task.eval_episodes, deterministic=True,
+                                    return_episode_rewards=True)[0]
+
+    record = _learn_and_evaluate(model, task, kppo.BaseCallback, play)
+    eval_env.close()
+    record["threads"] = 1
+    record["versions"] = {"kppo": kppo.__version__, "tensorflow": tf.__version__, "gymnasium": gym.__version__}
+    return record
+
+
+RUNNERS = {"kppo": run_kppo, "kppo_ppo": run_kppo_ppo, "sb3": run_sb3}
 
 
 def run(task_names: list[str], framework: str, seeds: list[int], records: Path) -> None:
     for name in task_names:
         task = TASKS[name]
         for seed in seeds:
-            record = (run_kppo if framework == "kppo" else run_sb3)(task, seed)
+            record = RUNNERS[framework](task, seed)
             record.update(task=name, env_id=task.env_id, framework=framework, seed=seed, budget=task.budget,
                           date=time.strftime("%Y-%m-%d"), machine=_machine())
             path = records / name / f"{framework}-seed{seed}.json"
@@ -212,51 +288,47 @@ def load(records: Path) -> dict[tuple[str, str], list[dict]]:
 
 
 def summarize(rows: list[dict], zoo: float) -> dict:
-    """Mean and (population) std of the final returns over seeds, seeds at or above the zoo number, mean time."""
-    import numpy as np
+    """`stats.summarize` of a (task, framework)'s records: final returns over seeds, 95% interval, timings."""
+    return stats.summarize([r["final_mean"] for r in rows], zoo, [r["wall_s"] for r in rows],
+                           [r["steps_per_s"] for r in rows])
 
-    finals = np.array([r["final_mean"] for r in rows])
-    return {
-        "seeds": len(rows),
-        "mean": float(finals.mean()),
-        "std": float(finals.std()),
-        "per_seed": [float(f) for f in finals],
-        "seeds_reached": int((finals >= zoo).sum()),
-        "reached": bool(finals.mean() >= zoo),
-        "wall_s": float(np.mean([r["wall_s"] for r in rows])),
-        "steps_per_s": float(np.mean([r["steps_per_s"] for r in rows])),
-    }
+
+def _cells(s: dict, versus: dict | None) -> list[str]:
+    ci = "—" if s["ci"] is None else f"[{s['ci'][0]:.1f}, {s['ci'][1]:.1f}]"
+    mark = "**reached**" if s["reached"] else "not reached"
+    cells = [str(s["seeds"]), f"{s['mean']:.1f}", ci, f"{s['std']:.1f}", " / ".join(f"{x:.1f}" for x in s["per_seed"]),
+             f"{mark} ({s['seeds_reached']}/{s['seeds']} seeds)"]
+    if versus is None:
+        cells += ["—", "—", "—"]
+    else:
+        test, inside, ratio = versus["test"], versus["inside"], versus["ratio"]
+        cells += [f"{test.p_value:.2g} (min {test.p_min:.2g})", "n/a" if inside is None else ("yes" if inside else "no"),
+                  "n/a" if ratio is None else f"{ratio:.2f}"]
+    return cells + [f"{s['wall_s']:.0f}", f"{s['steps_per_s']:,.0f}"]
 
 
 def table(results: dict[tuple[str, str], list[dict]]) -> str:
-    lines = [
-        "| task | budget | RL-Zoo PPO | kppo (mean ± std over seeds) | seeds | per seed | vs zoo | kppo wall s | "
-        "kppo steps/s | SB3, zoo hyperparameters | SB3 wall s | SB3 steps/s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    """One row per task and framework; the comparison columns test each kppo framework against SB3."""
+    lines = ["| task | budget | RL-Zoo PPO | framework | seeds | mean | 95% CI of the mean | std | per seed | vs zoo | "
+             "p vs SB3 | in SB3's CI | mean / SB3's | wall s | steps/s |", "|---" * 15 + "|"]
     for name, task in TASKS.items():
-        k = results.get((name, "kppo"))
-        if not k:
-            lines.append(f"| {task.env_id} | {task.budget:,} | {task.zoo:g} | not run | | | | | | | | |")
-            continue
-        s = summarize(k, task.zoo)
-        mark = "**reached**" if s["reached"] else "not reached"
-        row = (f"| {task.env_id} | {task.budget:,} | {task.zoo:g} | {s['mean']:.1f} ± {s['std']:.1f} | {s['seeds']} | "
-               f"{' / '.join(f'{x:.1f}' for x in s['per_seed'])} | {mark} ({s['seeds_reached']}/{s['seeds']} seeds) | "
-               f"{s['wall_s']:.0f} | {s['steps_per_s']:,.0f} |")
-        b = results.get((name, "sb3"))
-        if b:
-            t = summarize(b, task.zoo)
-            seeds = f"{t['seeds']} seed" + ("s" if t["seeds"] > 1 else "")
-            row += f" {t['mean']:.1f} ± {t['std']:.1f} ({seeds}) | {t['wall_s']:.0f} | {t['steps_per_s']:,.0f} |"
-        else:
-            row += " not run | | |"
-        lines.append(row)
+        sb3 = results.get((name, "sb3"))
+        reference = summarize(sb3, task.zoo) if sb3 else None
+        for i, framework in enumerate(FRAMEWORKS):
+            head = [task.env_id] + ([f"{task.budget:,}", f"{task.zoo:g}"] if i == 0 else ["", ""]) + [LABELS[framework]]
+            rows = results.get((name, framework))
+            if not rows:
+                lines.append("| " + " | ".join(head + ["0", "not run"] + [""] * 9) + " |")
+                continue
+            s = summarize(rows, task.zoo)
+            versus = stats.compare(s, reference) if framework != "sb3" and reference is not None else None
+            lines.append("| " + " | ".join(head + _cells(s, versus)) + " |")
     return "\n".join(lines)
 
 
 def figure(name: str, results: dict[tuple[str, str], list[dict]], path: Path) -> None:
-    """All seeds (thin), their mean (thick) and min-max spread per framework, the zoo number dashed."""
+    """Per framework: every seed (thin), the mean over seeds (thick) and its 95% bootstrap band (shaded, 2+ seeds);
+    the zoo number dashed. Seeds are cut to the shortest curve and share the first seed's step grid."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -265,17 +337,20 @@ def figure(name: str, results: dict[tuple[str, str], list[dict]], path: Path) ->
 
     task = TASKS[name]
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for framework, color in zip(FRAMEWORKS, ("tab:blue", "tab:orange")):
-        rows = results.get((name, framework))
+    for framework in FRAMEWORKS:
+        rows = [r for r in results.get((name, framework), []) if r.get("curve", {}).get("steps")]
         if not rows:
             continue
+        color = COLORS[framework]
         n = min(len(r["curve"]["steps"]) for r in rows)
         steps = np.array(rows[0]["curve"]["steps"][:n])
-        curves = np.array([r["curve"]["eval_mean"][:n] for r in rows])
+        curves = np.array([r["curve"]["eval_mean"][:n] for r in rows])  # [seeds, n]
         for c in curves:
-            ax.plot(steps, c, color=color, lw=0.6, alpha=0.5)
-        ax.fill_between(steps, curves.min(0), curves.max(0), color=color, alpha=0.15)
-        ax.plot(steps, curves.mean(0), color=color, lw=2, label=f"{framework} ({len(rows)} seeds)")
+            ax.plot(steps, c, color=color, lw=0.5, alpha=0.45)
+        if len(rows) > 1:
+            low, high = stats.bootstrap_mean_ci(curves)
+            ax.fill_between(steps, low, high, color=color, alpha=0.2, lw=0)
+        ax.plot(steps, curves.mean(0), color=color, lw=2, label=f"{LABELS[framework]} ({len(rows)} seed{'s' if len(rows) > 1 else ''})")
     ax.axhline(task.zoo, color="k", ls="--", lw=1, label=f"RL-Zoo PPO {task.zoo:g}")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("deterministic eval return")
@@ -290,15 +365,15 @@ def figure(name: str, results: dict[tuple[str, str], list[dict]], path: Path) ->
 def report(records: Path, doc: Path, figures: Path) -> None:
     results = load(records)
     for name in TASKS:
-        if (name, "kppo") in results:
+        if any((name, framework) in results for framework in FRAMEWORKS):
             figure(name, results, figures / f"results_{name}.png")
-    text = doc.read_text()
+    text, body = doc.read_text(), table(results)
     start, end = "<!-- RESULTS-TABLE -->", "<!-- /RESULTS-TABLE -->"
     if start not in text or end not in text:
         raise SystemExit(f"{doc}: expected the markers {start} and {end}")
     head, rest = text.split(start, 1)
-    doc.write_text(head + start + "\n" + table(results) + "\n" + end + rest.split(end, 1)[1])
-    print(table(results))
+    doc.write_text(head + start + "\n" + body + "\n" + end + rest.split(end, 1)[1])
+    print(body)
 
 
 def main() -> None:
