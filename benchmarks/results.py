@@ -1,18 +1,18 @@
 """The results table: kppo against the published RL-Zoo PPO numbers, with SB3 (zoo hyperparameters) side by side.
 
 Each task trains at the zoo's budget for several seeds; every run ends with a deterministic evaluation and writes one
-JSON record (final return, learning curve, wall time, steps/s). Three frameworks: `kppo` (`kppo.train` on the task's
-config), `kppo_ppo` (`kppo.PPO("MlpPolicy", ...)` with exactly SB3's zoo hyperparameters) and `sb3`. `report` turns
-the records into the table in docs/results.md (between its RESULTS-TABLE markers: mean, 95% bootstrap interval,
-permutation test against SB3; benchmarks/stats.py) and one learning-curve figure per task in docs/figures/.
+JSON record (final return, learning curve, wall time, steps/s) to benchmarks/results/<task>/<framework>-seed<N>.json.
+Frameworks: `kppo` (`kppo.train` on the task's config), `kppo_ppo` (`kppo.PPO("MlpPolicy", ...)` with exactly SB3's
+zoo hyperparameters), `sb3`. `report` writes the table into docs/results.md (between its RESULTS-TABLE markers; the
+statistics are in benchmarks/stats.py) and one learning-curve figure per task into docs/figures/.
 
     .venv/bin/python benchmarks/results.py run cartpole acrobot --seeds 0 1 2
     .venv/bin/python benchmarks/results.py run halfcheetah --framework kppo_ppo --seeds 0 1 2
     .venv-bench/bin/python benchmarks/results.py run cartpole --framework sb3 --seeds 0 1 2
-    .venv/bin/python benchmarks/results.py report [--doc PATH --figures DIR]
+    .venv/bin/python benchmarks/results.py report [--doc PATH] [--figures DIR]
 
-`run` with a kppo framework needs kppo's environment; with sb3 it imports only stable-baselines3, torch and
-gymnasium (benchmarks/README.md: the peers' virtualenv). Records go to benchmarks/results/<task>/<framework>-seed<N>.json.
+The kppo frameworks need kppo's environment; sb3 imports only stable-baselines3, torch and gymnasium (the peers'
+virtualenv, benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -294,16 +294,13 @@ def summarize(rows: list[dict], zoo: float) -> dict:
 
 
 def _cells(s: dict, versus: dict | None) -> list[str]:
-    ci = "—" if s["ci"] is None else f"[{s['ci'][0]:.1f}, {s['ci'][1]:.1f}]"
+    ci = "—" if s["ci"] is None else "[{:.1f}, {:.1f}]".format(*s["ci"])
     mark = "**reached**" if s["reached"] else "not reached"
     cells = [str(s["seeds"]), f"{s['mean']:.1f}", ci, f"{s['std']:.1f}", " / ".join(f"{x:.1f}" for x in s["per_seed"]),
-             f"{mark} ({s['seeds_reached']}/{s['seeds']} seeds)"]
-    if versus is None:
-        cells += ["—", "—", "—"]
-    else:
-        test, inside, ratio = versus["test"], versus["inside"], versus["ratio"]
-        cells += [f"{test.p_value:.2g} (min {test.p_min:.2g})", "n/a" if inside is None else ("yes" if inside else "no"),
-                  "n/a" if ratio is None else f"{ratio:.2f}"]
+             f"{mark} ({s['seeds_reached']}/{s['seeds']} seeds)", "—", "—", "—"]
+    if versus is not None:
+        test, inside, ratio = versus["test"], {None: "n/a", True: "yes", False: "no"}[versus["inside"]], versus["ratio"]
+        cells[-3:] = [f"{test.p_value:.2g} (min {test.p_min:.2g})", inside, "n/a" if ratio is None else f"{ratio:.2f}"]
     return cells + [f"{s['wall_s']:.0f}", f"{s['steps_per_s']:,.0f}"]
 
 
@@ -350,7 +347,8 @@ def figure(name: str, results: dict[tuple[str, str], list[dict]], path: Path) ->
         if len(rows) > 1:
             low, high = stats.bootstrap_mean_ci(curves)
             ax.fill_between(steps, low, high, color=color, alpha=0.2, lw=0)
-        ax.plot(steps, curves.mean(0), color=color, lw=2, label=f"{LABELS[framework]} ({len(rows)} seed{'s' if len(rows) > 1 else ''})")
+        seeds = f"{len(rows)} seed" + ("s" if len(rows) > 1 else "")
+        ax.plot(steps, curves.mean(0), color=color, lw=2, label=f"{LABELS[framework]} ({seeds})")
     ax.axhline(task.zoo, color="k", ls="--", lw=1, label=f"RL-Zoo PPO {task.zoo:g}")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("deterministic eval return")

@@ -1,9 +1,14 @@
 """The benchmark scripts still run against the current API (tiny budgets; what they measure is not checked here)."""
 
+import importlib.util
+import itertools
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,3 +67,171 @@ def test_digests_runs_and_names_unknown_runs():
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "digests.py"), "nope"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "digests: expected runs among" in bad.stderr
+
+
+# --- benchmarks/results.py and benchmarks/stats.py: the statistics of the results table -----------------------------
+
+def _load(name: str):
+    """A benchmarks/ script as a module (registered first: results.py holds a dataclass)."""
+    spec = importlib.util.spec_from_file_location(f"_test_bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+stats = _load("stats")
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    """numpy's default (linear) percentile, by hand."""
+    pos = q / 100 * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (pos - lo) * (sorted_values[hi] - sorted_values[lo])
+
+
+def test_bootstrap_ci_two_values_by_hand():
+    # Resampled means of [0, 1] are 0, 0.5, 1 with probabilities 1/4, 1/2, 1/4: about 2,500 of the 10,000 are 0
+    # and 2,500 are 1, far more than the 250 in each 2.5% tail, so the interval is [0, 1].
+    assert stats.bootstrap_mean_ci([0.0, 1.0]) == (0.0, 1.0)
+    assert stats.bootstrap_mean_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    assert stats.bootstrap_mean_ci([7.0]) == (7.0, 7.0)
+
+
+def test_bootstrap_ci_equals_naive_loop():
+    values = np.random.default_rng(1).normal(size=5)
+    idx = np.random.default_rng(0).integers(0, 5, size=(10_000, 5))  # the draws bootstrap_mean_ci makes with seed 0
+    means = sorted(sum(values[i] for i in row) / 5 for row in idx)
+    low, high = stats.bootstrap_mean_ci(values)
+    assert low == pytest.approx(_percentile(means, 2.5), abs=1e-12)
+    assert high == pytest.approx(_percentile(means, 97.5), abs=1e-12)
+
+
+def test_bootstrap_ci_contains_the_mean_narrows_with_n_and_works_per_column():
+    rng = np.random.default_rng(2)
+    small, large = rng.normal(10, 3, size=5), rng.normal(10, 3, size=80)
+    (a, b), (c, d) = stats.bootstrap_mean_ci(small), stats.bootstrap_mean_ci(large)
+    assert a < small.mean() < b and c < large.mean() < d
+    assert d - c < (b - a) / 2  # width ~ 1/sqrt(n): 16x the seeds, about a quarter of the width
+    assert stats.bootstrap_mean_ci(small, level=0.5)[1] - stats.bootstrap_mean_ci(small, level=0.5)[0] < b - a
+    curves = rng.normal(size=(4, 3))  # [seeds, steps]: each column is bootstrapped with the same resampled seeds
+    low, high = stats.bootstrap_mean_ci(curves)
+    for j in range(3):
+        assert (low[j], high[j]) == pytest.approx(stats.bootstrap_mean_ci(curves[:, j]))
+    with pytest.raises(ValueError, match="at least one value"):
+        stats.bootstrap_mean_ci([])
+
+
+def test_permutation_test_exact_by_hand():
+    # [1, 2] vs [3, 4]: the 6 ways to pick a's two values give mean differences -2, -1, 0, 0, 1, 2; |-2| >= 2 twice.
+    assert stats.permutation_test([1, 2], [3, 4]) == (pytest.approx(2 / 6), pytest.approx(2 / 6), True, 6)
+    # [1, 2] vs [4]: splits {1,2}|{4}: 2.5, {1,4}|{2}: 0.5, {2,4}|{1}: 2.0; only the observed one reaches 2.5.
+    assert stats.permutation_test([1, 2], [4]) == (pytest.approx(1 / 3), pytest.approx(1 / 3), True, 3)
+    # 3 vs 3 seeds: 20 splits, only the observed one and its mirror are as extreme: p = 0.1 is the smallest possible.
+    assert stats.permutation_test([0, 0, 0], [1, 1, 1]) == (pytest.approx(0.1), pytest.approx(0.1), True, 20)
+
+
+def test_permutation_test_identical_samples_give_p_one():
+    assert stats.permutation_test([5.0, 5.0, 5.0], [5.0, 5.0]).p_value == 1.0
+    assert stats.permutation_test([0.1, 0.2, 0.3], [0.3, 0.2, 0.1]).p_value == 1.0  # equal means, sums in any order
+    assert stats.permutation_test([4.0], [9.0]).p_value == 1.0  # one seed each: both splits are as extreme
+
+
+def test_permutation_test_equals_naive_enumeration():
+    rng = np.random.default_rng(3)
+    a, b = list(rng.normal(size=4)), list(rng.normal(0.5, 1, size=3))
+    pooled = a + b
+    observed = abs(sum(a) / 4 - sum(b) / 3)
+    count = total = 0
+    for members in itertools.combinations(range(7), 4):
+        left = [pooled[i] for i in members]
+        right = [pooled[i] for i in range(7) if i not in members]
+        count += abs(sum(left) / 4 - sum(right) / 3) >= observed - 1e-12
+        total += 1
+    assert stats.permutation_test(a, b) == (pytest.approx(count / total), pytest.approx(1 / 35), True, 35)
+
+
+def test_permutation_test_random_permutations_approximate_the_exact_p():
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=6), rng.normal(0.8, 1, size=6)
+    exact = stats.permutation_test(a, b)  # 924 splits
+    drawn = stats.permutation_test(a, b, exact_limit=0)
+    assert exact.exact and not drawn.exact and drawn.n_splits == 20_000
+    assert drawn.p_value == pytest.approx(exact.p_value, abs=0.02)  # standard error <= 0.0036
+    assert drawn.p_min == pytest.approx(1 / 20_001)
+    assert stats.permutation_test(a, b, exact_limit=0) == drawn  # fixed seed
+
+
+def test_summarize_and_compare():
+    s = stats.summarize([1.0, 2.0, 3.0], zoo=2.0, wall_s=[10, 20, 30], steps_per_s=[1, 2, 3])
+    assert (s["seeds"], s["mean"], s["seeds_reached"], s["reached"], s["wall_s"]) == (3, 2.0, 2, True, 20.0)
+    assert s["std"] == pytest.approx(math.sqrt(2 / 3))  # population std, as the table always showed
+    assert s["ci"][0] < 2.0 < s["ci"][1] and s["per_seed"] == [1.0, 2.0, 3.0]
+    assert stats.summarize([5.0], zoo=6.0)["ci"] is None
+    reference = stats.summarize([2.0, 2.0], zoo=2.0)
+    versus = stats.compare(s, reference)
+    assert versus["inside"] is True and versus["ratio"] == 1.0 and versus["test"].p_value == 1.0
+    assert stats.compare(s, stats.summarize([4.0], zoo=2.0))["inside"] is None  # one seed: no interval
+    assert stats.compare(s, stats.summarize([-1.0, 1.0], zoo=2.0))["ratio"] is None  # mean 0
+
+
+def test_results_zoo_schedules_translate_lin_strings_only():
+    results = _load("results")
+    hp = results._zoo_schedules(results.TASKS["cartpole"].sb3)
+    assert hp["learning_rate"](1.0) == pytest.approx(1e-3) and hp["learning_rate"](0.25) == pytest.approx(2.5e-4)
+    assert hp["clip_range"](0.5) == pytest.approx(0.1) and hp["n_steps"] == 32
+    policy = results._zoo_schedules(results.TASKS["hopper"].sb3)["policy_kwargs"]
+    assert policy["activation_fn"] == "relu"  # kppo.PPO takes the name; SB3 gets torch.nn.ReLU
+
+
+def _record(task: str, framework: str, seed: int, final: float) -> dict:
+    curve = {"steps": [50, 100], "eval_mean": [final / 2, final], "eval_std": [0.0, 0.0]}
+    return dict(task=task, framework=framework, seed=seed, final_mean=final, final_std=0.0, curve=curve,
+                wall_s=10.0, steps_per_s=100.0)
+
+
+def test_results_report_table_and_figures(tmp_path):
+    records = tmp_path / "records"
+    finals = {"kppo": [97.0, 99.0, 98.0], "kppo_ppo": [80.0], "sb3": [60.0, 95.0, 70.0]}
+    for framework, values in finals.items():
+        for seed, final in enumerate(values):
+            path = records / "mountaincar_continuous" / f"{framework}-seed{seed}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(_record("mountaincar_continuous", framework, seed, final)))
+    doc = tmp_path / "results.md"
+    doc.write_text("before\n<!-- RESULTS-TABLE -->\nold\n<!-- /RESULTS-TABLE -->\nafter\n")
+    out = _bench("results.py", "report", "--records", str(records), "--doc", str(doc), "--figures",
+                 str(tmp_path / "figures"), timeout=120)
+    text = doc.read_text()
+    assert text.startswith("before\n<!-- RESULTS-TABLE -->\n| task |")
+    assert text.endswith("<!-- /RESULTS-TABLE -->\nafter\n")
+    assert "old" not in text and out.strip() in text
+    assert [p.name for p in (tmp_path / "figures").iterdir()] == ["results_mountaincar_continuous.png"]
+    kppo, kppo_ppo, sb3 = _rows(out, "MountainCarContinuous-v0")
+    # kppo 97/99/98 vs SB3 60/95/70: of the 20 splits only the observed one and its mirror differ by 23 -> p = 0.1;
+    # SB3's interval ends at 95 (all three resampled seeds 95: 1/27 > 2.5% of the resamples), below kppo's 98.
+    assert kppo[3:6] == ["kppo (configs/)", "3", "98.0"] and kppo[10:13] == ["0.1 (min 0.1)", "no", "1.31"]
+    # kppo.PPO 80 vs 60/95/70: single-value splits differ by (4x - 305) / 3 = 5, -21.7, 25, -8.3 -> p = 1, min 1/4.
+    assert kppo_ppo[4:7] == ["1", "80.0", "—"] and kppo_ppo[10:13] == ["1 (min 0.25)", "yes", f"{80 / 75:.2f}"]
+    assert sb3[3] == "SB3 (zoo args)" and sb3[10:13] == ["—", "—", "—"]
+    assert _rows(out, "Hopper-v5")[0][4:6] == ["0", "not run"]
+
+
+def test_results_kppo_ppo_runs_a_tiny_budget(tmp_path):
+    """run_kppo_ppo end to end on CartPole at 1,024 steps (8 envs x 32 steps x 4 rollouts), in a fresh interpreter
+    (it sets TensorFlow's thread pools before TensorFlow starts)."""
+    script = tmp_path / "tiny.py"
+    script.write_text(
+        "import dataclasses, importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('results', {str(ROOT / 'benchmarks' / 'results.py')!r})\n"
+        "results = sys.modules['results'] = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(results)\n"
+        "task = dataclasses.replace(results.TASKS['cartpole'], budget=1024, eval_rounds=2, eval_episodes=2)\n"
+        "print(json.dumps(results.run_kppo_ppo(task, 0)))\n")
+    out = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert record["curve"]["steps"] == [512, 1024] and record["total_steps"] == 1024  # one mid-run round, the final
+    assert len(record["returns"]) == 2 and record["final_mean"] == pytest.approx(np.mean(record["returns"]))
+    assert record["curve"]["eval_mean"][-1] == record["final_mean"] and record["threads"] == 1
