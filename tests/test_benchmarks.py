@@ -1,4 +1,7 @@
-"""The benchmark scripts still run against the current API (tiny budgets; what they measure is not checked here)."""
+"""The benchmark scripts still run against the current API (tiny budgets; what they measure is not checked here).
+
+The scripts that take longest to smoke-run are `slow` (`pytest -m slow`), to keep the default suite within CI's
+budget; the statistics of `results.py` and one host-path benchmark stay in it."""
 
 import importlib.util
 import itertools
@@ -26,6 +29,7 @@ def _rows(table: str, first_cell: str) -> list[list[str]]:
     return [row for row in rows if row[0] == first_cell]
 
 
+@pytest.mark.slow
 def test_cartpole_benchmark_runs_kppo():
     (row,) = _rows(_bench("cartpole.py", "--frameworks", "kppo", "--timesteps", "4096"), "kppo")
     assert row[2] == "4,096"  # env_steps
@@ -37,28 +41,44 @@ def test_gym_benchmark_runs_kppo():
     assert int(row[2].replace(",", "")) > 0
 
 
+@pytest.mark.slow
 def test_jit_flags_benchmark_measures_all_four_combinations():
     table = _bench("jit_flags.py", "--iterations", "1", "--repeats", "1")
     assert len(_rows(table, "True")) == 2 and len(_rows(table, "False")) == 2
 
 
+@pytest.mark.slow
 def test_env_scaling_benchmark_runs():
     (row,) = _rows(_bench("env_scaling.py", "--envs", "64", "--steps", "4", "--iterations", "1"), "64")
     assert row[1] == "CPU"
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_replicas_benchmark_runs_one_and_two_replicas():
     table = _bench("replicas.py", "--timesteps", "4096")
     assert _rows(table, "1") and _rows(table, "2")
 
 
+@pytest.mark.slow
 def test_learning_benchmark_reports_every_seed(tmp_path):
     config = tmp_path / "tiny.yaml"
     config.write_text("env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\ntotal_timesteps: 256\neval_freq: 1\n"
                       "num_eval_envs: 2\nnum_hidden_units: 8\n")
     table = _bench("learning.py", str(config), "--seeds", "0", "1", "--threshold", "10")
     assert _rows(table, "0") and _rows(table, "1")
+
+
+@pytest.mark.slow
+def test_host_breakdown_benchmark_times_every_part():
+    table = _bench("host_breakdown.py", "--tasks", "cartpole", "--iterations", "1")
+    assert len(_rows(table, "cartpole")) == 2  # graph and XLA update
+
+
+@pytest.mark.slow
+def test_vectorization_benchmark_compares_sync_and_async():
+    (row,) = _rows(_bench("vectorization.py", "--tasks", "pendulum", "--steps", "20", "--repeats", "1"), "Pendulum-v1")
+    assert row[5] in ("sync", "async")
 
 
 def test_digests_runs_and_names_unknown_runs():

@@ -34,6 +34,7 @@ def test_mirrored_strategy_on_two_logical_cpus():
     _pytest("test_mirrored.py")
 
 
+@pytest.mark.slow  # ~45 s of worker processes: outside the default suite's budget
 @pytest.mark.distributed
 def test_replicated_checkpoints_restore_in_fresh_processes():
     """tests/replicated/test_checkpoint.py: a 2-replica run resumes bit-identical in a fresh process; two
