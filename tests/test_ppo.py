@@ -177,14 +177,35 @@ def test_box_actions_stay_in_bounds(env_id):
         assert all(model.action_space.contains(a) for a in actions)
 
 
+#: SB3 2.9.2 (torch 2.13, one thread) on the setting below, seeds 0-14, 20 deterministic episodes each, measured
+#: 2026-11-30 on this project's AMD EPYC: mean 462.1, 95% bootstrap interval [429, 486].
+SB3_CARTPOLE_FIXED_SETTING = [487.1, 494.4, 475.6, 495.6, 470.2, 480.4, 500.0, 296.1, 474.4, 492.6, 462.7, 352.5,
+                              461.2, 495.4, 493.2]
+
+
+def _permutation_p(a, b, draws: int = 20_000, seed: int = 0) -> float:
+    """Two-sided permutation test on the difference of means (random permutations, as benchmarks/stats.py)."""
+    pooled, n = np.concatenate([a, b]), len(a)
+    observed = abs(np.mean(a) - np.mean(b))
+    rng = np.random.default_rng(seed)
+    hits = sum(abs(pooled[p[:n]].mean() - pooled[p[n:]].mean()) >= observed - 1e-12
+               for p in (rng.permutation(len(pooled)) for _ in range(draws)))
+    return (1 + hits) / (1 + draws)
+
+
 @pytest.mark.slow
-def test_gymnasium_cartpole_fixed_setting_learns():
-    env = kppo.make_vec_env("CartPole-v1", n_envs=16, seed=0)
-    model = PPO("MlpPolicy", env, n_steps=128, batch_size=512, n_epochs=4, learning_rate=lambda p: 2.5e-4 * p,
-                ent_coef=0.01, clip_range=0.2, clip_range_vf=0.2, seed=0)
-    model.learn(500_000)
-    mean, _ = kppo.evaluate_policy(model, "CartPole-v1", n_eval_episodes=20)
-    assert mean >= 475
+def test_gymnasium_cartpole_fixed_setting_learns_as_sb3_does():
+    """kppo.PPO against SB3's recorded final returns, 15 seeds each (a single seed says little: SB3 itself ends at 296
+    and 352 on two of them). Measured 2026-11-30: kppo.PPO mean 439.0 [405, 466], p = 0.32, 0.95x SB3's mean."""
+    finals = []
+    for seed in range(len(SB3_CARTPOLE_FIXED_SETTING)):
+        env = kppo.make_vec_env("CartPole-v1", n_envs=16, seed=seed)
+        model = PPO("MlpPolicy", env, n_steps=128, batch_size=512, n_epochs=4, learning_rate=lambda p: 2.5e-4 * p,
+                    ent_coef=0.01, clip_range=0.2, clip_range_vf=0.2, seed=seed)
+        model.learn(500_000)
+        finals.append(kppo.evaluate_policy(model, "CartPole-v1", n_eval_episodes=20)[0])
+    sb3 = np.array(SB3_CARTPOLE_FIXED_SETTING)
+    assert _permutation_p(np.array(finals), sb3) >= 0.05 and np.mean(finals) >= 0.9 * sb3.mean(), finals
 
 
 @pytest.mark.slow
