@@ -4,8 +4,6 @@ observations, scaled rewards, values, advantages, returns and observation statis
 `collect_rollouts` + `compute_returns_and_advantage` computed, to float32 rounding (SB3 keeps its moments in float64,
 kppo in float32)."""
 
-from pathlib import Path
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -17,9 +15,7 @@ from kppo.agent import make_agent
 from kppo.envs.gymnasium import make_vec_env
 from kppo.host_rollout import HostRolloutState, collect_host_rollout, finish_rollout
 from kppo.runners.base import rollout_settings
-
-FIXTURES = Path(__file__).parent / "fixtures" / "sb3"
-ENV_IDS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1"}
+from sb3_reference import ENV_IDS, load, set_weights
 
 
 class Replay(gym.Env):
@@ -40,21 +36,9 @@ class Replay(gym.Env):
         return obs, float(d["reward"][t, i]), bool(d["terminated"][t, i]), bool(d["truncated"][t, i]), {}
 
 
-def _transplant(agent, data) -> None:
-    """SB3's initial weights into kppo's actor and critic (SB3's MlpPolicy: separate 2x64 tanh towers)."""
-    for net, prefix in ((agent.actor, "actor"), (agent.critic, "critic")):
-        for i, layer in enumerate(net.hidden):
-            layer.kernel.assign(data[f"{prefix}_kernel_{i}"])
-            layer.bias.assign(data[f"{prefix}_bias_{i}"])
-        net.head.kernel.assign(data[f"{prefix}_head_kernel"])
-        net.head.bias.assign(data[f"{prefix}_head_bias"])
-    if "log_std" in data:
-        agent.actor.log_std.assign(data["log_std"])
-
-
 @pytest.mark.parametrize("task", ["pendulum", "cartpole"])
 def test_the_host_rollout_computes_what_sb3_computes(task):
-    data = dict(np.load(FIXTURES / f"{task}.npz"))
+    data = load(task)
     rollouts, num_steps, num_envs = data["sb3_values"].shape
     config = kppo.Config(num_envs=num_envs, num_steps=num_steps, total_timesteps=num_envs * num_steps,
                          gamma=float(data["gamma"]), gae_lambda=float(data["gae_lambda"]), normalize_obs=True,
@@ -64,7 +48,7 @@ def test_the_host_rollout_computes_what_sb3_computes(task):
                                       autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
     vec_env = make_vec_env(vector, num_envs)
     agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
-    _transplant(agent, data)
+    set_weights(agent, data)
     settings = rollout_settings(config)
     finish = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=True, autograph=False)
     obs = vec_env.reset(seed=0)

@@ -4,8 +4,6 @@ minibatch order, kppo's per-minibatch losses, gradient norms and final weights e
 kppo.PPO computes SB3's update: torch's Adam (`adam_style="torch"`) and the sample std of the advantages
 (`advantage_std_ddof=1`); with Keras' Adam or the population std the weights measurably differ (tested)."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,21 +13,7 @@ from kppo.agent import make_agent
 from kppo.runners.base import update_settings
 from kppo.types import Batch
 from kppo.update import minibatch_step
-
-FIXTURES = Path(__file__).parent / "fixtures" / "sb3"
-ENV_IDS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1"}
-TOWERS = (("actor", "actor"), ("critic", "critic"))
-
-
-def _weights(agent, data, prefix: str = "") -> None:
-    for name, net in (("actor", agent.actor), ("critic", agent.critic)):
-        for i, layer in enumerate(net.hidden):
-            layer.kernel.assign(data[f"{prefix}{name}_kernel_{i}"])
-            layer.bias.assign(data[f"{prefix}{name}_bias_{i}"])
-        net.head.kernel.assign(data[f"{prefix}{name}_head_kernel"])
-        net.head.bias.assign(data[f"{prefix}{name}_head_bias"])
-    if f"{prefix}log_std" in data:
-        agent.actor.log_std.assign(data[f"{prefix}log_std"])
+from sb3_reference import ENV_IDS, load, set_weights
 
 
 def _model(task: str, data) -> kppo.PPO:
@@ -62,10 +46,10 @@ def _update(agent, config, data) -> list:
 
 @pytest.mark.parametrize("task", ["pendulum", "cartpole"])
 def test_one_update_of_kppo_ppo_equals_sb3s(task):
-    data = dict(np.load(FIXTURES / f"update_{task}.npz"))
+    data = load(f"update_{task}")
     model = _model(task, data)
     assert (model.config.adam_style, model.config.advantage_std_ddof) == ("torch", 1)
-    _weights(model.agent, data)
+    set_weights(model.agent, data)
     results = _update(model.agent, model.config, data)
     close = dict(rtol=2e-5, atol=2e-6)
     for field, sb3 in (("policy_loss", "pg_loss"), ("value_loss", "value_loss"), ("approx_kl", "approx_kl"),
@@ -74,20 +58,20 @@ def test_one_update_of_kppo_ppo_equals_sb3s(task):
     np.testing.assert_allclose([-float(i.entropy) for i, _ in results], data["entropy_loss"], **close)
     np.testing.assert_allclose([float(g) for _, g in results], data["grad_norm"], rtol=2e-5)
     want = make_agent(model.config, data["obs"].shape[1], model.action_space)
-    _weights(want, data, prefix="after_")
+    set_weights(want, data, prefix="after_")
     for got, expected in zip(model.agent.variables, want.variables):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=5e-7, err_msg=got.path)  # seen: 1.2e-7
 
 
 @pytest.mark.parametrize("changes", [{"adam_style": "keras"}, {"advantage_std_ddof": 0}])
-def test_keras_adam_or_the_population_std_do_not_give_sb3s_weights(changes):
-    data = dict(np.load(FIXTURES / "update_pendulum.npz"))
+def test_keras_adam_or_the_population_std_do_not_give_sb3sset_weights(changes):
+    data = load("update_pendulum")
     model = _model("pendulum", data)
     config = model.config.replace(**changes)
     agent = make_agent(config, data["obs"].shape[1], model.action_space)
-    _weights(agent, data)
+    set_weights(agent, data)
     _update(agent, config, data)
     want = make_agent(config, data["obs"].shape[1], model.action_space)
-    _weights(want, data, prefix="after_")
+    set_weights(want, data, prefix="after_")
     error = max(np.abs(g.numpy() - w.numpy()).max() for g, w in zip(agent.variables, want.variables))
     assert error > 1e-5  # measured: 1.3e-3 (Keras' Adam), 1.7e-5 (population std), against 1.2e-7 above
