@@ -1,5 +1,8 @@
 """The Stable-Baselines3-style facade: arguments, errors, learn/predict/save/load, callbacks, logging."""
 
+import importlib.util
+from pathlib import Path
+
 import gymnasium as gym
 import keras
 import numpy as np
@@ -183,14 +186,13 @@ SB3_CARTPOLE_FIXED_SETTING = [487.1, 494.4, 475.6, 495.6, 470.2, 480.4, 500.0, 2
                               461.2, 495.4, 493.2]
 
 
-def _permutation_p(a, b, draws: int = 20_000, seed: int = 0) -> float:
-    """Two-sided permutation test on the difference of means (random permutations, as benchmarks/stats.py)."""
-    pooled, n = np.concatenate([a, b]), len(a)
-    observed = abs(np.mean(a) - np.mean(b))
-    rng = np.random.default_rng(seed)
-    hits = sum(abs(pooled[p[:n]].mean() - pooled[p[n:]].mean()) >= observed - 1e-12
-               for p in (rng.permutation(len(pooled)) for _ in range(draws)))
-    return (1 + hits) / (1 + draws)
+def _benchmark_stats():
+    """`benchmarks/stats.py` (the permutation test of the results table; benchmarks/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "stats.py"
+    spec = importlib.util.spec_from_file_location("_kppo_benchmark_stats", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.slow
@@ -205,7 +207,8 @@ def test_gymnasium_cartpole_fixed_setting_learns_as_sb3_does():
         model.learn(500_000)
         finals.append(kppo.evaluate_policy(model, "CartPole-v1", n_eval_episodes=20)[0])
     sb3 = np.array(SB3_CARTPOLE_FIXED_SETTING)
-    assert _permutation_p(np.array(finals), sb3) >= 0.05 and np.mean(finals) >= 0.9 * sb3.mean(), finals
+    p_value = _benchmark_stats().permutation_test(finals, sb3).p_value
+    assert p_value >= 0.05 and np.mean(finals) >= 0.9 * sb3.mean(), finals
 
 
 @pytest.mark.slow
