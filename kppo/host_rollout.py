@@ -27,7 +27,7 @@ from kppo.agent import Agent
 from kppo.envs.gymnasium import HostStep
 from kppo.envs.vector_info import sb3_info
 from kppo.gae import compute_gae
-from kppo.host_policy import HostActor, actor_params, host_actor, network_input
+from kppo.host_policy import HostActor, actor_params, network_input, snapshot
 from kppo.loops import scan
 from kppo.rollout import RolloutSettings, resample_noise
 from kppo.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
@@ -175,7 +175,7 @@ def collect_host_rollout(
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
-    actor, dist, rng = host_actor(agent.actor, agent.dist, settings.normalize_obs), agent.dist, rollout_rng(key)
+    weights, dist, rng = snapshot(agent.actor), agent.dist, rollout_rng(key)
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
     normalize_obs = settings.normalize_obs
     buf = {
@@ -194,7 +194,7 @@ def collect_host_rollout(
     noise = None
     for t in range(num_steps):
         norm_obs = network_input(stats, obs, normalize_obs)
-        params = actor_params(actor.weights, norm_obs)
+        params = actor_params(weights, norm_obs)
         if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
             noise = dist.new_noise_host(params, rng, num_envs)
         action = dist.sample_host(params, rng, noise)
