@@ -103,7 +103,7 @@ def root_keys(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 
 
 #: Gradient steps per iteration from which the host path compiles the update with XLA when `Config.jit_update` is None:
-#: per gradient step XLA measured 79 vs 216 us (Pendulum, batch 64) and 485 vs 549 us (HalfCheetah, 2x256), even at
+#: per gradient step XLA measured 79 vs 216 us (Pendulum, batch 64) and 485 vs 549 us (HalfCheetah, 2x256), no slower at
 #: batch 512 (CartPole), for ~0.8 s more compilation (benchmarks/host_breakdown.py). On the TF-native path the update
 #: runs inside the compiled loop, where an XLA call measured slower (README, XLA flags).
 XLA_UPDATE_MIN_GRADIENT_STEPS = 64
