@@ -192,14 +192,15 @@ class TrainingCheckpointer:
     """
 
     def __init__(self, directory: str | Path, agent: Any, state_template: Any, max_to_keep: int = 3,
-                 strategy: Any = None):
+                 strategy: Any = None, weights: Any = None):
         self.strategy = strategy  # tf.distribute: every replica's runner state is saved (`replica_values`)
         if strategy is not None:  # traced: eager collectives crash multi-worker runs (SIGSEGV, measured)
             self._gather = tf.function(lambda state: replica_values(strategy, state), autograph=False)
         self.state = _NestVariables(self._plain_state(state_template))
         self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
-        self.checkpoint = tf.train.Checkpoint(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer,
-                                              runner_state=self.state, metric_rows=self.rows)
+        networks = (dict(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer) if weights is None
+                    else dict(population=weights))  # a population's stacked weights and Adam state
+        self.checkpoint = tf.train.Checkpoint(**networks, runner_state=self.state, metric_rows=self.rows)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
         # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into
         # `directory`; the others write to a scratch directory removed after each save. All restore the chief's.

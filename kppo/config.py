@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -196,10 +197,42 @@ class Config:
         merged.update(translate(changes))
         return Config(**merged)
 
+    def sweep(self, **values: list) -> "Sweep":
+        """A grid over per-member hyperparameters (`SWEEPABLE`, any spelling), e.g.
+        `config.sweep(learning_rate=[1e-4, 3e-4], ent_coef=[0.0, 0.01])`: 4 settings, each trained for every seed of
+        `kppo.train(env, sweep, seed=[...])` in one compiled program."""
+        grid = {}
+        for name, options in translate(values).items():
+            _check(name in SWEEPABLE, "sweep", f"fields among {', '.join(SWEEPABLE)}", name)
+            options = list(options) if isinstance(options, (list, tuple)) else [options]
+            _check(len(options) > 0, f"sweep.{name}", "a non-empty list of values", options)
+            grid[name] = [self.replace(**{name: v}).to_dict()[name] for v in options]  # validated, coerced
+        return Sweep(self, grid)
+
     @classmethod
     def field_docs(cls) -> dict[str, str]:
         """Field name -> one-line documentation (CLI help, docs)."""
         return {f.name: f.metadata["doc"] for f in dataclasses.fields(cls)}
+
+
+#: The fields a population's members may differ in (besides `seed`); everything else is shared (shapes, networks).
+SWEEPABLE = ("learning_rate", "ent_coef", "clip_range", "gamma", "gae_lambda", "vf_coef", "max_grad_norm")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`Config.sweep`'s grid: the base config and, per swept field, its values (the grid is their product)."""
+
+    config: Config
+    grid: dict[str, list]
+
+    def settings(self) -> list[dict[str, Any]]:
+        """One dict of swept values per grid point (the last field varies fastest)."""
+        return [dict(zip(self.grid, point)) for point in itertools.product(*self.grid.values())]
+
+    def members(self, seeds: list[int]) -> list[Config]:
+        """Every grid point with every seed (seeds vary fastest)."""
+        return [self.config.replace(**point, seed=seed) for point in self.settings() for seed in seeds]
 
 
 # ---------------------------------------------------------------------------------------------------------------

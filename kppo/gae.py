@@ -7,6 +7,7 @@ GAE runs once per rollout, outside the gradient tape (as SB3 and purejaxrl; brax
 from __future__ import annotations
 
 from kppo._tf import tf
+from kppo.loops import scan
 
 
 def compute_gae(
@@ -51,11 +52,12 @@ def compute_gae(
     deltas = rewards + gamma * next_values - values
     continues = gamma * gae_lambda * (1.0 - tf.cast(tf.logical_or(terminated, truncated), rewards.dtype))
 
-    def backward_step(advantage_tp1: tf.Tensor, inputs: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    def backward_step(advantage_tp1: tf.Tensor, inputs: tuple[tf.Tensor, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
         delta_t, continue_t = inputs
-        return delta_t + continue_t * advantage_tp1
+        advantage_t = delta_t + continue_t * advantage_tp1
+        return advantage_t, advantage_t
 
-    advantages = tf.scan(
-        backward_step, (deltas, continues), initializer=tf.zeros_like(last_value), reverse=True
-    )
+    backward = (tf.reverse(deltas, [0]), tf.reverse(continues, [0]))
+    _, advantages = scan(backward_step, tf.zeros_like(last_value), backward)
+    advantages = tf.reverse(advantages, [0])
     return advantages, advantages + values

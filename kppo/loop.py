@@ -61,10 +61,16 @@ def round_sizes(num_iterations: int, rounds: int) -> list[int]:
     return [b - a for a, b in zip([0] + bounds[:-1], bounds)]
 
 
+def _host_value(x: Any) -> Any:
+    """A diagnostic as a Python number, or a numpy array with one value per population member."""
+    x = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+    return x.item() if x.ndim == 0 else x
+
+
 def check_finite(diag: Diagnostics, iteration: int) -> None:
     """Stops a run whose loss became NaN/inf (nothing is checkpointed after it: the last checkpoint stays good)."""
     names = ("total_loss", "value_loss", "policy_loss", "entropy")
-    bad = [name for name in names if not np.isfinite(getattr(diag, name))]
+    bad = [name for name in names if not np.all(np.isfinite(getattr(diag, name)))]
     if bad:
         raise FloatingPointError(
             f"training: non-finite {', '.join(bad)} in iterations up to {iteration} (an env returning NaN/inf "
@@ -74,10 +80,10 @@ def check_finite(diag: Diagnostics, iteration: int) -> None:
 
 def _print_debug(diag: Diagnostics, iteration: int) -> None:
     """rex's DEBUG output: episode statistics of the iterations just run."""
-    episodes = max(diag.episodes, 1.0)
-    print(f"[kppo debug] iterations to {iteration}: {diag.episodes:.0f} episodes, "
-          f"mean return {diag.episode_return_sum / episodes:.2f}, "
-          f"mean length {diag.episode_length_sum / episodes:.1f}", flush=True)
+    episodes = max(np.sum(diag.episodes), 1.0)  # a population's: over all members
+    print(f"[kppo debug] iterations to {iteration}: {np.sum(diag.episodes):.0f} episodes, "
+          f"mean return {np.sum(diag.episode_return_sum) / episodes:.2f}, "
+          f"mean length {np.sum(diag.episode_length_sum) / episodes:.1f}", flush=True)
 
 
 def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:
@@ -137,7 +143,8 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
     state, rows, clock = runner.state, list(rows or []), _Clock()
     callback, view = hooks.callback, runner.view
     iteration = int(view(state).iteration)
-    last_checkpoint, gradient_steps = iteration, int(rows[-1].get("train/gradient_steps", 0)) if rows else 0
+    last_checkpoint = iteration
+    gradient_steps = np.asarray(rows[-1].get("train/gradient_steps", 0), np.int64) if rows else 0  # [M]: population
     step_hook = _step_hook(hooks, model, runner.env.num_envs) if runner.steps_on_host else None
     # one iteration a call where the host sets schedules or steps the envs (one rollout between callback events)
     per_call = 1 if hooks.schedule is not None or runner.steps_on_host else plan.iterations_per_call
@@ -173,13 +180,14 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
                 model.num_timesteps += result.completed * plan.rollout_size
             if result.stopped:  # a callback returned False mid-rollout: no update for that rollout (as SB3)
                 return finish(False, True)
-            diag = tf.nest.map_structure(lambda x: float(x.numpy()), result.diagnostics)
+            diag = tf.nest.map_structure(_host_value, result.diagnostics)
             check_finite(diag, iteration + n)
             iteration, done_in_round = iteration + n, done_in_round + n
-            gradient_steps += int(diag.minibatch_steps)
+            gradient_steps = gradient_steps + np.asarray(diag.minibatch_steps).astype(np.int64)
             sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
-            progress = Progress(model.num_timesteps, iteration, gradient_steps,
-                                float(runner.agent.optimizer.learning_rate.numpy()), runner.clip_range(),
+            rate = (float(runner.agent.optimizer.learning_rate.numpy()) if runner.learning_rate is None
+                    else runner.learning_rate(state))
+            progress = Progress(model.num_timesteps, iteration, _host_value(gradient_steps), rate, runner.clip_range(),
                                 time.perf_counter() - clock.start)
             if hooks.on_call is not None:
                 hooks.on_call(diag, n, progress)

@@ -1,4 +1,8 @@
-"""`scan`: jax.lax.scan semantics on `tf.while_loop` + `tf.TensorArray` (compiles to one loop, never unrolls)."""
+"""`scan`: jax.lax.scan semantics on `tf.while_loop` (compiles to one loop, never unrolls).
+
+The stacked outputs are preallocated tensors written row by row (`tf.tensor_scatter_nd_update`, an in-place
+dynamic-update-slice under XLA), not TensorArrays: `tf.vectorized_map` turns TensorArrays inside a loop into
+TensorLists that XLA cannot compile, and populations vectorize whole training iterations."""
 
 from __future__ import annotations
 
@@ -39,13 +43,14 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None
         return i if xs is None else tf.nest.map_structure(lambda t: tf.gather(t, i), xs)
 
     spec = output_spec(body, carry, x_at(tf.constant(0, tf.int32)))
-    arrays = tf.nest.map_structure(lambda s: tf.TensorArray(s.dtype, size=steps, element_shape=s.shape), spec)
+    buffers = tf.nest.map_structure(lambda s: tf.zeros([steps] + s.shape.as_list(), s.dtype), spec)
 
-    def loop_body(i, carry, arrays):
+    def loop_body(i, carry, buffers):
         carry, y = body(carry, x_at(i))
-        return i + 1, carry, tf.nest.map_structure(lambda a, v: a.write(i, v), arrays, y)
+        return i + 1, carry, tf.nest.map_structure(lambda b, v: tf.tensor_scatter_nd_update(b, [[i]], v[None]),
+                                                   buffers, y)
 
-    _, carry, arrays = tf.while_loop(
-        lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, arrays), maximum_iterations=steps
+    _, carry, buffers = tf.while_loop(
+        lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, buffers), maximum_iterations=steps
     )
-    return carry, tf.nest.map_structure(lambda a: a.stack(), arrays)
+    return carry, buffers

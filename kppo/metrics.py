@@ -61,7 +61,8 @@ class Progress(NamedTuple):
 
 
 def training_row(sums: Diagnostics, iterations: int, rollout_size: int, wall_s: float, progress: Progress) -> dict:
-    """The train/, rollout/ and time/ metrics of `iterations` iterations whose diagnostics sum to `sums` (floats)."""
+    """The train/, rollout/ and time/ metrics of `iterations` iterations whose diagnostics sum to `sums` (floats, or
+    numpy arrays [M] for a population: the metrics are then arrays too)."""
     mean = Diagnostics(*[x / iterations for x in sums])
     episodes = sums.episodes
     return {
@@ -79,22 +80,34 @@ def training_row(sums: Diagnostics, iterations: int, rollout_size: int, wall_s: 
         "train/grad_norm": mean.grad_norm,
         "train/minibatch_steps": mean.minibatch_steps,
         "train/gradient_steps": progress.gradient_steps,
-        "rollout/ep_rew_mean": sums.episode_return_sum / episodes if episodes else float("nan"),
-        "rollout/ep_len_mean": sums.episode_length_sum / episodes if episodes else float("nan"),
+        "rollout/ep_rew_mean": _per_episode(sums.episode_return_sum, episodes),
+        "rollout/ep_len_mean": _per_episode(sums.episode_length_sum, episodes),
         "time/steps_per_s": iterations * rollout_size / max(wall_s, 1e-9),
         "time/elapsed_s": progress.elapsed_s,
     }
 
 
+def _per_episode(total, episodes):
+    """total / episodes, NaN where no episode ended (floats or arrays)."""
+    if np.ndim(episodes) == 0:
+        return total / episodes if episodes else float("nan")
+    return np.where(episodes > 0, total / np.maximum(episodes, 1.0), np.nan)
+
+
+def _item(x: np.ndarray) -> Any:
+    """A 0-d result as a Python number; arrays (one value per population member) unchanged."""
+    return x.item() if np.ndim(x) == 0 else x
+
+
 def evaluation_row(result: EvalResult) -> dict:
-    """The eval/ metrics of one evaluation round."""
+    """The eval/ metrics of one evaluation round (over the last axis: eval envs; a population's are [M, envs])."""
     returns, lengths = result.returns.numpy(), result.lengths.numpy().astype(np.float64)
     return {
-        "eval/mean_returns": float(returns.mean()),
-        "eval/std_returns": float(returns.std()),
-        "eval/mean_lengths": float(lengths.mean()),
-        "eval/std_lengths": float(lengths.std()),
-        "eval/total_episodes": int(result.finished.numpy().sum()),
+        "eval/mean_returns": _item(returns.mean(axis=-1)),
+        "eval/std_returns": _item(returns.std(axis=-1)),
+        "eval/mean_lengths": _item(lengths.mean(axis=-1)),
+        "eval/std_lengths": _item(lengths.std(axis=-1)),
+        "eval/total_episodes": _item(result.finished.numpy().sum(axis=-1)),
     }
 
 

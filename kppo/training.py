@@ -16,15 +16,17 @@ from kppo import checkpoint
 from kppo.agent import Agent, SavedAgent, make_policy
 from kppo.callbacks import make_callback
 from kppo.checkpoint import TrainingCheckpointer
-from kppo.config import Config
+from kppo.config import Config, Sweep
 from kppo.envs.base import VecEnv
 from kppo.loop import Hooks, Plan, round_sizes, run_loop
 from kppo.metrics import METRICS
 from kppo.policy import ObsScaling, Policy
 from kppo.runners import EvalMetricsFn, Runner, make_runner
+from kppo.runners.population import make_population_runner, member_agent, member_state
 from kppo.types import RunnerState
 
-__all__ = ["METRICS", "PPOResult", "TrainingModel", "load_run_checkpoint", "train"]
+__all__ = ["METRICS", "PPOResult", "PopulationResult", "TrainingModel", "load_run_checkpoint", "population_members",
+           "train"]
 
 
 @dataclasses.dataclass
@@ -67,6 +69,44 @@ class PPOResult:
         return self.policy.act_scaling
 
 
+@dataclasses.dataclass
+class PopulationResult:
+    """What `train` returns for several seeds or a `Config.sweep`: one `PPOResult` per member, in member order
+    (grid points in order, seeds fastest).
+
+    Attributes:
+        members: each member's result (its config, final runner state, metrics, agent: policy and export as usual).
+        metrics: one row per evaluation round: name -> array [eval_rounds, members] (shared counters: [eval_rounds]).
+        timings, interrupted: of the whole program.
+    """
+
+    members: list[PPOResult]
+    metrics: dict[str, np.ndarray]
+    timings: dict[str, float]
+    interrupted: bool = False
+
+    @property
+    def configs(self) -> list[Config]:
+        return [member.config for member in self.members]
+
+    @property
+    def summary(self) -> dict[str, dict[str, np.ndarray]]:
+        """Per metric with a value per member: its mean, std and min over the members, per round."""
+        return {name: {"mean": values.mean(axis=1), "std": values.std(axis=1), "min": values.min(axis=1)}
+                for name, values in self.metrics.items() if values.ndim == 2}
+
+
+def population_members(config: Config | Sweep | None, seed: Any) -> list[Config]:
+    """The members' configs: every point of a sweep (or the config) with every seed (`seed`: an int or a list)."""
+    sweep = config if isinstance(config, Sweep) else Sweep(Config() if config is None else config, {})
+    seeds = [sweep.config.seed] if seed is None else [seed] if isinstance(seed, (int, np.integer)) else list(seed)
+    return sweep.members([int(s) for s in seeds])
+
+
+def _is_population(config: Any, seed: Any) -> bool:
+    return isinstance(config, Sweep) or isinstance(seed, (list, tuple, range, np.ndarray))
+
+
 class TrainingModel:
     """What callbacks see as `self.model` during `kppo.train`: `num_timesteps`, `predict` (the current policy),
     `save` (an agent directory), `get_env` and `logger` (None)."""
@@ -107,8 +147,8 @@ def _print_metrics(metrics: dict[str, Any]) -> None:
 
 def train(
     env: Any = None,
-    config: Config | None = None,
-    seed: int | None = None,
+    config: Config | Sweep | None = None,
+    seed: int | list[int] | None = None,
     *,
     callback: Any = None,
     eval_metrics_fn: EvalMetricsFn | None = None,
@@ -117,15 +157,17 @@ def train(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     should_stop: Callable[[], bool] | None = None,
-) -> PPOResult:
-    """Trains PPO on a TF-native or a gymnasium environment.
+) -> PPOResult | PopulationResult:
+    """Trains PPO on a TF-native or a gymnasium environment; or a population (several seeds, a `Config.sweep`) on a
+    TF-native environment in one compiled program.
 
     Args:
         env: a built-in env name (see `kppo.envs.make`; compiled TF-native rollout) or a `kppo.envs.VecEnv`; or a
             gymnasium env id, `gym.Env`, factory or `gym.vector.VectorEnv` (host rollout; see `Config.env_backend`).
             Defaults to `config.env`.
-        config: hyperparameters. Defaults to `Config()` (the fixed CartPole setting).
-        seed: overrides `config.seed`.
+        config: hyperparameters. Defaults to `Config()` (the fixed CartPole setting). A `Config.sweep(...)` trains
+            every grid point (with every seed) as one population.
+        seed: overrides `config.seed`; a list of seeds trains one population member per seed (and grid point).
         callback: Stable-Baselines3 callbacks (a `BaseCallback`, a list, or a function `(locals, globals) -> bool`),
             as `PPO.learn` takes them: on gymnasium envs `on_step` runs after every vector step with SB3's `locals`;
             on TF-native envs once per compiled call (`config.iterations_per_call` iterations). False stops training.
@@ -144,8 +186,15 @@ def train(
             with `PPOResult.interrupted` set (signal handlers use this).
 
     Returns:
-        PPOResult.
+        PPOResult; for a population, PopulationResult (one PPOResult per member).
     """
+    if _is_population(config, seed):
+        unsupported = {"callback": callback, "eval_metrics_fn": eval_metrics_fn}
+        for name, value in unsupported.items():
+            if value is not None:
+                raise ValueError(f"{name}: expected None for a population (several seeds or a sweep), got {value!r}")
+        return _train_population(env, population_members(config, seed), on_eval, on_progress, checkpoint_dir, resume,
+                                 should_stop)
     config = Config() if config is None else config
     if seed is not None:
         config = config.replace(seed=seed)
@@ -175,6 +224,41 @@ def train(
     metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
     return PPOResult(config, runner.view(result.state), metrics, runner.agent, runner.observation_space,
                      runner.action_space, result.timings, result.interrupted, result.stopped)
+
+
+def _print_population(metrics: dict[str, Any]) -> None:
+    returns = np.asarray(metrics["eval/mean_returns"])
+    print(f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval over {returns.size} members: mean "
+          f"{returns.mean():9.2f} +- {returns.std():7.2f}, min {returns.min():9.2f}  "
+          f"{np.sum(metrics['time/steps_per_s']):8.0f} steps/s", flush=True)
+
+
+def _train_population(env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume,
+                      should_stop) -> PopulationResult:
+    """`train` for several members: one population runner, the same loop, one PPOResult per member."""
+    base = configs[0]
+    runner, population = make_population_runner(base.env if env is None else env, configs)
+    checkpointer, rows = None, []
+    if checkpoint_dir is not None:
+        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.agent, runner.state, weights=population.weights)
+    if resume:
+        if checkpointer is None:
+            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
+        (state, rows), _ = restore_newest(checkpointer, "resume", "this population")
+        runner = runner._replace(state=state)
+    if on_eval is None and base.verbose >= 1:
+        on_eval = _print_population
+    hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)
+    result = run_loop(runner, _plan(base, int(runner.view(runner.state).iteration)), hooks,
+                      TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
+    metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
+    members = []
+    for index, config in enumerate(configs):
+        own = {name: values[:, index] if values.ndim == 2 else values for name, values in metrics.items()}
+        members.append(PPOResult(config, member_state(result.state, index), own, member_agent(population, index),
+                                 runner.observation_space, runner.action_space, result.timings, result.interrupted,
+                                 result.stopped))
+    return PopulationResult(members, metrics, result.timings, result.interrupted)
 
 
 def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) -> tuple[tuple[Any, list], list[str]]:

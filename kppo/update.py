@@ -6,12 +6,15 @@ Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
+
+import keras
 
 from kppo import losses
 from kppo._tf import tf
 from kppo.agent import Agent
 from kppo.distribute import clip_and_scale, minibatch_moments
+from kppo.optimizers import AdamState, adam_step
 from kppo.types import Batch, LossInfo, Rollout
 
 
@@ -114,26 +117,72 @@ def minibatch_step(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[L
     return info, grad_norm, tf.cond(apply, _apply, lambda: tf.constant(False))
 
 
-def ppo_update(agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Tensor) -> UpdateStats:
-    """All epochs and minibatches of one PPO update; stops early after a target-KL violation."""
+def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf.Tensor, early_exit: bool):
+    """Epochs x minibatches of `step(carry, minibatch, stopped) -> (carry, info, grad norm, applied)`; after a target-KL
+    violation no more minibatches count. `early_exit` leaves the loop there; otherwise (a loop with the same trip count
+    for every member of a population, as vectorization needs) the remaining minibatches are computed and dropped."""
     size = batch.obs.shape[0]
     indices = minibatch_indices(key, size, settings.num_epochs, settings.num_minibatches)
     total = settings.num_epochs * settings.num_minibatches
-    start = zero_stats()
 
-    def cond(k, stats, stopped):
-        return tf.logical_and(k < total, tf.logical_not(stopped))
+    def cond(k, carry, stats, stopped):
+        return tf.logical_and(k < total, tf.logical_not(stopped)) if early_exit else k < total
 
-    def body(k, stats, stopped):
+    def body(k, carry, stats, stopped):
         mb = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
-        info, grad_norm, applied = minibatch_step(agent, settings, mb)
+        carry, info, grad_norm, applied = step(carry, mb, stopped)
+        counts = tf.logical_not(stopped)
         stats = UpdateStats(
-            loss=tf.nest.map_structure(tf.add, stats.loss, info),
-            grad_norm=stats.grad_norm + grad_norm,
-            minibatches=stats.minibatches + 1,
+            loss=tf.nest.map_structure(lambda a, b: a + tf.where(counts, b, 0.0), stats.loss, info),
+            grad_norm=stats.grad_norm + tf.where(counts, grad_norm, 0.0),
+            minibatches=stats.minibatches + tf.cast(counts, tf.int32),
             steps=stats.steps + tf.cast(applied, tf.int32),
         )
-        return k + 1, stats, tf.logical_not(applied)
+        return k + 1, carry, stats, tf.logical_or(stopped, tf.logical_not(applied))
 
-    _, stats, _ = tf.while_loop(cond, body, (tf.constant(0), start, tf.constant(False)), maximum_iterations=total)
+    start = (tf.constant(0), carry, zero_stats(), tf.constant(False))
+    _, carry, stats, _ = tf.while_loop(cond, body, start, maximum_iterations=total)
+    return carry, stats
+
+
+def ppo_update(agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Tensor) -> UpdateStats:
+    """All epochs and minibatches of one PPO update on the agent's variables; stops early after a target-KL
+    violation."""
+
+    def step(carry, mb, stopped):
+        del stopped  # the loop has exited by then
+        return (carry, *minibatch_step(agent, settings, mb))
+
+    _, stats = _minibatch_loop(step, (), settings, batch, key, early_exit=True)
     return stats
+
+
+def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
+    """`fn()` with the agent's networks reading `params` (tensors, in `agent.variables` order) instead of their
+    variables (Keras' StatelessScope: nothing is assigned)."""
+    with keras.StatelessScope(state_mapping=list(zip(agent.variables, params))):
+        return fn()
+
+
+def functional_update(agent: Agent, settings: UpdateSettings, adam_style: str, params: list, adam: AdamState,
+                      batch: Batch, key: tf.Tensor, learning_rate: tf.Tensor) -> tuple[tuple[list, AdamState],
+                                                                                       UpdateStats]:
+    """`ppo_update` on weights held as tensors (`params`, in `agent.variables` order) with Adam as a function
+    (`kppo.optimizers.adam_step`): what a population vectorizes over its members. Computes what `ppo_update` computes
+    on one device; every minibatch is computed (see `_minibatch_loop`). Returns ((params, Adam state), stats)."""
+
+    def step(carry, mb, stopped):
+        params, adam = carry
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            loss, info = with_weights(agent, params, lambda: minibatch_loss(agent, settings, mb))
+        grads = tape.gradient(loss, params, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        clipped, grad_norm = tf.clip_by_global_norm(grads, settings.max_grad_norm)
+        applied = tf.logical_not(stopped)
+        if settings.target_kl is not None:
+            applied = tf.logical_and(applied, info.approx_kl <= 1.5 * settings.target_kl)
+        new = adam_step(adam_style, params, clipped, adam, learning_rate)
+        carry = tf.nest.map_structure(lambda a, b: tf.where(applied, a, b), new, (params, adam))
+        return carry, info, grad_norm, applied
+
+    return _minibatch_loop(step, (list(params), adam), settings, batch, key, early_exit=False)

@@ -49,6 +49,7 @@ class Runner(NamedTuple):
     view: Callable[[Any], RunnerState] = lambda state: state  # one replica's state (tf.distribute: the first)
     strategy: Any = None  # the tf.distribute strategy the state is distributed over, or None
     steps_on_host: bool = False  # run_iterations calls the step hook after every vector-env step
+    learning_rate: Callable[[Any], Any] | None = None  # state -> the last iteration's rate (default: the optimizer's)
 
 
 class ScheduleVariables(NamedTuple):
@@ -59,12 +60,14 @@ class ScheduleVariables(NamedTuple):
     clip_range_vf: tf.Variable | None
 
 
-def learning_rate(config: Config, iteration) -> tf.Tensor:
-    """Linear: lr * (1 - iteration / num_iterations) (SB3's progress_remaining at the start of the rollout)."""
+def learning_rate(config: Config, iteration, base=None) -> tf.Tensor:
+    """The config's schedule from `base` (default `config.learning_rate`; a population member's own value). Linear:
+    lr * (1 - iteration / num_iterations) (SB3's progress_remaining at the start of the rollout)."""
+    base = tf.constant(config.learning_rate, tf.float32) if base is None else base
     if config.lr_schedule == "constant":
-        return tf.constant(config.learning_rate, tf.float32)
+        return base
     frac = 1.0 - tf.cast(iteration, tf.float32) / float(config.num_iterations)
-    return config.learning_rate * frac
+    return base * frac
 
 
 def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = False) -> Callable:
