@@ -45,6 +45,7 @@ class Plan(NamedTuple):
     rollout_size: int
     total_timesteps: int  # progress_remaining = 1 - model.num_timesteps / total_timesteps
     debug: bool = False
+    gradient_steps: Any = 0  # applied before this run (a resume: the restored Adam step count; [M] for a population)
 
 
 class LoopResult(NamedTuple):
@@ -143,8 +144,7 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
     state, rows, clock = runner.state, list(rows or []), _Clock()
     callback, view = hooks.callback, runner.view
     iteration = int(view(state).iteration)
-    last_checkpoint = iteration
-    gradient_steps = np.asarray(rows[-1].get("train/gradient_steps", 0), np.int64) if rows else 0  # [M]: population
+    last_checkpoint, gradient_steps = iteration, np.asarray(plan.gradient_steps, np.int64)
     step_hook = _step_hook(hooks, model, runner.env.num_envs) if runner.steps_on_host else None
     # one iteration a call where the host sets schedules or steps the envs (one rollout between callback events)
     per_call = 1 if hooks.schedule is not None or runner.steps_on_host else plan.iterations_per_call

@@ -100,6 +100,8 @@ def population_members(config: Config | Sweep | None, seed: Any) -> list[Config]
     """The members' configs: every point of a sweep (or the config) with every seed (`seed`: an int or a list)."""
     sweep = config if isinstance(config, Sweep) else Sweep(Config() if config is None else config, {})
     seeds = [sweep.config.seed] if seed is None else [seed] if isinstance(seed, (int, np.integer)) else list(seed)
+    if not seeds:
+        raise ValueError(f"seed: expected at least one seed, got {seed!r}")
     return sweep.members([int(s) for s in seeds])
 
 
@@ -217,8 +219,9 @@ def train(
     if hooks.callback is not None:
         hooks.callback.init_callback(model)
     try:
-        result = run_loop(runner, _plan(config, int(runner.view(runner.state).iteration)), hooks, model, rows,
-                          checkpointer, config.checkpoint_every)
+        plan = _plan(config, int(runner.view(runner.state).iteration))._replace(
+            gradient_steps=int(runner.agent.optimizer.iterations))  # restored by a resume
+        result = run_loop(runner, plan, hooks, model, rows, checkpointer, config.checkpoint_every)
     finally:
         runner.close()
     metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
@@ -249,8 +252,9 @@ def _train_population(env: Any, configs: list[Config], on_eval, on_progress, che
     if on_eval is None and base.verbose >= 1:
         on_eval = _print_population
     hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)
-    result = run_loop(runner, _plan(base, int(runner.view(runner.state).iteration)), hooks,
-                      TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
+    plan = _plan(base, int(runner.view(runner.state).iteration))._replace(
+        gradient_steps=population.weights.steps.numpy().astype(np.int64))  # Adam steps: restored by a resume
+    result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
     metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
     members = []
     for index, config in enumerate(configs):

@@ -152,6 +152,7 @@ def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(full.metrics["train/total_steps"], resumed.metrics["train/total_steps"])
     np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])
+    np.testing.assert_array_equal(full.metrics["train/gradient_steps"], resumed.metrics["train/gradient_steps"])
 
 
 def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(tmp_path):

@@ -15,6 +15,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from kppo import envs as envs_lib
 from kppo._tf import tf
 from kppo.agent import Agent, make_agent
 from kppo.config import SWEEPABLE, Config
@@ -104,8 +105,20 @@ class Population(NamedTuple):
     values: MemberValues
 
 
+def _is_builtin(name: str) -> bool:
+    try:
+        envs_lib.resolve_name(name)
+        return True
+    except ValueError:
+        return False
+
+
 def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
     check_members(configs)
+    if not isinstance(env, VecEnv) and not (isinstance(env, str) and configs[0].env_backend != "gymnasium"
+                                            and _is_builtin(env)):
+        raise ValueError(f"env: a population needs a TF-native env (a kppo.envs VecEnv, or one of "
+                         f"{sorted(envs_lib.TASKS)}), got {env!r}")
     members = [build_native(env, config) for config in configs]
     state = tf.nest.map_structure(lambda *xs: tf.stack(xs), *[m.state for m in members])
     return Population(configs, members[0], MemberWeights([m.agent for m in members]), state,
