@@ -4,6 +4,7 @@
     kppo train pendulum --set learning_rate=3e-4 --seed 1 --out runs/p1
     kppo eval runs/p1 --episodes 20             # or an artifact: kppo eval runs/p1/policy.tflite
     kppo export runs/p1 --format tflite --quantize int8
+    kppo train cartpole --seeds 0-7 --sweep learning_rate=3e-4,1e-3   # 16 agents in one compiled program
 
 A run directory holds config.yaml, agent/ (networks, optimizer and statistics; no pickle), metrics.csv,
 tensorboard/, learning_curve.png, policy.tflite + policy.tflite.metadata.json, summary.json. `eval` and `export`
@@ -82,71 +83,14 @@ def _gym_id(env_id: str, option: str) -> str:
     return env_id
 
 
-def _writable_dir(path: Path, option: str) -> Path:
-    """Creates `path` (and parents); a one-line error naming `option` when it is a file or cannot be created."""
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{option}: expected a directory, got {str(path)!r} (an existing file)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".kppo-write-test-{time.time_ns()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        raise ValueError(f"{option}: expected a directory kppo can create and write, got {str(path)!r} "
-                         f"({err.strerror})") from None
-    return path
-
-
-class _Progress:
-    """A live bar: steps, steps/s, last evaluation return, ETA (rich); silent when quiet."""
-
-    def __init__(self, total: int, quiet: bool):
-        self.quiet, self.total, self.last_eval = quiet, total, float("nan")
-        if quiet:
-            return
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.bar = Progress(TextColumn("[bold]kppo"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} steps"),
-                            TextColumn("{task.fields[rate]:>9,.0f} steps/s"), TextColumn("eval {task.fields[eval]}"),
-                            TimeRemainingColumn())
-        self.task = self.bar.add_task("train", total=total, rate=0.0, eval="-")
-        self.start = time.perf_counter()
-        self.bar.start()
-
-    def steps(self, done: int) -> None:
-        if not self.quiet:
-            rate = done / max(time.perf_counter() - self.start, 1e-9)
-            self.bar.update(self.task, completed=done, rate=rate)
-
-    def evaluated(self, metrics: dict) -> None:
-        if not self.quiet:
-            self.bar.update(self.task, eval=f"{metrics['eval/mean_returns']:.1f}")
-
-    def close(self) -> None:
-        if not self.quiet:
-            self.bar.stop()
-
-
-def _stop_on_signals() -> dict:
-    """SIGINT/SIGTERM set a flag that training polls after every compiled call (then it checkpoints and stops)."""
-    import signal
-
-    received: dict[str, int] = {}
-
-    def handler(signum, frame):
-        del frame
-        received["signal"] = signum
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, handler)
-    return received
-
-
 def cmd_train(args) -> int:
     import kppo
-    from kppo import checkpoint, reporting
+    from kppo import checkpoint, cli_population, reporting
+    from kppo.cli_runs import TrainingProgress, stop_on_signals, writable_dir
     from kppo.config import Config
 
+    if args.seeds or args.sweep or (args.resume and cli_population.is_population_run(Path(args.resume))):
+        return cli_population.train_population(args, load_config)
     if args.resume:
         out = Path(args.resume)
         if args.config or args.set or args.seed is not None:
@@ -159,10 +103,10 @@ def cmd_train(args) -> int:
         if config.env_backend != "tf":
             _gym_id(config.env, "env")
         default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out = _writable_dir(Path(args.out) if args.out else default, "--out")
+        out = writable_dir(Path(args.out) if args.out else default, "--out")
         config.to_yaml(out / "config.yaml")
-    received = _stop_on_signals()
-    progress = _Progress(config.num_iterations * config.rollout_size, args.quiet)
+    received = stop_on_signals()
+    progress = TrainingProgress(config.num_iterations * config.rollout_size, args.quiet)
     rows: list[dict] = []
 
     def on_eval(row: dict) -> None:  # every round ends with a checkpoint: refresh the curve with it
@@ -307,6 +251,7 @@ def cmd_eval(args) -> int:
 def cmd_export(args) -> int:
     import kppo
     from kppo.checkpoint import read_metadata
+    from kppo.cli_runs import writable_dir
 
     source = Path(args.run)
     if (source / "agent").is_dir():
@@ -317,7 +262,7 @@ def cmd_export(args) -> int:
     quantize = None if args.quantize in (None, "none", "float32") else args.quantize
     default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
     out = Path(args.out) if args.out else Path(args.run) / default
-    _writable_dir(out.parent, "--out")
+    writable_dir(out.parent, "--out")
     if unfinished:
         source = _load_unfinished_run(source)
     exported = kppo.export(source, out, format=args.format, quantize=quantize,
@@ -336,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("config", nargs="?", help="a YAML file or a task name from configs/ (e.g. cartpole, pendulum)")
     train.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a config field")
     train.add_argument("--seed", type=int)
+    train.add_argument("--seeds", metavar="LIST", help="train a population in one program, e.g. 0-7 or 0,3,5")
+    train.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2",
+                       help="a per-member value grid (learning_rate, ent_coef, clip_range, gamma, gae_lambda, "
+                            "vf_coef, max_grad_norm); trained with every seed as one population")
     train.add_argument("--out", help="run directory (default: runs/<env>-seed<N>-<time>)")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     train.add_argument("--no-export", action="store_true", help="skip policy.tflite")
