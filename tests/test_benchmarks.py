@@ -35,6 +35,16 @@ def test_cartpole_benchmark_runs_kppo():
     assert row[2] == "4,096"  # env_steps
 
 
+@pytest.mark.slow
+def test_population_benchmark_runs_sequential_population_and_curve(tmp_path):
+    out = tmp_path / "population.json"
+    _bench("population.py", "--members", "2", "--iterations", "2", "--curve", "1,2", "--curve-iterations", "2",
+           "--json", str(out))
+    report = json.loads(out.read_text())
+    assert len(report["sequential"]) == 2 and len(report["population"]["final_returns"]) == 2
+    assert [point["members"] for point in report["curve"]] == [1, 2] and report["ratio"] > 0
+
+
 def test_gym_benchmark_runs_kppo():
     (row,) = _rows(_bench("gym_ppo.py", "--frameworks", "kppo", "--tasks", "cartpole", "--timesteps-scale", "0.01"),
                    "kppo")
