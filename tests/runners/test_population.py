@@ -45,7 +45,7 @@ def test_every_member_computes_what_a_single_run_with_its_seed_and_values_comput
 
 
 def test_a_members_result_does_not_depend_on_another_members_values():
-    base = kppo.Config(**SMALL, learning_rate=1e-3)
+    base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
     first = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
     second = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2, learning_rate=1e-2,
                                                                                    ent_coef=0.1)])
@@ -74,7 +74,7 @@ def test_train_with_several_seeds_returns_one_result_per_member_and_a_summary():
 
 
 def test_a_population_resumes_bit_identically(tmp_path):
-    config = kppo.Config(**SMALL, iterations_per_call=1, checkpoint_every=1)
+    config = kppo.Config(**SMALL, **GRAPH, iterations_per_call=1, checkpoint_every=1)
     seeds = [0, 7]
     full = kppo.train("cartpole", config, seed=seeds)
     calls = []
@@ -107,7 +107,7 @@ def test_bad_population_input_is_named_in_one_line(call, message):
 
 
 def test_each_member_counts_its_own_adam_steps_after_target_kl_stops():
-    base = kppo.Config(**SMALL, target_kl=2e-4, learning_rate=1e-2)
+    base = kppo.Config(**SMALL, **GRAPH, target_kl=2e-4, learning_rate=1e-2)
     runner, population = make_population_runner("cartpole", [base.replace(seed=s) for s in range(4)])
     result = runner.run_iterations(runner.state, 2)
     steps = population.weights.steps.numpy()
