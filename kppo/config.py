@@ -123,7 +123,7 @@ class Config:
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool | None = _f(None, "Compile the update with XLA; null: only on gymnasium envs with >= 64 gradient steps.")
-    jit_eval: bool = _f(False, "Compile the TF-native evaluation rollout with XLA (pays off only beyond ~30 rounds on CPU).")
+    jit_eval: bool | None = _f(None, "Compile the TF-native evaluation rollout with XLA; null: for populations only (one run: pays off only beyond ~30 rounds on CPU; a population: 0.02 vs 0.40 s a round for 8 members).")
     distribute: str = _f(
         "none",
         "'none' (one device), 'mirrored' (MirroredStrategy over `devices`), 'multi_worker' (MultiWorkerMirroredStrategy "

@@ -203,16 +203,9 @@ def train(
     runner = make_runner(env, config, eval_metrics_fn)
     if on_eval is None and config.verbose >= 1:
         on_eval = _print_metrics
-    checkpointer, rows = None, []
-    if checkpoint_dir is not None:
-        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy)
-    if resume:
-        if checkpointer is None:
-            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
-        if not isinstance(runner.env, VecEnv):
-            raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
-        (state, rows), _ = restore_newest(checkpointer, "resume", "this config")
-        runner = runner._replace(state=state)
+    if resume and checkpoint_dir is not None and not isinstance(runner.env, VecEnv):
+        raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
+    runner, checkpointer, rows = _checkpointing(runner, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
     hooks = Hooks(callback=None if callback is None else make_callback(callback), on_eval=on_eval,
                   on_progress=on_progress, should_stop=should_stop)
@@ -220,13 +213,29 @@ def train(
         hooks.callback.init_callback(model)
     try:
         plan = _plan(config, int(runner.view(runner.state).iteration))._replace(
-            gradient_steps=int(runner.agent.optimizer.iterations))  # restored by a resume
+            gradient_steps=int(runner.agent.optimizer.iterations.numpy()))  # restored by a resume
         result = run_loop(runner, plan, hooks, model, rows, checkpointer, config.checkpoint_every)
     finally:
         runner.close()
     metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
     return PPOResult(config, runner.view(result.state), metrics, runner.agent, runner.observation_space,
                      runner.action_space, result.timings, result.interrupted, result.stopped)
+
+
+def _checkpointing(runner: Runner, checkpoint_dir: Any, resume: bool, fits: str,
+                   weights: Any = None) -> tuple[Runner, TrainingCheckpointer | None, list[dict]]:
+    """(runner, checkpointer or None, metric rows so far): with `resume`, the runner starts from the newest readable
+    checkpoint that fits `fits` and the rows are restored."""
+    checkpointer, rows = None, []
+    if checkpoint_dir is not None:
+        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy,
+                                            weights=weights)
+    if resume:
+        if checkpointer is None:
+            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
+        (state, rows), _ = restore_newest(checkpointer, "resume", fits)
+        runner = runner._replace(state=state)
+    return runner, checkpointer, rows
 
 
 def _print_population(metrics: dict[str, Any]) -> None:
@@ -241,14 +250,7 @@ def _train_population(env: Any, configs: list[Config], on_eval, on_progress, che
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs)
-    checkpointer, rows = None, []
-    if checkpoint_dir is not None:
-        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.agent, runner.state, weights=population.weights)
-    if resume:
-        if checkpointer is None:
-            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
-        (state, rows), _ = restore_newest(checkpointer, "resume", "this population")
-        runner = runner._replace(state=state)
+    runner, checkpointer, rows = _checkpointing(runner, checkpoint_dir, resume, "this population", population.weights)
     if on_eval is None and base.verbose >= 1:
         on_eval = _print_population
     hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)

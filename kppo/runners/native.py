@@ -83,7 +83,7 @@ def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_f
     """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
     run_eval = maybe_compile(
         lambda stats, key: evaluate(env, agent, stats, key, config.num_eval_envs, config.normalize_obs),
-        config.jit_eval,
+        bool(config.jit_eval),  # None: not for one run (measured)
     )
 
     def evaluate_round(obs_stats, key, total_steps, diag):

@@ -177,7 +177,7 @@ def make_member_evaluation(population: Population) -> Callable:
         params, _ = population.weights.read()
         return tf.vectorized_map(member, (params, stats, keys))
 
-    return tf.function(run, jit_compile=config.jit_eval, autograph=False)
+    return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
 
 
 def member_agent(population: Population, index: int) -> Agent:
