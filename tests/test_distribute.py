@@ -29,9 +29,17 @@ def _pytest(target: str, *args: str, timeout: int = 900) -> None:
 @pytest.mark.distributed
 def test_mirrored_strategy_on_two_logical_cpus():
     """tests/replicated/test_mirrored.py: the 2-replica update equals the one-device update, training keeps the
-    replicas identical, states sit where the step leaves them, normalization moments merge, target_kl stops every
-    replica, gymnasium envs feed 2 replicas, and num_envs that do not split are named."""
+    replicas identical, states sit where the step leaves them, normalization moments merge, gymnasium envs feed 2
+    replicas, and num_envs that do not split are named (its slow tests: below)."""
     _pytest("test_mirrored.py")
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_mirrored_target_kl_and_a_second_strategy_in_one_process():
+    """tests/replicated/test_mirrored.py's slow checks: target_kl stops every replica; a second run with other network
+    shapes shares the process (~35 s)."""
+    _pytest("test_mirrored.py", "-m", "slow", "-k", "target_kl or share_one_process")
 
 
 @pytest.mark.slow  # ~45 s of worker processes: outside the default suite's budget

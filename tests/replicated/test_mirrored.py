@@ -121,6 +121,7 @@ def test_normalization_moments_are_merged_across_replicas():
     assert all(v > 0 for v in first[1]) and first[4] > 0
 
 
+@pytest.mark.slow  # ~20 s; the default suite keeps the one-update equality and normalization-merge tests
 def test_target_kl_stops_the_update_on_every_replica():
     """target_kl=1e-8: the first minibatch (policy = rollout policy, KL ~ 0) is applied and a later one soon exceeds
     1.5e-8 and stops the update (of 4 epochs x 4 minibatches = 16 steps), on one device and on two replicas alike;
@@ -179,6 +180,7 @@ def test_two_replicas_learn_cartpole():
     assert got[3] >= 475 and got[0] >= 450, got
 
 
+@pytest.mark.slow  # ~12 s
 def test_two_mirrored_runs_with_other_network_shapes_share_one_process():
     """Every new MirroredStrategy numbers its collectives from the same keys and the process keeps each key's shape:
     kppo reuses one strategy per device list, so a second run with other shapes (a notebook) does not fail with

@@ -40,8 +40,10 @@ def test_every_member_computes_what_a_single_run_with_its_seed_and_values_comput
         _close(state.rollout.obs, alone.state.rollout.obs)
         _close(state.rollout.obs_stats.mean, alone.state.rollout.obs_stats.mean)
         _close(state.rollout.return_stats.var, alone.state.rollout.return_stats.var)
+    steps = result.diagnostics.minibatch_steps.numpy()
+    np.testing.assert_array_equal(population.weights.steps.numpy(), steps)  # each member's own Adam step count
     if "target_kl" in changes:  # the test covers a target-KL stop in one member at least
-        assert np.any(result.diagnostics.minibatch_steps.numpy() < 3 * 3 * 4)
+        assert np.any(steps < 3 * 3 * 4)
 
 
 def test_a_members_result_does_not_depend_on_another_members_values():
@@ -73,6 +75,7 @@ def test_train_with_several_seeds_returns_one_result_per_member_and_a_summary():
     assert action in (0, 1)
 
 
+@pytest.mark.slow  # ~30 s (three populations traced); the CLI test resumes a finished population in the default suite
 def test_a_population_resumes_bit_identically(tmp_path):
     config = kppo.Config(**SMALL, **GRAPH, iterations_per_call=1, checkpoint_every=1)
     seeds = [0, 7]
@@ -104,12 +107,3 @@ def test_a_population_resumes_bit_identically(tmp_path):
 def test_bad_population_input_is_named_in_one_line(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-def test_each_member_counts_its_own_adam_steps_after_target_kl_stops():
-    base = kppo.Config(**SMALL, **GRAPH, target_kl=2e-4, learning_rate=1e-2)
-    runner, population = make_population_runner("cartpole", [base.replace(seed=s) for s in range(4)])
-    result = runner.run_iterations(runner.state, 2)
-    steps = population.weights.steps.numpy()
-    np.testing.assert_array_equal(steps, result.diagnostics.minibatch_steps.numpy())
-    assert len(set(steps.tolist())) > 1 and steps.max() <= 2 * 3 * 4  # the members stopped at different minibatches
