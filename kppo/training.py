@@ -76,7 +76,8 @@ class PopulationResult:
 
     Attributes:
         members: each member's result (its config, final runner state, metrics, agent: policy and export as usual).
-        metrics: one row per evaluation round: name -> array [eval_rounds, members] (shared counters: [eval_rounds]).
+        metrics: one row per evaluation round: name -> array [eval_rounds, members] (shared counters: [eval_rounds];
+            `time/steps_per_s` counts one member's steps).
         timings, interrupted: of the whole program.
     """
 
@@ -242,7 +243,7 @@ def _print_population(metrics: dict[str, Any]) -> None:
     returns = np.asarray(metrics["eval/mean_returns"])
     print(f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval over {returns.size} members: mean "
           f"{returns.mean():9.2f} +- {returns.std():7.2f}, min {returns.min():9.2f}  "
-          f"{np.sum(metrics['time/steps_per_s']):8.0f} steps/s", flush=True)
+          f"{metrics['time/steps_per_s'] * returns.size:8.0f} steps/s (all members)", flush=True)
 
 
 def _train_population(env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume,
