@@ -153,14 +153,10 @@ def worker_sb3(timesteps: int, seed: int, eval_episodes: int) -> dict:
     )
 
 
-def worker_rejax(timesteps: int, seed: int, eval_episodes: int) -> dict:
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    t0 = time.perf_counter()
-    import jax
+def make_rejax_algo(timesteps: int):
+    """rejax's PPO at the fixed setting, without evaluation inside the run (also used by benchmarks/population.py)."""
     import jax.numpy as jnp
     import rejax
-
-    t1 = time.perf_counter()
 
     num_iterations = -(-timesteps // ROLLOUT)  # rejax runs ceil(eval_freq / rollout) iterations
     updates_per_iteration = NUM_EPOCHS * NUM_MINIBATCHES
@@ -194,6 +190,18 @@ def worker_rejax(timesteps: int, seed: int, eval_episodes: int) -> dict:
     # No evaluation inside the timed run (SB3's learn() does none either); the final policy is
     # evaluated below, outside the timings.
     algo = algo.replace(eval_callback=lambda algo, ts, rng: jnp.zeros(()))
+    return algo
+
+
+def worker_rejax(timesteps: int, seed: int, eval_episodes: int) -> dict:
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    t0 = time.perf_counter()
+    import jax
+    import rejax  # noqa: F401  (imported here so import_s counts it)
+
+    t1 = time.perf_counter()
+
+    algo = make_rejax_algo(timesteps)
     key = jax.random.PRNGKey(seed)
     train = jax.jit(algo.train).lower(key).compile()
     t2 = time.perf_counter()
