@@ -9,13 +9,13 @@ from kppo.callbacks import (
     StopTrainingOnMaxEpisodes,
     StopTrainingOnRewardThreshold,
 )
-from kppo.config import Config
+from kppo.config import Config, Sweep
 from kppo.evaluation import evaluate_policy
 from kppo.exporter import export
 from kppo.metrics import METRICS
 from kppo.policy import ActScaling, ObsScaling, Policy
 from kppo.ppo import PPO, make_vec_env
-from kppo.training import PPOResult, train
+from kppo.training import PopulationResult, PPOResult, train
 from kppo.vec_normalize import VecNormalize
 from kppo.version import __version__
 
@@ -32,8 +32,10 @@ __all__ = [
     "PPO",
     "PPOResult",
     "Policy",
+    "PopulationResult",
     "StopTrainingOnMaxEpisodes",
     "StopTrainingOnRewardThreshold",
+    "Sweep",
     "VecNormalize",
     "__version__",
     "evaluate_policy",
