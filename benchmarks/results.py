@@ -10,6 +10,8 @@ statistics are in benchmarks/stats.py) and one learning-curve figure per task in
     .venv/bin/python benchmarks/results.py run halfcheetah --framework kppo_ppo --seeds 0 1 2
     .venv-bench/bin/python benchmarks/results.py run cartpole --framework sb3 --seeds 0 1 2
     .venv/bin/python benchmarks/results.py report [--doc PATH] [--figures DIR]
+    .venv-bench/bin/python benchmarks/results.py sb3-init halfcheetah --seeds 0 1 2   # then:
+    .venv/bin/python benchmarks/results.py run halfcheetah --framework kppo_ppo_sb3init --seeds 0 1 2
 
 The kppo frameworks need kppo's environment; sb3 imports only stable-baselines3, torch and gymnasium (the peers'
 virtualenv, benchmarks/README.md).
@@ -31,22 +33,26 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "benchmarks" / "results"
 DOC = ROOT / "docs" / "results.md"
 FIGURES = ROOT / "docs" / "figures"
-FRAMEWORKS = ("kppo", "kppo_ppo", "sb3")
-LABELS = {"kppo": "kppo (configs/)", "kppo_ppo": "kppo.PPO (zoo args)", "sb3": "SB3 (zoo args)"}
-COLORS = {"kppo": "tab:blue", "kppo_ppo": "tab:green", "sb3": "tab:orange"}
+FRAMEWORKS = ("kppo", "kppo_ppo", "sb3", "kppo_ppo_sb3init")
+OPTIONAL = ("kppo_ppo_sb3init",)  # in the table only where records exist
+LABELS = {"kppo": "kppo (configs/)", "kppo_ppo": "kppo.PPO (zoo args)", "sb3": "SB3 (zoo args)",
+          "kppo_ppo_sb3init": "kppo.PPO from SB3's initial weights"}
+COLORS = {"kppo": "tab:blue", "kppo_ppo": "tab:green", "sb3": "tab:orange", "kppo_ppo_sb3init": "tab:red"}
+SB3_INIT = ROOT / "bench_out" / "sb3_init"  # SB3's initial weights per task and seed (`sb3-init`; deterministic)
 SB3_ACTIVATIONS = {"relu": "ReLU", "tanh": "Tanh"}  # the zoo's activation_fn names -> torch.nn classes
 
 
-def _load_stats():
-    """benchmarks/stats.py by path, so this file also works when imported from elsewhere (tests)."""
-    spec = importlib.util.spec_from_file_location("_kppo_bench_stats", Path(__file__).with_name("stats.py"))
+def _load_module(name: str, path: Path):
+    """A module by path (benchmarks/stats.py, the SB3 weight layout and transplant), so this file also works when
+    imported from elsewhere (tests)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
 
-stats = _load_stats()
+stats = _load_module("_kppo_bench_stats", Path(__file__).with_name("stats.py"))
 
 
 @dataclass(frozen=True)
@@ -196,18 +202,15 @@ def _learn_and_evaluate(model, task: Task, base: type, play) -> dict:
             "steps_per_s": model.num_timesteps / wall}
 
 
-def run_sb3(task: Task, seed: int) -> dict:
-    import stable_baselines3
-    import torch
+def _sb3_model(task: Task, seed: int):
+    """(SB3 PPO with the zoo's arguments, training env, evaluation env, normalize): its initial weights follow from
+    the seed alone."""
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import VecNormalize
 
     if task.sb3 is None:
         raise SystemExit(f"{task.env_id}: no SB3 run in this table (too slow on this machine)")
-    torch.set_num_threads(1)
     hp = dict(task.sb3)
     n_envs, normalize = hp.pop("n_envs", 1), hp.pop("normalize", False)
     env = make_vec_env(task.env_id, n_envs=n_envs, seed=seed)
@@ -215,7 +218,34 @@ def run_sb3(task: Task, seed: int) -> dict:
     if normalize:  # the zoo normalizes with the agent's discount
         env = VecNormalize(env, gamma=hp.get("gamma", 0.99))
         eval_env = VecNormalize(eval_env, training=False, norm_reward=False)
-    model = PPO("MlpPolicy", env, seed=seed, verbose=0, **_sb3_hyperparams(hp))
+    return PPO("MlpPolicy", env, seed=seed, verbose=0, **_sb3_hyperparams(hp)), env, eval_env, normalize
+
+
+def dump_sb3_init(task_name: str, seed: int) -> Path:
+    """SB3's initial weights for (task, seed) in Keras layout (tests/fixtures/sb3/sb3_layout.py), as an npz."""
+    import numpy as np
+    import torch
+
+    layout = _load_module("_kppo_sb3_layout", ROOT / "tests" / "fixtures" / "sb3" / "sb3_layout.py")
+    task = TASKS[task_name]
+    model = _sb3_model(task, seed)[0]
+    kwargs = task.sb3.get("policy_kwargs", {})
+    activation = getattr(torch.nn, SB3_ACTIVATIONS[kwargs.get("activation_fn", "tanh")])
+    layers = len(kwargs.get("net_arch", {}).get("pi", [64, 64]))
+    path = SB3_INIT / f"{task_name}-seed{seed}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **layout.keras_weights(model, activation, layers))
+    return path
+
+
+def run_sb3(task: Task, seed: int) -> dict:
+    import stable_baselines3
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    torch.set_num_threads(1)
+    model, env, eval_env, normalize = _sb3_model(task, seed)
 
     def play() -> list[float]:
         if normalize:
@@ -228,8 +258,10 @@ def run_sb3(task: Task, seed: int) -> dict:
     return record
 
 
-def run_kppo_ppo(task: Task, seed: int) -> dict:
-    """kppo's SB3-style class with exactly run_sb3's hyperparameters, curve and final evaluation."""
+def run_kppo_ppo(task: Task, seed: int, sb3_init: bool = False) -> dict:
+    """kppo's SB3-style class with exactly run_sb3's hyperparameters, curve and final evaluation; with `sb3_init`,
+    starting from SB3's initial weights for this seed (`dump_sb3_init`), which separates initialization from the
+    rest."""
     import gymnasium as gym
     import kppo
     from kppo._tf import tf
@@ -245,6 +277,12 @@ def run_kppo_ppo(task: Task, seed: int) -> dict:
     if normalize:  # the zoo normalizes with the agent's discount
         env = kppo.VecNormalize(env, gamma=hp.get("gamma", 0.99))
     model = kppo.PPO("MlpPolicy", env, seed=seed, verbose=0, **_zoo_schedules(hp))  # activation_fn: kppo's names
+    if sb3_init:
+        path = SB3_INIT / f"{[n for n, t in TASKS.items() if t is task][0]}-seed{seed}.npz"
+        if not path.is_file():
+            raise SystemExit(f"{path}: run `.venv-bench/bin/python benchmarks/results.py sb3-init TASK --seeds ...` first")
+        reference = _load_module("_kppo_sb3_reference", ROOT / "tests" / "sb3_reference.py")
+        reference.set_weights(model.agent, dict(__import__("numpy").load(path)))
     # A plain env: the policy normalizes observations itself, with the training statistics frozen outside learn's
     # rollouts (no reward normalization in the returns).
     eval_env = gym.wrappers.RecordEpisodeStatistics(gym.make(task.env_id))
@@ -261,7 +299,8 @@ def run_kppo_ppo(task: Task, seed: int) -> dict:
     return record
 
 
-RUNNERS = {"kppo": run_kppo, "kppo_ppo": run_kppo_ppo, "sb3": run_sb3}
+RUNNERS = {"kppo": run_kppo, "kppo_ppo": run_kppo_ppo, "sb3": run_sb3,
+           "kppo_ppo_sb3init": lambda task, seed: run_kppo_ppo(task, seed, sb3_init=True)}
 
 
 def run(task_names: list[str], framework: str, seeds: list[int], records: Path) -> None:
@@ -314,6 +353,8 @@ def table(results: dict[tuple[str, str], list[dict]]) -> str:
         for i, framework in enumerate(FRAMEWORKS):
             head = [task.env_id] + ([f"{task.budget:,}", f"{task.zoo:g}"] if i == 0 else ["", ""]) + [LABELS[framework]]
             rows = results.get((name, framework))
+            if not rows and framework in OPTIONAL:
+                continue
             if not rows:
                 lines.append("| " + " | ".join(head + ["0", "not run"] + [""] * 9) + " |")
                 continue
@@ -382,6 +423,10 @@ def main() -> None:
     r.add_argument("--framework", choices=FRAMEWORKS, default="kppo")
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--records", type=Path, default=RECORDS)
+    i = sub.add_parser("sb3-init", help="(peers' virtualenv) SB3's initial weights per task and seed, for "
+                                        "--framework kppo_ppo_sb3init")
+    i.add_argument("tasks", nargs="+", choices=sorted(TASKS))
+    i.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p = sub.add_parser("report", help="write the table into docs/results.md and the figures")
     p.add_argument("--records", type=Path, default=RECORDS)
     p.add_argument("--doc", type=Path, default=DOC)
@@ -389,6 +434,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "run":
         run(args.tasks, args.framework, args.seeds, args.records)
+    elif args.command == "sb3-init":
+        for name in args.tasks:
+            for seed in args.seeds:
+                print(dump_sb3_init(name, seed))
     else:
         report(args.records, args.doc, args.figures)
 
