@@ -107,3 +107,15 @@ def test_a_population_resumes_bit_identically(tmp_path):
 def test_bad_population_input_is_named_in_one_line(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_population_members_cross_the_grid_with_the_seeds():
+    from kppo.training import population_members
+
+    sweep = kppo.Config(seed=9).sweep(gamma=[0.9, 0.99], ent_coef=0.01)
+    members = population_members(sweep, np.arange(2))
+    assert [(m.gamma, m.ent_coef, m.seed) for m in members] == [(0.9, 0.01, 0), (0.9, 0.01, 1), (0.99, 0.01, 0),
+                                                                  (0.99, 0.01, 1)]
+    assert [m.seed for m in population_members(sweep, None)] == [9, 9]  # the config's seed
+    assert [m.seed for m in population_members(kppo.Config(), range(3))] == [0, 1, 2]
+    assert [m.seed for m in population_members(None, 4)] == [4]
