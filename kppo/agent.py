@@ -7,7 +7,7 @@ none of them depends on how a run is driven.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 import keras
@@ -48,6 +48,14 @@ def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Sp
     agent = Agent(dist, actor, critic, optimizer)
     optimizer.build(agent.variables)
     return agent
+
+
+def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
+    """`fn()` with the agent's networks reading `params` (tensors, in `agent.variables` order) instead of their
+    variables (Keras' StatelessScope: nothing is assigned); how a population runs rollouts and updates on the weights
+    of one member."""
+    with keras.StatelessScope(state_mapping=list(zip(agent.variables, params))):
+        return fn()
 
 
 def make_policy(

@@ -19,7 +19,7 @@ import numpy as np
 from kppo._tf import tf
 from kppo.errors import first_line
 from kppo.host_rollout import StepRecord
-from kppo.metrics import Progress, evaluation_row, training_row
+from kppo.metrics import Progress, evaluation_row, host_value, training_row
 from kppo.runners import Iterations, Runner
 from kppo.types import Diagnostics
 
@@ -60,12 +60,6 @@ def round_sizes(num_iterations: int, rounds: int) -> list[int]:
     """Splits the iterations into `rounds` nearly equal rounds (all iterations run, none dropped)."""
     bounds = [round((r + 1) * num_iterations / rounds) for r in range(rounds)]
     return [b - a for a, b in zip([0] + bounds[:-1], bounds)]
-
-
-def _host_value(x: Any) -> Any:
-    """A diagnostic as a Python number, or a numpy array with one value per population member."""
-    x = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
-    return x.item() if x.ndim == 0 else x
 
 
 def check_finite(diag: Diagnostics, iteration: int) -> None:
@@ -180,14 +174,14 @@ def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[di
                 model.num_timesteps += result.completed * plan.rollout_size
             if result.stopped:  # a callback returned False mid-rollout: no update for that rollout (as SB3)
                 return finish(False, True)
-            diag = tf.nest.map_structure(_host_value, result.diagnostics)
+            diag = tf.nest.map_structure(host_value, result.diagnostics)
             check_finite(diag, iteration + n)
             iteration, done_in_round = iteration + n, done_in_round + n
             gradient_steps = gradient_steps + np.asarray(diag.minibatch_steps).astype(np.int64)
             sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
             rate = (float(runner.agent.optimizer.learning_rate.numpy()) if runner.learning_rate is None
                     else runner.learning_rate(state))
-            progress = Progress(model.num_timesteps, iteration, _host_value(gradient_steps), rate, runner.clip_range(),
+            progress = Progress(model.num_timesteps, iteration, host_value(gradient_steps), rate, runner.clip_range(),
                                 time.perf_counter() - clock.start)
             if hooks.on_call is not None:
                 hooks.on_call(diag, n, progress)

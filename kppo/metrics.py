@@ -94,20 +94,21 @@ def _per_episode(total, episodes):
     return np.where(episodes > 0, total / np.maximum(episodes, 1.0), np.nan)
 
 
-def _item(x: np.ndarray) -> Any:
-    """A 0-d result as a Python number; arrays (one value per population member) unchanged."""
-    return x.item() if np.ndim(x) == 0 else x
+def host_value(x: Any) -> Any:
+    """A tensor or array as a Python number when 0-d, else as a numpy array (one value per population member)."""
+    x = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+    return x.item() if x.ndim == 0 else x
 
 
 def evaluation_row(result: EvalResult) -> dict:
     """The eval/ metrics of one evaluation round (over the last axis: eval envs; a population's are [M, envs])."""
     returns, lengths = result.returns.numpy(), result.lengths.numpy().astype(np.float64)
     return {
-        "eval/mean_returns": _item(returns.mean(axis=-1)),
-        "eval/std_returns": _item(returns.std(axis=-1)),
-        "eval/mean_lengths": _item(lengths.mean(axis=-1)),
-        "eval/std_lengths": _item(lengths.std(axis=-1)),
-        "eval/total_episodes": _item(result.finished.numpy().sum(axis=-1)),
+        "eval/mean_returns": host_value(returns.mean(axis=-1)),
+        "eval/std_returns": host_value(returns.std(axis=-1)),
+        "eval/mean_lengths": host_value(lengths.mean(axis=-1)),
+        "eval/std_lengths": host_value(lengths.std(axis=-1)),
+        "eval/total_episodes": host_value(result.finished.numpy().sum(axis=-1)),
     }
 
 

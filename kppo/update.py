@@ -6,13 +6,11 @@ Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
-
-import keras
+from typing import NamedTuple
 
 from kppo import losses
 from kppo._tf import tf
-from kppo.agent import Agent
+from kppo.agent import Agent, with_weights
 from kppo.distribute import clip_and_scale, minibatch_moments
 from kppo.optimizers import AdamState, adam_step
 from kppo.types import Batch, LossInfo, Rollout
@@ -155,13 +153,6 @@ def ppo_update(agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Ten
 
     _, stats = _minibatch_loop(step, (), settings, batch, key, early_exit=True)
     return stats
-
-
-def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
-    """`fn()` with the agent's networks reading `params` (tensors, in `agent.variables` order) instead of their
-    variables (Keras' StatelessScope: nothing is assigned)."""
-    with keras.StatelessScope(state_mapping=list(zip(agent.variables, params))):
-        return fn()
 
 
 def functional_update(agent: Agent, settings: UpdateSettings, adam_style: str, params: list, adam: AdamState,

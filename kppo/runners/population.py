@@ -17,7 +17,7 @@ import numpy as np
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
-from kppo.agent import Agent, make_agent
+from kppo.agent import Agent, make_agent, with_weights
 from kppo.config import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
 from kppo.optimizers import AdamState, assign_adam_state, initial_adam_state
@@ -26,7 +26,7 @@ from kppo.runners.base import (Iterations, Runner, diagnostics, learning_rate, r
                                update_settings, zero_diagnostics)
 from kppo.runners.native import NativeParts, build_native
 from kppo.types import EvalResult, RunnerState
-from kppo.update import flatten, functional_update, with_weights
+from kppo.update import flatten, functional_update
 
 
 class MemberValues(NamedTuple):
