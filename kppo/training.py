@@ -218,9 +218,14 @@ def train(
         result = run_loop(runner, plan, hooks, model, rows, checkpointer, config.checkpoint_every)
     finally:
         runner.close()
-    metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
+    metrics = _columns(result.rows)
     return PPOResult(config, runner.view(result.state), metrics, runner.agent, runner.observation_space,
                      runner.action_space, result.timings, result.interrupted, result.stopped)
+
+
+def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
+    """Metric rows -> name: array over rounds (a population's per-member metrics: [rounds, members])."""
+    return {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
 
 
 def _checkpointing(runner: Runner, checkpoint_dir: Any, resume: bool, fits: str,
@@ -258,7 +263,7 @@ def _train_population(env: Any, configs: list[Config], on_eval, on_progress, che
     plan = _plan(base, int(runner.view(runner.state).iteration))._replace(
         gradient_steps=population.weights.steps.numpy().astype(np.int64))  # Adam steps: restored by a resume
     result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
-    metrics = {name: np.asarray([row[name] for row in result.rows]) for name in result.rows[0]} if result.rows else {}
+    metrics = _columns(result.rows)
     members = []
     for index, config in enumerate(configs):
         own = {name: values[:, index] if values.ndim == 2 else values for name, values in metrics.items()}
