@@ -10,10 +10,12 @@ from kppo.callbacks import (
     StopTrainingOnRewardThreshold,
 )
 from kppo.config import Config, Sweep
+from kppo.envs.action_masks import ActionMasker
 from kppo.evaluation import evaluate_policy
 from kppo.exporter import export
 from kppo.metrics import METRICS
 from kppo.policy import ActScaling, ObsScaling, Policy
+from kppo.maskable import MaskablePPO
 from kppo.ppo import PPO, make_vec_env
 from kppo.training import PopulationResult, PPOResult, train
 from kppo.vec_normalize import VecNormalize
@@ -22,12 +24,14 @@ from kppo.version import __version__
 
 __all__ = [
     "ActScaling",
+    "ActionMasker",
     "BaseCallback",
     "CallbackList",
     "CheckpointCallback",
     "Config",
     "EvalCallback",
     "METRICS",
+    "MaskablePPO",
     "ObsScaling",
     "PPO",
     "PPOResult",

@@ -43,6 +43,8 @@ def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Sp
     widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
     latent_dim = widths[-1] if widths else observation_dim
     dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std)
+    if config.action_masks and not dist.mask_size:
+        raise ValueError(f"action_masks: expected a Discrete or MultiDiscrete action space, got {action_space}")
     actor, critic = make_networks(config, observation_dim, dist, config.seed)
     optimizer = make_optimizer(config.adam_style, config.learning_rate)
     agent = Agent(dist, actor, critic, optimizer)
@@ -60,11 +62,12 @@ def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
 
 def make_policy(
     agent: Agent, obs_stats: MeanStd, normalize_obs: bool, observation_space: gym.spaces.Space,
-    action_space: gym.spaces.Space,
+    action_space: gym.spaces.Space, action_masks: bool = False,
 ) -> Policy:
-    """The agent's actor with frozen observation statistics (numpy copies: later training does not change it)."""
+    """The agent's actor with frozen observation statistics (numpy copies: later training does not change it);
+    `action_masks`: trained with action masks (its artifacts take a mask)."""
     scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs)
-    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space)
+    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks)
 
 
 class SavedAgent(NamedTuple):
@@ -81,7 +84,7 @@ class SavedAgent(NamedTuple):
     @property
     def policy(self) -> Policy:
         return make_policy(self.agent, self.obs_stats, self.config.normalize_obs, self.observation_space,
-                           self.action_space)
+                           self.action_space, self.config.action_masks)
 
 
 def load_agent(path: str | Path) -> SavedAgent:

@@ -109,6 +109,7 @@ class Config:
     use_sde: bool = _f(False, "generalized State-Dependent Exploration (Box actions): noise = latent @ eps.")
     sde_sample_freq: int = _f(-1, "gSDE: redraw the exploration matrices every N steps (-1: once per rollout).")
     full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
+    action_masks: bool = _f(False, "Act with the env's invalid-action masks (Discrete/MultiDiscrete; sb3-contrib's MaskablePPO): env.action_masks(), info['action_mask'] or a TF-native task's action_mask(state); kept in the rollout for the update, and an input of exported artifacts.")
     # --- normalization and env options ---
     normalize_obs: bool = _f(False, "Running mean/std observation normalization (clipped to +-10).")
     normalize_reward: bool = _f(False, "Scale rewards by the std of the discounted return (clipped to +-10).")

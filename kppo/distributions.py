@@ -7,6 +7,11 @@ Rollout, losses and the policy call only this interface, never branch on the act
     dist.log_prob(params, action), dist.entropy(params), dist.mode(params)
     env_action = dist.to_env(action)         # env units
 
+Action masks (Discrete and MultiDiscrete, as sb3-contrib's MaskablePPO): `masked(params, mask)` sets the logits of
+invalid actions to `MASKED_LOGIT` (bool mask [..., mask_size], True = allowed; MultiDiscrete: the dimensions' masks
+concatenated), so sampling never picks them, their probability is exactly 0 and they add nothing to the entropy.
+A mask of width 0 (`no_mask`) leaves the parameters as they are: what unmasked runs carry.
+
 The host rollout acts in numpy, without a TensorFlow call per step, through the `*_host` twins of `sample`,
 `new_noise`, `mode` and `to_env` (numpy arrays in and out, a `np.random.Generator` for randomness); log-probabilities
 of those actions are then computed in TensorFlow, for the whole rollout at once.
@@ -28,6 +33,10 @@ from kppo._tf import tf
 
 tfd = tfp.distributions
 
+#: The logit of a masked action (sb3-contrib's HUGE_NEG): exp(-1e8 - max) is exactly 0 in float32, and unlike -inf it
+#: keeps 0 * log(0) terms (entropy) at 0 instead of NaN.
+MASKED_LOGIT = -1e8
+
 
 class ActionDistribution(abc.ABC):
     """Interface between an actor's outputs and actions."""
@@ -41,6 +50,25 @@ class ActionDistribution(abc.ABC):
     #: Shape of one stored action, and its dtype.
     action_shape: tuple[int, ...]
     action_dtype: tf.DType
+    #: Width of an action mask (the logits' width for Discrete and MultiDiscrete; 0: masks are not supported).
+    mask_size: int = 0
+
+    def masked(self, params, mask: tf.Tensor | None):
+        """`params` with the logits of actions where `mask` is False set to `MASKED_LOGIT`; unchanged for a None or
+        width-0 mask."""
+        if mask is None or mask.shape[-1] == 0:
+            return params
+        return tf.where(tf.cast(mask, tf.bool), params, tf.constant(MASKED_LOGIT, params.dtype))
+
+    def masked_host(self, params, mask: np.ndarray | None):
+        """`masked` in numpy."""
+        if mask is None or mask.shape[-1] == 0:
+            return params
+        return np.where(mask, params, np.float32(MASKED_LOGIT)).astype(np.float32, copy=False)
+
+    def no_mask(self, batch_shape) -> tf.Tensor:
+        """The width-0 mask of unmasked runs, bool [*batch_shape, 0]."""
+        return tf.zeros(list(batch_shape) + [0], tf.bool)
 
     @abc.abstractmethod
     def distribution(self, params) -> tfd.Distribution:
@@ -102,7 +130,7 @@ class Categorical(ActionDistribution):
     """Discrete(n) actions (with `start`): int32 index, logits from the actor."""
 
     def __init__(self, space: gym.spaces.Discrete):
-        self.param_size = int(space.n)
+        self.param_size = self.mask_size = int(space.n)
         self.start = int(space.start)
         self.action_shape = ()
         self.action_dtype = tf.int32
@@ -226,7 +254,7 @@ class MultiCategorical(ActionDistribution):
         if len(space.nvec.shape) != 1:
             raise ValueError(f"action_space: expected a 1-D MultiDiscrete, got nvec of shape {space.nvec.shape}")
         self.sizes = [int(n) for n in space.nvec]
-        self.param_size = sum(self.sizes)
+        self.param_size = self.mask_size = sum(self.sizes)
         self.action_shape = (len(self.sizes),)
         self.action_dtype = tf.int32
         self.start = tf.constant(np.asarray(space.start, np.int32))

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from kppo.envs.action_masks import MaskReader, env_mask
 from kppo.envs.vector_info import sub_env_info
 
 StepCallback = Callable[[dict[str, Any], dict[str, Any]], Any]
@@ -56,6 +57,7 @@ def evaluate_policy(
     reward_threshold: float | None = None,
     return_episode_rewards: bool = False,
     warn: bool = True,
+    use_masking: bool | None = None,
 ) -> tuple[float, float] | tuple[list[float], list[int]]:
     """Plays `n_eval_episodes` whole episodes with `model.predict` and returns their mean and std return.
 
@@ -72,6 +74,9 @@ def evaluate_policy(
         reward_threshold: if given, raise AssertionError unless the mean return is >= it.
         return_episode_rewards: return the per-episode returns and lengths instead of mean and std.
         warn: warn when the env gave no episode statistics (see the module docstring).
+        use_masking: pass the env's action masks to `predict(..., action_masks=...)` (sb3-contrib's maskable
+            `evaluate_policy`): `action_masks()` or `info["action_mask"]`. None: when the model was trained with
+            masks (its `config.action_masks`, or a `Policy`'s `action_masks`).
 
     Returns:
         `(mean_return, std_return)`, or `(episode_returns, episode_lengths)` (lists of `n_eval_episodes` floats
@@ -87,13 +92,21 @@ def evaluate_policy(
     try:
         run = _play_vector if isinstance(env, VectorEnv) else _play_single
         tally = _Tally(env.num_envs if isinstance(env, VectorEnv) else 1, int(n_eval_episodes))
-        run(model, env, tally, deterministic, render, callback)
+        if use_masking is None:
+            use_masking = trained_with_masks(model)
+        run(model, env, tally, deterministic, render, callback, use_masking)
     finally:
         if owned:
             env.close()
     if warn and not owned and not tally.monitored:
         warnings.warn(_UNMONITORED_WARNING, UserWarning, stacklevel=2)
     return _summarize(tally, reward_threshold, return_episode_rewards)
+
+
+def trained_with_masks(model: Any) -> bool:
+    """Whether `model` (kppo.PPO / MaskablePPO, a PPOResult, a Policy) acts with action masks."""
+    config = getattr(model, "config", None)
+    return bool(getattr(config, "action_masks", False) or getattr(model, "action_masks", False) is True)
 
 
 def resolve_env(env: str | EvalEnv) -> tuple[EvalEnv, bool]:
@@ -162,7 +175,8 @@ class _Tally:
         self.current_lengths[i] = 0
 
 
-def _play_single(model, env: gym.Env, tally: _Tally, deterministic: bool, render: bool, callback) -> None:
+def _play_single(model, env: gym.Env, tally: _Tally, deterministic: bool, render: bool, callback,
+                 use_masking: bool = False) -> None:
     """Plays `tally.targets[0]` episodes one after another, with one observation per `predict` call."""
     i = 0
     episode_counts, episode_count_targets = tally.counts, tally.targets  # noqa: F841  (for `callback`)
@@ -170,8 +184,10 @@ def _play_single(model, env: gym.Env, tally: _Tally, deterministic: bool, render
         observations, info = env.reset()
         states, episode_start, done = None, True, False
         while not done:
+            masks = {"action_masks": env_mask(env, info)} if use_masking else {}
             actions, states = model.predict(
-                observations, state=states, episode_start=np.array([episode_start]), deterministic=deterministic
+                observations, state=states, episode_start=np.array([episode_start]), deterministic=deterministic,
+                **masks,
             )
             observations, reward, terminated, truncated, info = env.step(actions)
             done, episode_start = bool(terminated or truncated), False
@@ -184,19 +200,23 @@ def _play_single(model, env: gym.Env, tally: _Tally, deterministic: bool, render
                 env.render()
 
 
-def _play_vector(model, env: VectorEnv, tally: _Tally, deterministic: bool, render: bool, callback) -> None:
+def _play_vector(model, env: VectorEnv, tally: _Tally, deterministic: bool, render: bool, callback,
+                 use_masking: bool = False) -> None:
     """Steps all sub-envs together until each has played its share of the episodes."""
     mode = autoreset_mode(env)
     episode_counts, episode_count_targets = tally.counts, tally.targets  # noqa: F841  (for `callback`)
-    observations, _ = env.reset()
+    observations, infos = env.reset()
+    reader = MaskReader(env, env.single_action_space) if use_masking else None
+    masks = {"action_masks": reader.reset(infos)} if reader else {}
     states = None
     episode_starts = np.ones(env.num_envs, dtype=bool)
     resetting = np.zeros(env.num_envs, dtype=bool)  # NEXT_STEP: sub-envs whose next step only resets them
     while tally.unfinished():
         actions, states = model.predict(
-            observations, state=states, episode_start=episode_starts, deterministic=deterministic
+            observations, state=states, episode_start=episode_starts, deterministic=deterministic, **masks
         )
         observations, rewards, terminated, truncated, infos = env.step(actions)
+        masks = {"action_masks": reader.step(infos)} if reader else {}
         dones = np.logical_or(terminated, truncated)
         for i in range(env.num_envs):
             if resetting[i] or not tally.owes(i):

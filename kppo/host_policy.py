@@ -111,9 +111,9 @@ class HostActor(NamedTuple):
     def params(self, stats: MeanStd, obs: np.ndarray):
         return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
 
-    def deterministic_env_action(self, stats: MeanStd, obs: np.ndarray) -> np.ndarray:
-        """The mode of the policy at raw observations `obs`, in env units (evaluation)."""
-        return self.dist.to_env_host(self.dist.mode_host(self.params(stats, obs)))
+    def deterministic_env_action(self, stats: MeanStd, obs: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """The mode of the policy at raw observations `obs` (among the actions `mask` allows), in env units."""
+        return self.dist.to_env_host(self.dist.mode_host(self.dist.masked_host(self.params(stats, obs), mask)))
 
 
 def host_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool) -> HostActor:

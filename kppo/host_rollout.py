@@ -24,6 +24,7 @@ import numpy as np
 from kppo import normalization
 from kppo._tf import tf
 from kppo.agent import Agent
+from kppo.envs.action_masks import MaskReader
 from kppo.envs.gymnasium import HostStep
 from kppo.envs.vector_info import sb3_info
 from kppo.gae import compute_gae
@@ -46,6 +47,7 @@ class HostRolloutState(NamedTuple):
     episode_length: np.ndarray  # int32 [B]
     raw_obs: Any = None  # `obs` as gymnasium returned it (what SB3 callbacks see as `obs`)
     clock_start: float = 0.0  # time.perf_counter() when the env was first reset (episode infos' "t")
+    action_mask: np.ndarray | None = None  # bool [B, mask_size]: the actions allowed at `obs` (None: no masks)
 
 
 class RolloutStopped(Exception):
@@ -90,7 +92,8 @@ def finish_rollout(
     def time_major(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [num_steps, num_envs])
 
-    log_prob = time_major(agent.dist.log_prob(agent.actor(flat(traj.obs)), flat(traj.action)))
+    params = agent.dist.masked(agent.actor(flat(traj.obs)), flat(traj.action_mask))
+    log_prob = time_major(agent.dist.log_prob(params, flat(traj.action)))
     values = time_major(agent.critic(flat(traj.obs)))
     final_values = time_major(agent.critic(flat(final_obs)))
     last_value = agent.critic(last_obs)
@@ -164,6 +167,7 @@ def collect_host_rollout(
     state: HostRolloutState,
     key: tf.Tensor,
     on_step: StepHook | None = None,
+    masks: MaskReader | None = None,
 ) -> tuple[HostRolloutState, Rollout]:
     """Steps `vec_env` (a `kppo.envs.gymnasium.GymVecEnv`) `settings.num_steps` times, acting in numpy from a
     snapshot of `agent.actor`, then calls `finish_fn` (compiled `finish_rollout`) once.
@@ -171,6 +175,7 @@ def collect_host_rollout(
     Args:
         key: the rollout's stateless key; actions (and gSDE noise) are drawn from `rollout_rng(key)`.
         on_step: called after every vector step with its `StepRecord`; False stops the rollout.
+        masks: the env's action masks (the state's `action_mask` is the first step's), or None: no masks.
 
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
@@ -187,19 +192,25 @@ def collect_host_rollout(
         "truncated": np.zeros((num_steps, num_envs), bool),
         "episode_return": np.zeros((num_steps, num_envs), np.float32),
         "episode_length": np.zeros((num_steps, num_envs), np.int32),
+        "action_mask": np.zeros((num_steps, num_envs, dist.mask_size if masks else 0), bool),
     }
-    obs, raw_obs, stats = state.obs, state.raw_obs, state.obs_stats
+    obs, raw_obs, stats, mask = state.obs, state.raw_obs, state.obs_stats, state.action_mask
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
     space = vec_env.action_space
     noise = None
     for t in range(num_steps):
         norm_obs = network_input(stats, obs, normalize_obs)
         params = actor_params(weights, norm_obs)
+        if masks is not None:
+            params = dist.masked_host(params, mask)
+            buf["action_mask"][t] = mask
         if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
             noise = dist.new_noise_host(params, rng, num_envs)
         action = dist.sample_host(params, rng, noise)
         actions = _env_actions(dist.to_env_host(action), space).reshape((num_envs,) + space.shape)
         step = vec_env.step(actions)
+        if masks is not None:
+            mask = masks.step(step.infos)
         if normalize_obs:
             stats = normalization.update_moments_host(stats, step.obs)
         done = step.terminated | step.truncated
@@ -218,35 +229,38 @@ def collect_host_rollout(
         obs, raw_obs = step.obs, step.raw_obs
         if not proceed:
             raise RolloutStopped(state._replace(obs=obs, raw_obs=raw_obs, obs_stats=stats, episode_return=ep_return,
-                                                episode_length=ep_length))
+                                                episode_length=ep_length, action_mask=mask))
     zeros = tf.zeros([num_steps, num_envs])
     traj = Trajectory(
         obs=tf.constant(buf["obs"]), action=tf.constant(buf["action"]), log_prob=zeros, value=zeros,
         reward=tf.constant(buf["reward"]), terminated=tf.constant(buf["terminated"]),
         truncated=tf.constant(buf["truncated"]), final_value=zeros,
         episode_return=tf.constant(buf["episode_return"]), episode_length=tf.constant(buf["episode_length"]),
+        action_mask=tf.constant(buf["action_mask"]),
     )
     finished = finish_fn(traj, tf.constant(buf["final_obs"]), tf.constant(network_input(stats, obs, normalize_obs)),
                          state.return_stats, state.discounted_return)
     new_state = HostRolloutState(obs, finished.discounted_return, stats, finished.return_stats, ep_return, ep_length,
-                                 raw_obs, state.clock_start)
+                                 raw_obs, state.clock_start, mask)
     return new_state, finished.rollout
 
 
 def evaluate_host(
-    vec_env: Any, actor: HostActor, obs_stats: MeanStd, seed: int, max_steps: int
+    vec_env: Any, actor: HostActor, obs_stats: MeanStd, seed: int, max_steps: int, masks: MaskReader | None = None
 ) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen, acting in numpy
-    (`actor`: a snapshot of the actor)."""
+    (`actor`: a snapshot of the actor) with `vec_env`'s action masks when `masks` reads them."""
     obs = vec_env.reset(seed=seed)
+    mask = masks.reset(vec_env.reset_infos) if masks is not None else None
     obs_stats = normalization.to_host(obs_stats)
     num_envs = obs.shape[0]
     active = np.ones(num_envs, bool)
     returns, lengths = np.zeros(num_envs), np.zeros(num_envs, np.int32)
     records = []
     for _ in range(max_steps):
-        action = _env_actions(actor.deterministic_env_action(obs_stats, obs), vec_env.action_space)
+        action = _env_actions(actor.deterministic_env_action(obs_stats, obs, mask), vec_env.action_space)
         step = vec_env.step(action)
+        mask = masks.step(step.infos) if masks is not None else None
         records.append((obs, action, step.reward, step.terminated, step.truncated, active.copy()))
         returns += np.where(active, step.reward, 0.0)
         lengths += active

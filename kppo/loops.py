@@ -45,10 +45,12 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None
     spec = output_spec(body, carry, x_at(tf.constant(0, tf.int32)))
     buffers = tf.nest.map_structure(lambda s: tf.zeros([steps] + s.shape.as_list(), s.dtype), spec)
 
+    def write(buffer, value, i):  # an empty output (e.g. the width-0 action mask) has nothing to write
+        return buffer if buffer.shape.num_elements() == 0 else tf.tensor_scatter_nd_update(buffer, [[i]], value[None])
+
     def loop_body(i, carry, buffers):
         carry, y = body(carry, x_at(i))
-        return i + 1, carry, tf.nest.map_structure(lambda b, v: tf.tensor_scatter_nd_update(b, [[i]], v[None]),
-                                                   buffers, y)
+        return i + 1, carry, tf.nest.map_structure(lambda b, v: write(b, v, i), buffers, y)
 
     _, carry, buffers = tf.while_loop(
         lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, buffers), maximum_iterations=steps

@@ -56,6 +56,9 @@ class Policy:
         dist: the action distribution of the action space.
         obs_scaling: frozen normalization statistics.
         observation_space, action_space: gymnasium spaces of one env.
+        action_masks: the policy was trained with action masks: `get_action` and `predict` take them (bool
+            [n] or [N, n], True = allowed; MultiDiscrete: the dimensions' masks concatenated) and its artifacts have
+            a mask input. A mask may be given to any Discrete or MultiDiscrete policy.
     """
 
     def __init__(
@@ -65,8 +68,10 @@ class Policy:
         obs_scaling: ObsScaling,
         observation_space: gym.spaces.Space,
         action_space: gym.spaces.Space,
+        action_masks: bool = False,
     ):
         self.actor = actor
+        self.action_masks = bool(action_masks)
         self.dist = dist
         self.obs_scaling = obs_scaling
         self.observation_space = observation_space
@@ -90,8 +95,8 @@ class Policy:
             return tf.cast(obs, tf.float32)
         return normalization.normalize(self._stats, obs, self.obs_scaling.clip)
 
-    def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
-        params = self.actor(norm_obs)
+    def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
+        params = self.dist.masked(self.actor(norm_obs), mask)
         return self.dist.mode(params) if key is None else self.dist.sample(params, key)
 
     def _batched(self, obs) -> tuple[np.ndarray, bool]:
@@ -122,27 +127,47 @@ class Policy:
         out = self._compiled_actor(tf.constant(batch), key).numpy()
         return out[0] if single else out
 
-    def get_action(self, obs, rng=None) -> np.ndarray:
-        """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None."""
+    def get_action(self, obs, rng=None, action_mask=None) -> np.ndarray:
+        """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None; only among
+        the actions `action_mask` allows when given."""
         batch, single = self._batched(obs)
-        out = self.get_action_flat(batch, rng)
+        out = self.get_action_flat(batch, rng, self.mask_rows(action_mask, len(batch)))
         return out[0] if single else out
 
-    def predict(self, observation, state=None, episode_start=None, deterministic: bool = False):
-        """Stable-Baselines3's `predict`: `(action(s), None)` for one raw observation or a batch, so
-        `evaluate_policy`, `EvalCallback` and SB3-style code accept a policy. Stochastic actions use the key
-        [seed, n] of the n-th stochastic call."""
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = False, action_masks=None):
+        """Stable-Baselines3's `predict` (sb3-contrib MaskablePPO's with `action_masks`): `(action(s), None)` for one
+        raw observation or a batch, so `evaluate_policy`, `EvalCallback` and SB3-style code accept a policy.
+        Stochastic actions use the key [seed, n] of the n-th stochastic call."""
         del state, episode_start  # no recurrent state
         rng = None
         if not deterministic:
             self._predict_calls += 1
             rng = np.array([self.seed, self._predict_calls], np.int32)
-        return self.get_action(observation, rng=rng), None
+        return self.get_action(observation, rng=rng, action_mask=action_masks), None
 
-    def get_action_flat(self, flat_obs: np.ndarray, rng=None) -> np.ndarray:
-        """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order)."""
+    def mask_rows(self, action_mask, rows: int) -> np.ndarray | None:
+        """An action mask for `rows` observations as bool [rows, mask_size] (None stays None); one-line errors."""
+        if action_mask is None:
+            return None
+        if not self.dist.mask_size:
+            raise ValueError(f"action_masks: expected None for {self.action_space} (masks are for Discrete and "
+                             f"MultiDiscrete actions), got a mask")
+        mask = np.asarray(action_mask)
+        if mask.size != rows * self.dist.mask_size:
+            raise ValueError(f"action_masks: expected {self.dist.mask_size} entries per observation ({rows}), got "
+                             f"shape {mask.shape}")
+        mask = mask.reshape(rows, self.dist.mask_size).astype(bool)
+        if not mask.any(axis=1).all():
+            raise ValueError("action_masks: expected at least one allowed action per observation, got a row of "
+                             "False")
+        return mask
+
+    def get_action_flat(self, flat_obs: np.ndarray, rng=None, action_mask: np.ndarray | None = None) -> np.ndarray:
+        """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order), with
+        an optional bool mask [N, mask_size]."""
         key = None if rng is None else _as_key(rng)
-        return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key).numpy()
+        mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
+        return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key, mask).numpy()
 
     # Input rows: what an exported artifact takes. For a Box or a Dict of Boxes the flat observation itself; with
     # Discrete / MultiDiscrete / MultiBinary parts their raw integers, which `encode` one-hot encodes.
@@ -194,5 +219,5 @@ class Policy:
                 blocks.append(tf.maximum(1.0 - tf.abs(value - positions), 0.0))
         return blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)
 
-    def _get_action_graph(self, obs: tf.Tensor, key: tf.Tensor | None) -> tf.Tensor:
-        return self.dist.to_env(self._apply_actor(self.normalize(obs), key))
+    def _get_action_graph(self, obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
+        return self.dist.to_env(self._apply_actor(self.normalize(obs), key, mask))

@@ -334,18 +334,21 @@ class PPO:
         if self.agent is None:
             raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
         if self._policy is None:
-            self._policy = make_policy(self.agent, self.statistics()[0], self.config.normalize_obs, *self._spaces)
+            self._policy = make_policy(self.agent, self.statistics()[0], self.config.normalize_obs, *self._spaces,
+                                       self.config.action_masks)
         return self._policy
 
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
-        """(action, None) for one observation or a batch (raw observations, as the env returns them)."""
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False,
+                action_masks: Any = None):
+        """(action, None) for one observation or a batch (raw observations, as the env returns them); only among the
+        actions `action_masks` allows when given (sb3-contrib's MaskablePPO.predict)."""
         del state, episode_start  # no recurrent policies
         policy = self._get_policy()
         rng = None
         if not deterministic:
             self._predict_calls += 1
             rng = np.array([self.seed, self._predict_calls], np.int32)
-        return policy.get_action(observation, rng=rng), None
+        return policy.get_action(observation, rng=rng, action_mask=action_masks), None
 
     def save(self, path: str | Path) -> None:
         """Writes a kppo agent directory (config.yaml, metadata.json, weights/); no pickle. Schedules are saved

@@ -21,6 +21,22 @@ class RolloutSettings(NamedTuple):
     normalize_obs: bool
     normalize_reward: bool
     sde_sample_freq: int = -1  # gSDE: redraw the exploration noise every N steps (-1: at the rollout start only)
+    action_masks: bool = False  # act with the env's action masks (`VecEnv.action_mask`) and store them
+
+
+def current_mask(env: VecEnv, agent: Agent, env_state, num_envs: int, action_masks: bool) -> tf.Tensor:
+    """bool [num_envs, mask_size]: the env's action mask at its current observations when `action_masks`, else the
+    width-0 mask of unmasked runs."""
+    mask = env.action_mask(env_state) if action_masks else None
+    if mask is None:
+        if action_masks:
+            raise ValueError(f"action_masks: expected the env to implement action_mask(state), got None from "
+                             f"{type(env.unwrapped).__name__}")
+        return agent.dist.no_mask([num_envs])
+    if mask.shape[1:] != [agent.dist.mask_size]:
+        raise ValueError(f"action_mask: expected shape [num_envs, {agent.dist.mask_size}] for "
+                         f"{env.action_space}, got {mask.shape}")
+    return tf.cast(mask, tf.bool)
 
 
 def resample_noise(t, sde_sample_freq: int):
@@ -65,9 +81,10 @@ def env_step(
     key, t = inputs
     key_action, key_env = tf.unstack(tf.random.experimental.stateless_split(key, 2))
     obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
-    params = agent.actor(obs)
-    value = agent.critic(obs)
     num_envs = state.discounted_return.shape[0]
+    mask = current_mask(env, agent, state.env_state, num_envs, settings.action_masks)
+    params = agent.dist.masked(agent.actor(obs), mask)
+    value = agent.critic(obs)
     noise = tf.where(
         resample_noise(t, settings.sde_sample_freq), agent.dist.new_noise(params, key_action, num_envs), state.noise
     )
@@ -98,6 +115,7 @@ def env_step(
         final_value=tf.zeros_like(value),
         episode_return=tf.where(done, stats.returned_episode_return, 0.0),
         episode_length=tf.where(done, stats.returned_episode_length, 0),
+        action_mask=mask,
     )
     new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats, noise)
     return new_state, (transition, final_obs)
@@ -140,10 +158,12 @@ class _EvalCarry(NamedTuple):
 
 
 def eval_env_step(
-    env: VecEnv, agent: Agent, obs_stats: MeanStd, normalize_obs: bool, carry: _EvalCarry, key: tf.Tensor
+    env: VecEnv, agent: Agent, obs_stats: MeanStd, normalize_obs: bool, action_masks: bool, carry: _EvalCarry,
+    key: tf.Tensor,
 ) -> tuple[_EvalCarry, EvalTrajectory]:
-    """One deterministic step; only each env's first episode counts."""
-    params = agent.actor(network_input(obs_stats, carry.obs, normalize_obs))
+    """One deterministic step (masked when `action_masks`); only each env's first episode counts."""
+    mask = current_mask(env, agent, carry.env_state, carry.active.shape[0], action_masks)
+    params = agent.dist.masked(agent.actor(network_input(obs_stats, carry.obs, normalize_obs)), mask)
     action = env_action(env, agent, agent.dist.mode(params))
     result = env.step(carry.env_state, action, key)
     reward = tf.cast(result.reward, tf.float32)
@@ -156,7 +176,8 @@ def eval_env_step(
 
 
 def evaluate(
-    env: VecEnv, agent: Agent, obs_stats: MeanStd, key: tf.Tensor, num_envs: int, normalize_obs: bool
+    env: VecEnv, agent: Agent, obs_stats: MeanStd, key: tf.Tensor, num_envs: int, normalize_obs: bool,
+    action_masks: bool = False,
 ) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode in each of `num_envs` envs (max_episode_steps steps), statistics frozen."""
     key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
@@ -165,5 +186,6 @@ def evaluate(
         env_state, obs, tf.ones([num_envs], tf.bool), tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32)
     )
     keys = tf.random.experimental.stateless_split(key_steps, env.max_episode_steps)
-    carry, records = scan(lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, c, k), carry, keys)
+    carry, records = scan(lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k),
+                           carry, keys)
     return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active)), records

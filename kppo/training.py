@@ -62,7 +62,7 @@ class PPOResult:
     def policy(self) -> Policy:
         """The trained policy with the final statistics; SB3's `predict` makes it usable by `evaluate_policy`."""
         return make_policy(self.agent, self.runner_state.rollout.obs_stats, self.config.normalize_obs,
-                           self.observation_space, self.action_space)
+                           self.observation_space, self.action_space, self.config.action_masks)
 
     @property
     def act_scaling(self):
@@ -124,10 +124,11 @@ class TrainingModel:
     def policy(self) -> Policy:
         stats = self.runner.view(self.runner_state).rollout.obs_stats
         return make_policy(self.runner.agent, stats, self.config.normalize_obs, self.runner.observation_space,
-                           self.runner.action_space)
+                           self.runner.action_space, self.config.action_masks)
 
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False):
-        return self.policy.predict(observation, state, episode_start, deterministic)
+    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False,
+                action_masks: Any = None):
+        return self.policy.predict(observation, state, episode_start, deterministic, action_masks)
 
     def save(self, path: str | Path) -> None:
         stats = self.runner.view(self.runner_state).rollout

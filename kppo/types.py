@@ -29,6 +29,7 @@ class Trajectory(NamedTuple):
     final_value: tf.Tensor  # float32 [T, B], V(final obs of the step); used only where truncated
     episode_return: tf.Tensor  # float32 [T, B], raw return of an episode that ended at this step, else 0
     episode_length: tf.Tensor  # int32 [T, B], its length, else 0
+    action_mask: tf.Tensor  # bool [T, B, mask_size]: the actions allowed when acting (width 0: no masks)
 
 
 class RolloutState(NamedTuple):
@@ -67,6 +68,7 @@ class Batch(NamedTuple):
     value: tf.Tensor
     advantage: tf.Tensor
     returns: tf.Tensor
+    action_mask: tf.Tensor  # bool [N, mask_size]; width 0 without masks
 
 
 class LossInfo(NamedTuple):

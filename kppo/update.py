@@ -59,6 +59,7 @@ def flatten(rollout: Rollout) -> Batch:
         value=merge(traj.value),
         advantage=merge(advantages),
         returns=merge(returns),
+        action_mask=merge(traj.action_mask),
     )
 
 
@@ -71,7 +72,7 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
 
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
     """PPO loss of one minibatch (inside the tape)."""
-    params = agent.actor(mb.obs)
+    params = agent.dist.masked(agent.actor(mb.obs), mb.action_mask)
     advantages = mb.advantage
     if settings.normalize_advantage:
         advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages, settings.advantage_std_ddof))

@@ -182,3 +182,56 @@ def test_host_gsde_noise_has_the_std_and_sampling_adds_latent_times_noise():
     draws = dist.sample_host((np.tile(mean, (HOST_DRAWS, 1)), np.tile(latent, (HOST_DRAWS, 1)), log_std),
                              np.random.default_rng(1))
     np.testing.assert_allclose(draws.std(axis=0), np.sqrt([2.0, 8.0]), rtol=0.01)
+
+
+# ---- action masks ----
+
+MASKED_CASES = [
+    (gym.spaces.Discrete(5), np.array([[True, False, True, False, False], [False, False, False, True, False]])),
+    (gym.spaces.MultiDiscrete([3, 2]), np.array([[False, True, True, True, False], [True, False, False, False, True]])),
+]
+
+
+@pytest.mark.parametrize("space,mask", MASKED_CASES, ids=["discrete", "multidiscrete"])
+def test_a_masked_action_is_never_drawn_in_100000_draws_in_tf_or_numpy(space, mask):
+    dist = make_distribution(space)
+    assert dist.mask_size == mask.shape[1]
+    draws = 50_000  # per row, two rows, in TensorFlow and in numpy: 100,000 draws each
+    logits = np.linspace(3.0, -1.0, dist.mask_size, dtype=np.float32)  # the masked ones are among the likely ones
+    batch = np.tile(logits, (2 * draws, 1))
+    masks = np.repeat(mask, draws, axis=0)  # rows 0..draws-1: mask[0], then mask[1]
+    tf_draws = dist.sample(dist.masked(tf.constant(batch), tf.constant(masks)), tf.constant([1, 2])).numpy()
+    host_draws = dist.sample_host(dist.masked_host(batch, masks), np.random.default_rng(0))
+    sizes = np.atleast_1d(space.nvec if isinstance(space, gym.spaces.MultiDiscrete) else space.n)
+    offsets = np.cumsum([0, *sizes[:-1]])
+    for drawn in (tf_draws, host_draws):
+        chosen = drawn.reshape(2 * draws, -1) + offsets  # columns of the concatenated mask
+        assert np.take_along_axis(masks, chosen, axis=1).all(), "a masked action was drawn"
+        for row in range(2):
+            assert len(np.unique(chosen[row * draws:(row + 1) * draws])) == mask[row].sum()  # every allowed one is
+
+
+def test_masked_log_prob_and_entropy_are_those_of_the_renormalized_allowed_actions():
+    dist = make_distribution(gym.spaces.Discrete(4))
+    logits = tf.constant([[1.0, 2.0, 0.5, -1.0]])
+    mask = tf.constant([[True, False, True, True]])
+    allowed = np.exp([1.0, 0.5, -1.0]) / np.exp([1.0, 0.5, -1.0]).sum()
+    params = dist.masked(logits, mask)
+    got = [dist.log_prob(params, tf.constant([a])).numpy()[0] for a in (0, 2, 3)]
+    np.testing.assert_allclose(got, np.log(allowed), rtol=1e-6)
+    assert dist.log_prob(params, tf.constant([1])).numpy()[0] < -1e7  # a masked action: probability exactly 0
+    assert dist.entropy(params).numpy()[0] == pytest.approx(-(allowed * np.log(allowed)).sum(), rel=1e-6)
+    assert dist.mode(params).numpy()[0] == 0  # the best allowed action, not the best action (1)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss = dist.entropy(dist.masked(logits, mask)) + dist.log_prob(dist.masked(logits, mask), tf.constant([0]))
+    grad = tape.gradient(loss, logits).numpy()
+    assert np.isfinite(grad).all() and grad[0, 1] == 0.0  # masked logits get no gradient and no NaN
+
+
+def test_a_width_zero_mask_changes_nothing():
+    dist = make_distribution(gym.spaces.Discrete(3))
+    logits = tf.constant([[0.1, 0.2, 0.3]])
+    assert dist.masked(logits, dist.no_mask([1])) is logits
+    assert dist.masked(logits, None) is logits
+    assert make_distribution(ASYMMETRIC).mask_size == 0

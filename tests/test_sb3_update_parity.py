@@ -34,7 +34,7 @@ def _update(agent, config, data) -> list:
     step = tf.function(lambda mb: minibatch_step(agent, settings, mb), autograph=False)
     actions = data["actions"].reshape((len(data["obs"]),) + tuple(agent.dist.action_shape))
     batch = Batch(data["obs"], actions.astype(agent.dist.action_dtype.as_numpy_dtype), data["old_log_prob"],
-                  data["old_values"], data["advantages"], data["returns"])
+                  data["old_values"], data["advantages"], data["returns"], np.zeros((len(data["obs"]), 0), bool))
     size, out = int(data["batch_size"]), []
     for permutation in data["permutations"]:
         for start in range(0, len(permutation), size):

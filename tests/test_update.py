@@ -43,6 +43,7 @@ def _batch(learner, n=64, seed=0):
         value=learner.critic(obs),
         advantage=tf.constant(rng.normal(size=n), tf.float32),
         returns=tf.constant(rng.normal(size=n) + 1.0, tf.float32),
+        action_mask=tf.zeros([n, 0], tf.bool),
     )
 
 

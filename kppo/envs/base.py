@@ -20,6 +20,10 @@ key gives the same samples within one execution mode (XLA and non-XLA kernels dr
 `observation_space` / `action_space` are gymnasium spaces (metadata only: they describe one environment).
 Actions arrive in env units: float [num_envs, act_dim] for Box, int32 [num_envs] for Discrete.
 
+Action masks (optional): a task with Discrete or MultiDiscrete actions may implement
+`action_mask(task_state) -> bool [num_envs, n]` (True = allowed; MultiDiscrete: the dimensions' masks concatenated),
+the actions allowed at `observe(task_state)`; `VecEnv.action_mask(state)` forwards it, and None means no masks.
+
 Writing your own task: subclass `Task`, set `observation_space`, `action_space`, `max_episode_steps`, and
 implement the three methods with TF ops (see `tests/envs/test_custom_env.py` for a ten-line example);
 `kppo.envs.wrap(task)` then gives a trainable environment.
@@ -70,6 +74,11 @@ class Task(abc.ABC):
     def transition(self, state: Any, action: tf.Tensor) -> tuple[Any, tf.Tensor, tf.Tensor]:
         """One step: returns (next_state, reward [num_envs] dtype, terminated [num_envs] bool)."""
 
+    def action_mask(self, state: Any) -> tf.Tensor | None:
+        """bool [num_envs, n]: the actions allowed in `state` (see the module docstring); None: no masks."""
+        del state
+        return None
+
 
 class VecEnv(abc.ABC):
     """A batched TF-native environment following the contract in the module docstring."""
@@ -86,6 +95,11 @@ class VecEnv(abc.ABC):
     @abc.abstractmethod
     def step(self, state: Any, action: tf.Tensor, key: tf.Tensor) -> StepResult:
         """Advances every environment one step, auto-resetting finished ones on the same step."""
+
+    def action_mask(self, state: Any) -> tf.Tensor | None:
+        """bool [num_envs, n]: the actions allowed at the current observations; None: the env has no masks."""
+        del state
+        return None
 
     @property
     def unwrapped(self) -> "VecEnv":

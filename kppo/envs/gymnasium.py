@@ -143,6 +143,7 @@ class GymVecEnv:
         self._pending_seed = seed
         self._step_count: int | None = None  # None until the first reset
         self.reset_raw_obs: Any = None
+        self.reset_infos: dict = {}  # gymnasium's vector info of the last reset (action masks read it)
         self._closed = False
 
     def reset(self, seed: int | None = None) -> np.ndarray:
@@ -159,7 +160,7 @@ class GymVecEnv:
         self._pending_seed = None
         if seed is not None:
             self.action_space.seed(int(seed))
-        raw_obs, _ = self._call(0, self.vec_env.reset, seed=None if seed is None else int(seed))
+        raw_obs, self.reset_infos = self._call(0, self.vec_env.reset, seed=None if seed is None else int(seed))
         self.reset_raw_obs = raw_obs  # as gymnasium returned them (what SB3 callbacks see as the first `obs`)
         self._step_count = 0
         obs = self._flatten(raw_obs)

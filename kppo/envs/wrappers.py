@@ -41,6 +41,9 @@ class Wrapper(VecEnv):
     def step(self, state, action, key):
         return self.env.step(state, action, key)
 
+    def action_mask(self, state):
+        return self.env.action_mask(state)
+
     @property
     def unwrapped(self) -> VecEnv:
         return self.env.unwrapped
@@ -70,6 +73,9 @@ class TimeLimitAutoReset(VecEnv):
         task_state = self.task.initial_state(key, num_envs)
         state = EnvState(task=task_state, time=tf.zeros([num_envs], tf.int32), init=task_state)
         return state, self.task.observe(task_state)
+
+    def action_mask(self, state):
+        return self.task.action_mask(state.task)
 
     def step(self, state, action, key):
         num_envs = state.time.shape[0] or tf.shape(state.time)[0]  # static when known, else dynamic
@@ -119,6 +125,9 @@ class EpisodeStatistics(Wrapper):
         env_state, obs = self.env.reset(key, num_envs)
         zeros_f, zeros_i = tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32)
         return EpisodeStatsState(env_state, zeros_f, zeros_i, zeros_f, zeros_i), obs
+
+    def action_mask(self, state):
+        return self.env.action_mask(state.env)
 
     def step(self, state, action, key):
         result = self.env.step(state.env, action, key)

@@ -85,7 +85,7 @@ def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = F
 
 def rollout_settings(config: Config) -> RolloutSettings:
     return RolloutSettings(config.num_steps, config.gamma, config.gae_lambda, config.normalize_obs,
-                           config.normalize_reward, config.sde_sample_freq)
+                           config.normalize_reward, config.sde_sample_freq, config.action_masks)
 
 
 def update_settings(config: Config, schedule: ScheduleVariables | None = None) -> UpdateSettings:

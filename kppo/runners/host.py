@@ -16,6 +16,7 @@ from kppo._tf import tf
 from kppo.agent import Agent, make_agent
 from kppo.config import Config
 from kppo.distribute import make_strategy
+from kppo.envs.action_masks import MaskReader
 from kppo.envs.gymnasium import GymVecEnv, make_vec_env
 from kppo.host_policy import host_actor
 from kppo.host_rollout import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
@@ -58,7 +59,7 @@ def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
         return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
 
 
-def _initial_state(vec_env: GymVecEnv, config: Config, start: Start) -> RunnerState:
+def _initial_state(vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None) -> RunnerState:
     obs = vec_env.reset(seed=config.seed)
     obs_stats = normalization.to_host(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
     if config.normalize_obs and start.count_reset:
@@ -66,6 +67,7 @@ def _initial_state(vec_env: GymVecEnv, config: Config, start: Start) -> RunnerSt
     rollout = HostRolloutState(
         obs, tf.zeros([config.num_envs]), obs_stats, start.return_stats or normalization.initial_stats(()),
         np.zeros(config.num_envs), np.zeros(config.num_envs, np.int32), vec_env.reset_raw_obs, time.perf_counter(),
+        masks.reset(vec_env.reset_infos) if masks is not None else None,
     )
     return RunnerState(rollout, root_keys(config.seed)[1], tf.constant(0, tf.int32))
 
@@ -83,6 +85,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         env, config.num_envs, vectorization=config.vectorization, seed=config.seed, verbose=config.verbose)
     strategy = make_strategy(config.distribute, config.devices)
     agent = _agent(config, vec_env, start, strategy)
+    masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
     settings, upd = rollout_settings(config), update_settings(config, schedule)
     finish_fn = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=config.jit_rollout,
                             autograph=False)
@@ -100,7 +103,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         total, completed = None, 0
 
         def collect(rollout_state, key):
-            return collect_host_rollout(vec_env, agent, settings, finish_fn, rollout_state, key, on_step)
+            return collect_host_rollout(vec_env, agent, settings, finish_fn, rollout_state, key, on_step, masks)
 
         for _ in range(n):
             try:
@@ -114,10 +117,11 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
         if not eval_parts:
             eval_parts["env"] = make_vec_env(eval_source, config.num_eval_envs,
                                              vectorization=config.vectorization, seed=config.seed + 1)
+            eval_parts["masks"] = MaskReader(eval_parts["env"].vec_env, vec_env.action_space) if masks else None
         eval_env = eval_parts["env"]
         actor = host_actor(agent.actor, agent.dist, config.normalize_obs)
         result, trajectory = evaluate_host(eval_env, actor, obs_stats, config.seed * 1000 + round_index,
-                                           eval_env.max_episode_steps or 1000)
+                                           eval_env.max_episode_steps or 1000, eval_parts["masks"])
         extra = eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if eval_metrics_fn else {}
         return result, extra
 
@@ -129,6 +133,6 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     def clip_range() -> float:
         return float(schedule.clip_range.numpy()) if schedule is not None else config.clip_range
 
-    return Runner(agent, _initial_state(vec_env, config, start), run_iterations, evaluate_round,
+    return Runner(agent, _initial_state(vec_env, config, start, masks), run_iterations, evaluate_round,
                   vec_env.observation_space, vec_env.action_space, vec_env, close, clip_range,
                   steps_on_host=True)  # the state stays on the host: not per-replica

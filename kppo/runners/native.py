@@ -82,7 +82,8 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
 def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
     """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
     run_eval = maybe_compile(
-        lambda stats, key: evaluate(env, agent, stats, key, config.num_eval_envs, config.normalize_obs),
+        lambda stats, key: evaluate(env, agent, stats, key, config.num_eval_envs, config.normalize_obs,
+                                     config.action_masks),
         bool(config.jit_eval),  # None: not for one run (measured)
     )
 

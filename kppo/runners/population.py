@@ -171,7 +171,7 @@ def make_member_evaluation(population: Population) -> Callable:
     def member(elems):
         params, stats, key = elems
         return with_weights(agent, params, lambda: evaluate(env, agent, stats, key, config.num_eval_envs,
-                                                              config.normalize_obs)[0])
+                                                              config.normalize_obs, config.action_masks)[0])
 
     def run(stats, keys):
         params, _ = population.weights.read()

@@ -105,7 +105,8 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
 
     def replica_kl(batch, indices, k):  # the KL only: no collective inside (they clash across functions, measured)
         mb = gather(batch, indices, k)
-        return losses.approx_kl(agent.dist.log_prob(agent.actor(mb.obs), mb.action), mb.log_prob)
+        params = agent.dist.masked(agent.actor(mb.obs), mb.action_mask)
+        return losses.approx_kl(agent.dist.log_prob(params, mb.action), mb.log_prob)
 
     kl_call = tf.function(lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None),
                           autograph=False)

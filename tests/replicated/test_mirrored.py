@@ -37,7 +37,7 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
 
     def batch(agent):
         return Batch(obs, action, agent.dist.log_prob(agent.actor(obs), action) - 0.1, agent.critic(obs),
-                     tf.constant(rng_adv, tf.float32), tf.constant(rng_ret, tf.float32))
+                     tf.constant(rng_adv, tf.float32), tf.constant(rng_ret, tf.float32), tf.zeros([len(obs), 0], tf.bool))
 
     single = make_agent(config, 4, space)
     strategy = make_strategy("mirrored", DEVICES)  # the one kppo runs use in this process
