@@ -31,7 +31,7 @@ def current_mask(env: VecEnv, agent: Agent, env_state, num_envs: int, action_mas
     if mask is None:
         if action_masks:
             raise ValueError(f"action_masks: expected the env to implement action_mask(state), got None from "
-                             f"{type(env.unwrapped).__name__}")
+                             f"{type(getattr(env, 'task', env)).__name__}")
         return agent.dist.no_mask([num_envs])
     if mask.shape[1:] != [agent.dist.mask_size]:
         raise ValueError(f"action_mask: expected shape [num_envs, {agent.dist.mask_size}] for "

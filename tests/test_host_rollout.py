@@ -105,3 +105,44 @@ def test_the_first_minibatch_of_the_update_sees_a_probability_ratio_of_exactly_o
 
     got = log_ratio(tf.gather(batch.obs, rows), tf.gather(batch.action, rows), tf.gather(batch.log_prob, rows))
     np.testing.assert_array_equal(np.exp(got.numpy()), 1.0)
+
+
+@pytest.mark.parametrize("source", ["method", "info"])
+def test_a_masked_rollout_stores_the_env_masks_acts_only_within_them_and_the_update_sees_ratio_one(source):
+    """Masks are read for each observation acted on (across auto-resets), never violated, kept in the rollout, and
+    the update's masked log-probabilities equal those of the rollout: the masked action's log-prob is never used."""
+    import functools
+
+    from kppo.envs.action_masks import MaskReader
+    from kppo.update import flatten, minibatch_loss, UpdateSettings
+    from tests.masked_envs import MaskedChoiceEnv
+
+    config = kppo.Config(num_envs=3, num_steps=40, total_timesteps=120, num_minibatches=1, num_hidden_units=8,
+                         action_masks=True)
+    vec_env = make_vec_env(functools.partial(MaskedChoiceEnv, source=source, length=7), 3, seed=0)
+    agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+    settings = rollout_settings(config)
+    reader = MaskReader(vec_env.vec_env, vec_env.action_space)
+    seen = []  # the masks of the sub-envs when each step's observations were returned
+    obs = vec_env.reset(seed=0)
+    state = HostRolloutState(obs, tf.zeros([3]), normalization.to_host(normalization.initial_stats([6])),
+                             normalization.initial_stats(()), np.zeros(3), np.zeros(3, np.int32),
+                             action_mask=reader.reset(vec_env.reset_infos))
+    masks_now = lambda: np.stack([e.unwrapped._mask for e in vec_env.vec_env.envs])  # noqa: E731
+    seen.append(masks_now())
+    finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
+    _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([1, 2]),
+                                      lambda record: seen.append(masks_now()) or True, reader)
+    traj = rollout.trajectory
+    np.testing.assert_array_equal(traj.action_mask.numpy(), np.stack(seen[:40]))
+    assert traj.truncated.numpy().any()  # auto-resets happened inside the rollout
+    assert np.take_along_axis(traj.action_mask.numpy(), traj.action.numpy()[..., None], axis=2).all()
+    assert sum(e.unwrapped.invalid_actions for e in vec_env.vec_env.envs) == 0
+    batch = flatten(rollout)
+    upd = UpdateSettings(1, 1, 0.2, None, "max", 0.0, 0.5, 0.5, True, None)
+    _, info = minibatch_loss(agent, upd, batch)
+    assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0
+    unmasked = agent.dist.log_prob(agent.actor(batch.obs), batch.action).numpy()
+    masked = agent.dist.log_prob(agent.dist.masked(agent.actor(batch.obs), batch.action_mask), batch.action).numpy()
+    np.testing.assert_allclose(masked, batch.log_prob.numpy(), rtol=1e-6, atol=1e-6)
+    assert (unmasked < masked - 1e-3).all()  # the stored log-probs are not the unmasked ones

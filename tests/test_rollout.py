@@ -45,3 +45,23 @@ def test_evaluation_plays_each_envs_first_episode_deterministically():
     np.testing.assert_array_equal(result.returns.numpy(), again.returns.numpy())
     np.testing.assert_array_equal(result.lengths.numpy(), trajectory.active.numpy().sum(axis=0))
     assert trajectory.obs.shape[1] == 5 and result.finished.numpy().all()
+
+
+def test_a_tf_native_task_with_action_masks_acts_within_them_and_evaluates_with_them():
+    from tests.masked_envs import MaskedChoiceTask
+
+    config = kppo.Config(num_envs=4, num_steps=40, num_hidden_units=8, action_masks=True, num_eval_envs=3)
+    env = envs.wrap(MaskedChoiceTask())
+    agent = make_agent(config, 5, env.action_space)
+    state = initial_rollout_state(env, agent, tf.constant([0, 1]), config.num_envs, config.normalize_obs)
+    _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))
+    traj = rollout.trajectory
+    target = np.argmax(traj.obs.numpy(), axis=-1)  # the task's mask: the target and target + 2
+    want = np.eye(5, dtype=bool)[target] | np.eye(5, dtype=bool)[(target + 2) % 5]
+    np.testing.assert_array_equal(traj.action_mask.numpy(), want)
+    assert np.take_along_axis(want, traj.action.numpy()[..., None], axis=2).all()
+    assert (traj.reward.numpy() >= 0).all()  # -1 only for a masked action
+    result, records = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 3, False, action_masks=True)
+    assert (records.reward.numpy() >= 0).all()
+    unmasked, _ = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 3, False)
+    assert (result.returns.numpy() >= unmasked.returns.numpy()).all()

@@ -12,7 +12,7 @@ from kppo._tf import tf
 from kppo.agent import Agent, make_agent
 from kppo.config import Config
 from kppo.envs.base import VecEnv
-from kppo.rollout import collect_rollout, evaluate, initial_rollout_state
+from kppo.rollout import collect_rollout, current_mask, evaluate, initial_rollout_state
 from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, iteration_step, jit_update, make_learning_rate_fn,
                                maybe_compile, rollout_settings, root_keys, update_settings, zero_diagnostics)
 from kppo.types import RunnerState
@@ -56,6 +56,7 @@ def build_native(env: str | VecEnv, config: Config) -> NativeParts:
         key_train,
         tf.constant(0, tf.int32),
     )
+    current_mask(train_env, agent, state.rollout.env_state, config.num_envs, config.action_masks)  # one-line errors now
     return NativeParts(train_env, eval_env, agent, state, key_eval)
 
 
