@@ -13,15 +13,26 @@ import numpy as np
 from export.runtime import Controller
 
 
+def env_mask(env: gym.Env, info: dict) -> np.ndarray:
+    """The env's action mask for its current observation: its `action_masks()` method, else `info["action_mask"]`."""
+    if env.has_wrapper_attr("action_masks"):
+        return np.asarray(env.get_wrapper_attr("action_masks")())
+    if "action_mask" not in info:
+        raise ValueError("mask: the artifact takes an action mask, but the env has no action_masks() method and no "
+                         "info['action_mask']")
+    return np.asarray(info["action_mask"])
+
+
 def run_episodes(controller: Controller, env_id: str, episodes: int, seed: int) -> list[float]:
-    """Returns of `episodes` episodes, episode i reset with seed + i."""
+    """Returns of `episodes` episodes, episode i reset with seed + i (a masked artifact acts with the env's masks)."""
     env = gym.make(env_id)
     returns = []
     for i in range(episodes):
-        obs, _ = env.reset(seed=seed + i)
+        obs, info = env.reset(seed=seed + i)
         total, done = 0.0, False
         while not done:
-            obs, reward, terminated, truncated, _ = env.step(controller.act(obs))
+            mask = None if controller.mask_size is None else env_mask(env, info)
+            obs, reward, terminated, truncated, info = env.step(controller.act(obs, mask))
             total += float(reward)
             done = terminated or truncated
         returns.append(total)

@@ -6,7 +6,8 @@ smallest tensor arena it needs, and compares its actions with LiteRT's (numpy + 
 
 TFLite Micro runs float32 and int8 artifacts (an int8 network body between float32 input encoding and action ops)
 with a fixed [1, obs_dim] input (export with batch_size=1); dynamic-range ("dynamic") models are rejected by it. The
-observations are random valid input rows (`runtime.example_observations`). Every TFLite Micro interpreter runs in a
+observations are random valid input rows (`runtime.example_observations`), with random action masks
+(`runtime.example_masks`) for an artifact that takes them. Every TFLite Micro interpreter runs in a
 child process: TFLite Micro reports some failures (an arena a few bytes too small) by crashing the process or with
 a misleading message ("Node FULLY_CONNECTED (number 3) failed to prepare" when the arena, not the node, is at
 fault). A model TFLite Micro rejects is one line on stderr and exit status 1. (Scripts that call `check` need the
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export.runtime import Controller, example_observations, load_metadata
+from export.runtime import Controller, example_masks, example_observations, load_metadata
 
 _NOISE = ("All temp buffers must be freed", "Number of allocated temp buffers", "Created TensorFlow Lite")
 
@@ -34,20 +35,22 @@ class MicroError(ValueError):
     """TFLite Micro rejected the model (or crashed on it); the message is one line."""
 
 
-def _run(model: bytes, arena_size: int, obs: np.ndarray) -> np.ndarray:
-    """Runs `obs` row by row in a TFLite Micro interpreter, in this process (it may crash it: see `run_isolated`)."""
+def _run(model: bytes, arena_size: int, inputs: list[np.ndarray]) -> np.ndarray:
+    """Runs the rows of `inputs` (one array per model input, in the model's input order) in a TFLite Micro
+    interpreter, in this process (it may crash it: see `run_isolated`)."""
     from tflite_micro import runtime
 
     interpreter = runtime.Interpreter.from_bytes(model, arena_size=arena_size)
     outputs = []
-    for row in obs:
-        interpreter.set_input(row[None], 0)
+    for row in range(len(inputs[0])):
+        for position, values in enumerate(inputs):
+            interpreter.set_input(values[row][None], position)
         interpreter.invoke()
         outputs.append(np.array(interpreter.get_output(0))[0])
     return np.asarray(outputs)
 
 
-def _child(model: bytes, arena_size: int, obs: np.ndarray, log_path: str, conn) -> None:
+def _child(model: bytes, arena_size: int, obs: list[np.ndarray], log_path: str, conn) -> None:
     log = os.open(log_path, os.O_WRONLY | os.O_TRUNC)
     os.dup2(log, 1)  # TFLite Micro prints from C++: capture it for the one-line report
     os.dup2(log, 2)
@@ -72,14 +75,16 @@ def _log_lines(path: str) -> list[str]:
     return [line for line in lines if line and not line.startswith(noise)]
 
 
-def run_isolated(model: bytes, arena_size: int, obs: np.ndarray,
+def run_isolated(model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarray],
                  timeout: float = 300.0) -> tuple[np.ndarray | None, str]:
-    """`_run` in a child process: (outputs, "") or (None, one-line reason), also when TFLite Micro crashes."""
+    """`_run` in a child process: (outputs, "") or (None, one-line reason), also when TFLite Micro crashes. `obs`:
+    the input rows, or a list of arrays, one per model input in its order."""
+    obs = [np.asarray(x) for x in obs] if isinstance(obs, list) else [np.asarray(obs)]
     fd, log_path = tempfile.mkstemp(prefix="kppo_micro_", suffix=".log")
     os.close(fd)
     context = _context()
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(model, arena_size, np.asarray(obs), log_path, send), daemon=True)
+    process = context.Process(target=_child, args=(model, arena_size, obs, log_path, send), daemon=True)
     try:
         process.start()
         send.close()
@@ -104,7 +109,7 @@ def run_isolated(model: bytes, arena_size: int, obs: np.ndarray,
     return None, "; ".join(lines + [reason])
 
 
-def smallest_arena(model: bytes, probe: np.ndarray, low: int = 256, high: int | None = None,
+def smallest_arena(model: bytes, probe: np.ndarray | list[np.ndarray], low: int = 256, high: int | None = None,
                    expected: np.ndarray | None = None) -> int:
     """Smallest arena size (bytes, to 16) with which the model allocates and runs `probe` (and reproduces `expected`,
     the outputs with the large arena, when given)."""
@@ -133,16 +138,22 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
     model = artifact.read_bytes()
     metadata = load_metadata(artifact)
     dtype = np.dtype(metadata["input"]["dtype"])
-    obs = example_observations(metadata["observation_space"], observations, np.random.default_rng(seed)).astype(dtype)
+    rng = np.random.default_rng(seed)
+    obs = example_observations(metadata["observation_space"], observations, rng).astype(dtype)
+    controller = Controller(artifact)
+    masks = None if controller.mask_size is None else example_masks(metadata["action_space"], observations, rng)
+    inputs = [obs] if masks is None else [None, None]
+    if masks is not None:
+        inputs[controller.obs_position], inputs[controller.mask_position] = obs, masks
     high = max(10 * len(model), 64 * 1024)
-    micro, reason = run_isolated(model, high, obs)
+    micro, reason = run_isolated(model, high, inputs)
     if micro is None:
         hint = " (TFLite Micro runs float32 and int8 artifacts, not dynamic-range ones)" if (
             metadata.get("quantization") == "dynamic") else ""
         raise MicroError(f"TFLite Micro rejects {artifact.name} (with a {high}-byte arena): {reason}{hint}")
-    arena = smallest_arena(model, obs[:4], high=high, expected=micro[:4])
-    controller = Controller(artifact)
-    litert = np.asarray([controller.act_flat(row) for row in obs]).reshape(micro.shape)
+    arena = smallest_arena(model, [x[:4] for x in inputs], high=high, expected=micro[:4])
+    litert = [controller.act_flat(row, None if masks is None else masks[i]) for i, row in enumerate(obs)]
+    litert = np.asarray(litert).reshape(micro.shape)
     error = np.abs(micro.astype(np.float64) - litert)
     report = {"arena_bytes": arena, "model_bytes": len(model), "max_abs_error_vs_litert": float(error.max()),
               "mean_abs_error_vs_litert": float(error.mean()), "observations": observations}

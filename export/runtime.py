@@ -5,6 +5,7 @@ Dependencies: numpy and ai-edge-litert only (`pip install "kppo[export]"`, or ju
     from export.runtime import Controller
     controller = Controller("policy.tflite")      # reads policy.tflite.metadata.json beside it
     action = controller.act(obs)                  # raw observation in, env action out
+    action = controller.act(obs, mask)            # a policy trained with action masks: 1/True = allowed
 
 The artifact's input row is the raw observation flattened: Box values in C order, a Discrete observation as its integer,
 MultiDiscrete and MultiBinary observations as their integers, the parts of a Dict concatenated in the metadata's key
@@ -51,36 +52,72 @@ def example_observations(observation_space: dict, count: int, rng: np.random.Gen
     return rng.normal(size=(count, int(np.prod(observation_space["shape"])))) * 3.0
 
 
+def example_masks(action_space: dict, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` random action masks [count, mask_size] (float32 0/1) for checks: each action allowed with probability
+    1/2, at least one per dimension."""
+    sizes = [int(action_space["n"])] if action_space["type"] == "Discrete" else [int(n) for n in action_space["nvec"]]
+    masks = rng.random((count, sum(sizes))) < 0.5
+    for start, size in zip(np.cumsum([0, *sizes[:-1]]), sizes):
+        masks[np.arange(count), start + rng.integers(0, size, count)] = True
+    return masks.astype(np.float32)
+
+
 def load_metadata(artifact: str | Path, metadata: str | Path | None = None) -> dict:
     """The artifact's metadata: `metadata`, or `<artifact>.metadata.json` beside it."""
     artifact = Path(artifact)
     return json.loads(Path(metadata or artifact.with_name(artifact.name + ".metadata.json")).read_text())
 
 
+MASK_INPUT = "action_mask"
+
+
 class Controller:
-    """A policy artifact ready to act: `act(obs)` for one observation (any batch size the model was exported with is
-    handled row by row when it is fixed at 1)."""
+    """A policy artifact ready to act: `act(obs)` for one observation, `act(obs, mask)` for an artifact with an
+    action-mask input (any batch size the model was exported with is handled row by row when it is fixed at 1)."""
 
     def __init__(self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1):
         self.metadata = load_metadata(artifact, metadata)
         self.interpreter = Interpreter(model_path=str(artifact), num_threads=num_threads)
         self.interpreter.allocate_tensors()
-        self._input = self.interpreter.get_input_details()[0]
+        inputs = self.interpreter.get_input_details()
+        #: Positions of the observation and the mask among the model's inputs (TFLite Micro sets inputs by position).
+        self.mask_position = next((i for i, d in enumerate(inputs) if MASK_INPUT in d["name"]), None)
+        self.obs_position = next(i for i in range(len(inputs)) if i != self.mask_position)
+        self._input = inputs[self.obs_position]
+        self._mask = None if self.mask_position is None else inputs[self.mask_position]
         self._output = self.interpreter.get_output_details()[0]
         self.obs_dim = int(self.metadata["input"]["shape"][1])
+        self.mask_size = None if self._mask is None else int(self._mask["shape"][1])
         self.input_dtype = np.dtype(self._input["dtype"])
         self.discrete = self.metadata["action_space"]["type"] == "Discrete"
 
-    def act(self, obs: Any) -> np.ndarray | int:
-        """Raw observation (as the env returns it) -> deterministic action in env units."""
+    def act(self, obs: Any, mask: Any = None) -> np.ndarray | int:
+        """Raw observation (as the env returns it) -> deterministic action in env units; `mask` (the allowed actions,
+        bool or 0/1, MultiDiscrete dimensions concatenated) is required by a masked artifact and refused otherwise."""
         flat = flatten(self.metadata["observation_space"], obs)
         if flat.shape != (self.obs_dim,):
             raise ValueError(f"obs: expected {self.obs_dim} values once flattened, got {flat.shape[0]}")
-        return self.act_flat(flat)
+        return self.act_flat(flat, mask)
 
-    def act_flat(self, row: np.ndarray) -> np.ndarray | int:
-        """One input row [obs_dim] (already flattened) -> deterministic action in env units."""
+    def mask_row(self, mask: Any) -> np.ndarray | None:
+        """The mask as the artifact's float32 input row [mask_size] (None for an unmasked artifact); one-line errors."""
+        if (mask is None) != (self._mask is None):
+            expected = f"{self.mask_size} values" if self._mask is not None else "None (the artifact takes no mask)"
+            raise ValueError(f"mask: expected {expected}, got {'None' if mask is None else 'a mask'}")
+        if mask is None:
+            return None
+        row = np.asarray(mask, np.float32).reshape(-1)
+        if row.shape != (self.mask_size,) or not row.any():
+            raise ValueError(f"mask: expected {self.mask_size} values with one allowed action at least, got "
+                             f"{row.shape[0]} values, {int(row.astype(bool).sum())} allowed")
+        return row
+
+    def act_flat(self, row: np.ndarray, mask: Any = None) -> np.ndarray | int:
+        """One input row [obs_dim] (already flattened), and a masked artifact's mask -> deterministic env action."""
+        mask_row = self.mask_row(mask)
         self.interpreter.set_tensor(self._input["index"], np.asarray(row).astype(self.input_dtype)[None])
+        if mask_row is not None:
+            self.interpreter.set_tensor(self._mask["index"], mask_row[None])
         self.interpreter.invoke()
         out = self.interpreter.get_tensor(self._output["index"])[0]
         return int(out) if self.discrete else out.copy()

@@ -203,7 +203,8 @@ def _load_unfinished_run(path: Path):
 def cmd_eval(args) -> int:
     from kppo.checkpoint import space_from_dict
     from kppo.envs.spaces import input_rows
-    from kppo.exporter import TFLiteRunner, resolve_source
+    from kppo.exporter import resolve_source
+    from kppo.parity import TFLiteRunner
 
     if args.episodes < 1:
         raise ValueError(f"--episodes: expected an integer >= 1, got {args.episodes}")

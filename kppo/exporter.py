@@ -7,7 +7,9 @@ int32 when there is no Box part, which the artifact one-hot encodes: `Policy.inp
 and returns the deterministic action in env units:
 clip((obs - mean) / sqrt(var + 1e-8), -10, 10) -> actor -> mean (Box) / argmax (discrete) -> tanh or clip ->
 low + (a + 1) / 2 * (high - low). Box: float32 [batch, act_dim]; Discrete: int32 [batch]; MultiDiscrete and
-MultiBinary: int32 [batch, n]. A SavedModel also serves `value(obs)`. int8 quantizes the network body only, on
+MultiBinary: int32 [batch, n]. A policy trained with action masks (`Config.action_masks`) exports
+`action(obs, action_mask)`: float32 [batch, mask_size], 1 = allowed; the argmax is taken over the allowed actions
+(their logits minus 1e8 elsewhere). A SavedModel also serves `value(obs)`. int8 quantizes the network body only, on
 standardized inputs, calibrated on the policy's own episodes; the input encoding, normalization and the action
 computation stay float32 (`_convert`).
 
@@ -33,12 +35,13 @@ from kppo import checkpoint
 from kppo._tf import tf
 from kppo.agent import load_agent
 from kppo.calibration import policy_env, record_observations
+from kppo.parity import (MASK_INPUT, PARITY_TOLERANCE, ParityError, TFLiteRunner, calibration_observations,
+                         check_parity, example_masks, mask_parts, measure_parity, parity_masks, parity_observations)
 from kppo.policy import Policy
 from kppo.version import __version__
 
 FORMATS = ("tflite", "saved_model")
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
-PARITY_TOLERANCE = 1e-5  # float32 artifacts: max |error| / (high - low) for Box actions
 CALIBRATION_STEPS = 2000  # int8: observations recorded from the policy's own episodes
 
 
@@ -46,10 +49,6 @@ class Exported(NamedTuple):
     path: Path
     metadata_path: Path
     metadata: dict[str, Any]
-
-
-class ParityError(ValueError):
-    """The artifact does not reproduce `Policy.get_action`."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -97,18 +96,31 @@ def _standardized(policy: Policy, rows: np.ndarray):
     return actor, lambda obs: tf.clip_by_value((obs - shift) * scale, -10.0, 10.0)
 
 
+def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Logits whose argmax (per row, and per MultiDiscrete dimension) is the best allowed action: masked entries are
+    lowered by 1.125 x the row's spread + 1, below every logit of the row, with builtin ops TFLite Micro has. Not by
+    `MASKED_LOGIT`: an int8 artifact may quantize these values (the converter can put the split of MultiDiscrete
+    logits in int8), and a bounded range keeps the allowed logits resolved (a -1e8 in the range left none)."""
+    spread = tf.reduce_max(logits, axis=-1, keepdims=True) + tf.reduce_max(-logits, axis=-1, keepdims=True)
+    return logits - (1.0 - mask) * (1.125 * spread + 1.0)
+
+
 def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
     spec = [tf.TensorSpec([batch_size, policy.input_dim], tf.as_dtype(policy.input_dtype), name="obs")]
     actor, front = policy.actor, policy.normalize
     if int8_rows is not None and not policy.obs_scaling.enabled:
         actor, front = _standardized(policy, int8_rows)
 
-    def action(obs):
-        return policy.dist.to_env(policy.dist.mode(actor(front(policy.encode_graph(obs)))))
+    def action(obs, action_mask=None):
+        logits = actor(front(policy.encode_graph(obs)))
+        if action_mask is not None:
+            logits = _masked_for_argmax(logits, action_mask)
+        return policy.dist.to_env(policy.dist.mode(logits))
 
+    mask_spec = [tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT)]
     archive = keras.export.ExportArchive()
     archive.track(actor)
-    archive.add_endpoint(name="action", fn=action, input_signature=spec)
+    archive.add_endpoint(name="action", fn=action, input_signature=spec + (mask_spec if policy.action_masks else []))
     if critic is not None:
         archive.track(critic)
         value = lambda obs: critic(policy.normalize(policy.encode_graph(obs)))  # noqa: E731
@@ -125,12 +137,19 @@ def _float_nodes(calibrated: bytes) -> list[str]:
     names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
     ops = interpreter._get_ops_details()
     dense = [i for i, op in enumerate(ops) if op["op_name"] == "FULLY_CONNECTED"]
-    return [names[t] for op in ops[:dense[0]] + ops[dense[-1] + 1:] for t in op["outputs"]]
+    tainted = {d["index"] for d in interpreter.get_input_details() if MASK_INPUT in d["name"]}
+    for op in ops:  # the action mask's arithmetic stays float32 wherever the converter placed it
+        if tainted.intersection(op["inputs"]):
+            tainted.update(op["outputs"])
+    outside = ops[:dense[0]] + ops[dense[-1] + 1:]
+    return sorted({names[t] for op in outside for t in op["outputs"]} | {names[t] for t in tainted if t in names})
 
 
-def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray) -> bytes:
+def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray,
+             mask_sizes: list[int] | None = None) -> bytes:
     """TFLite bytes. int8 quantizes the network body only (`_float_nodes` stay float32, TFLite Micro runs both):
-    its input is the standardized observation and actions come from dequantized outputs."""
+    its input is the standardized observation and actions come from dequantized outputs. `mask_sizes`: a masked
+    artifact's mask parts (calibrated with random masks: `parity.example_masks`)."""
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=["action"])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # builtin ops only, no select TF ops
     if quantize in ("float16", "dynamic", "int8"):
@@ -141,9 +160,11 @@ def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray
         return converter.convert()
     rows = representative[np.linspace(0, len(representative) - 1, min(len(representative), 1000)).astype(int)]
 
+    masks = None if mask_sizes is None else example_masks(mask_sizes, len(rows), np.random.default_rng(0))
+
     def dataset():
-        for row in rows:  # spread over all recorded episodes
-            yield [row[None]]
+        for i, row in enumerate(rows):  # spread over all recorded episodes
+            yield [row[None]] if masks is None else {"obs": row[None], MASK_INPUT: masks[i:i + 1]}
 
     converter.representative_dataset = dataset
     with warnings.catch_warnings():
@@ -152,119 +173,6 @@ def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray
         nodes = _float_nodes(debugger.calibrated_model)
         debugger.options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=nodes)
         return debugger.get_nondebug_quantized_model()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Running artifacts and parity
-# ---------------------------------------------------------------------------------------------------------------
-
-
-class TFLiteRunner:
-    """Runs the `action` signature of a .tflite file with ai_edge_litert, any batch size (fixed-batch models are
-    called row by row)."""
-
-    def __init__(self, model: bytes | str | Path):
-        from ai_edge_litert.interpreter import Interpreter
-
-        content = model if isinstance(model, bytes) else Path(model).read_bytes()
-        self.content = content
-        self.interpreter = Interpreter(model_content=content)
-        self.interpreter.allocate_tensors()
-        self.runner = self.interpreter.get_signature_runner("action")
-        details = self.runner.get_input_details()
-        self.input_name = next(iter(details))
-        self.fixed_batch = int(details[self.input_name]["shape"][0])
-        self.input_dtype = np.dtype(details[self.input_name]["dtype"])
-        self.input_dim = int(details[self.input_name]["shape"][1])
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs).astype(self.input_dtype)
-        if obs.ndim != 2 or obs.shape[1] != self.input_dim:  # LiteRT would resize the input and run on anyway
-            raise ValueError(f"obs: expected input rows [N, {self.input_dim}], got shape {obs.shape}")
-        if self.fixed_batch == 1 or self.fixed_batch != obs.shape[0]:
-            return np.concatenate([self._run(row[None]) for row in obs])
-        return self._run(obs)
-
-    def _run(self, obs: np.ndarray) -> np.ndarray:
-        out = self.runner(**{self.input_name: obs})
-        return next(iter(out.values()))
-
-    def ops(self) -> list[str]:
-        """Names of the builtin operators in the model (what a TFLite Micro op resolver must register)."""
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-        plain = Interpreter(
-            model_content=self.content, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-        )
-        plain.allocate_tensors()
-        return sorted({op["op_name"] for op in plain._get_ops_details()})
-
-
-def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Input rows from standard scores z [N, input_dim]: Box values mean + std * z (normalization statistics),
-    Discrete / MultiDiscrete / MultiBinary values uniform over their range."""
-    mean = np.asarray(policy.obs_scaling.mean, np.float64)
-    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float64) + 1e-8)
-    rows = np.zeros(z.shape)
-    for part in policy.layout:
-        if part.kind == "Box":
-            rows[:, part.raw] = mean[part.encoded] + std[part.encoded] * z[:, part.raw]
-        else:
-            sizes = np.asarray(part.sizes or [2] * (part.raw.stop - part.raw.start))
-            rows[:, part.raw] = np.asarray(part.starts or 0) + rng.integers(0, sizes, size=(len(z), len(sizes)))
-    return rows.astype(policy.input_dtype)
-
-
-def parity_observations(policy: Policy, count: int, seed: int = 0, recorded: np.ndarray | None = None) -> np.ndarray:
-    """Input rows to check an artifact on: recorded ones first, then samples around the normalization statistics
-    (70% within 3 std, 30% at 10-15 std, i.e. in the +-10 clip region; integers uniform), [count, input_dim]."""
-    rng = np.random.default_rng(seed)
-    dim = policy.input_dim
-    parts = [] if recorded is None else [np.asarray(recorded).astype(policy.input_dtype).reshape(-1, dim)[:count]]
-    missing = count - sum(len(p) for p in parts)
-    if missing > 0:
-        near = rng.normal(size=(missing, dim)) * 3.0
-        far = rng.choice([-1.0, 1.0], size=(missing, dim)) * rng.uniform(10.0, 15.0, size=(missing, dim))
-        parts.append(_sample_rows(policy, np.where(rng.random((missing, 1)) < 0.7, near, far), rng))
-    return np.concatenate(parts)
-
-
-def _calibration_observations(policy: Policy, recorded: np.ndarray | None, seed: int) -> np.ndarray:
-    """int8 calibration data without recorded observations or an env: samples within the normalization statistics'
-    bulk (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range."""
-    if recorded is not None:
-        return np.asarray(recorded).astype(policy.input_dtype).reshape(-1, policy.input_dim)
-    rng = np.random.default_rng(seed + 1)
-    return _sample_rows(policy, rng.normal(size=(500, policy.input_dim)), rng)
-
-
-def measure_parity(run, policy: Policy, obs: np.ndarray) -> dict[str, float]:
-    """Artifact vs `Policy.get_action` on `obs`: for Box actions the error relative to the action range; for
-    discrete actions the fraction of differing actions among observations whose top two logits differ by > 1e-4."""
-    flat = policy.encode(obs)
-    want = policy.get_action_flat(flat)
-    got = np.asarray(run(obs)).reshape(want.shape)
-    if not np.all(np.isfinite(got)):
-        return {"max_error": float("inf"), "mean_error": float("inf"), "non_finite": float(np.mean(~np.isfinite(got)))}
-    space = policy.action_space
-    if isinstance(space, gym.spaces.Box):
-        err = np.abs(got.astype(np.float64) - want) / (space.high - space.low)
-        return {"max_error": float(err.max()), "mean_error": float(err.mean()), "non_finite": 0.0}
-    logits = np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat)))))
-    top2 = np.sort(logits, axis=-1)[..., -2:]
-    decisive = (top2[..., 1] - top2[..., 0] > 1e-4).reshape(len(obs), -1).all(axis=1)
-    wrong = (got != want).reshape(len(obs), -1).any(axis=1)
-    rate = float(np.mean(wrong[decisive])) if decisive.any() else 0.0
-    return {"max_error": rate, "mean_error": float(np.mean(wrong)), "non_finite": 0.0}
-
-
-def check_parity(parity: dict[str, float], format: str = "tflite") -> None:
-    """Raises `ParityError` unless a float32 artifact matched the policy (see `measure_parity`)."""
-    if parity["non_finite"] or parity["max_error"] > PARITY_TOLERANCE:
-        raise ParityError(
-            f"export: the {format} artifact does not reproduce Policy.get_action (max error {parity['max_error']:.3g},"
-            f" non-finite {parity['non_finite']:.0%}, tolerance {PARITY_TOLERANCE}); did its weights load?"
-        )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -325,27 +233,28 @@ def export(
         else:
             calibration = "normalization statistics"
     obs = parity_observations(policy, max(int(parity_obs), 1000), seed, recorded)
+    masks = parity_masks(policy, len(obs), seed)
     staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))
     try:
         saved_model = staging / "saved_model"
-        calibration_rows = _calibration_observations(policy, recorded, seed) if quantize == "int8" else None
+        calibration_rows = calibration_observations(policy, recorded, seed) if quantize == "int8" else None
         _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
         if format == "saved_model":
             loaded = tf.saved_model.load(str(saved_model))
-            run = _saved_model_runner(loaded, batch_size)
+            run = _saved_model_runner(loaded, batch_size, policy.action_masks)
             ops: list[str] = []
             if path.exists():
                 shutil.rmtree(path)
             shutil.copytree(saved_model, path)
         else:
-            blob = _convert(saved_model, quantize, calibration_rows)
+            blob = _convert(saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
             runner = TFLiteRunner(blob)
             run, ops = runner, runner.ops()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    parity = measure_parity(run, policy, obs)
+    parity = measure_parity(run, policy, obs, masks)
     if quantize is None:
         check_parity(parity, format)
     metadata = _metadata(policy, config, format, quantize, batch_size, parity, len(obs), ops, path)
@@ -356,11 +265,11 @@ def export(
     return Exported(path, metadata_path, metadata)
 
 
-def _saved_model_runner(loaded, batch_size: int | None):
-    def run(obs):
-        if batch_size is None:
-            return loaded.action(tf.constant(obs)).numpy()
-        rows = [loaded.action(tf.constant(obs[i:i + batch_size])).numpy() for i in range(0, len(obs), batch_size)]
+def _saved_model_runner(loaded, batch_size: int | None, masked: bool):
+    def run(obs, masks=None):
+        step = batch_size or len(obs)
+        inputs = [obs] if not masked else [obs, np.asarray(masks, np.float32)]
+        rows = [loaded.action(*[tf.constant(x[i:i + step]) for x in inputs]).numpy() for i in range(0, len(obs), step)]
         return np.concatenate(rows)
 
     return run
@@ -376,6 +285,9 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "quantization": quantize or "float32",
         "input": {"name": "obs", "shape": [batch_size, policy.input_dim], "dtype": str(policy.input_dtype)},
         "output": {"name": "action", "shape": out_shape, "dtype": out_dtype},
+        **({"action_mask": {"name": MASK_INPUT, "shape": [batch_size, policy.dist.mask_size], "dtype": "float32",
+                            "meaning": "1 = allowed, 0 = masked; MultiDiscrete: the dimensions' masks concatenated"}}
+           if policy.action_masks else {}),
         "observation_space": checkpoint.space_to_dict(policy.observation_space),
         "action_space": checkpoint.space_to_dict(act),
         "normalization": {
@@ -392,3 +304,5 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "training_config": config,
         "size_bytes": path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file()),
     }
+
+__all__ = ["CALIBRATION_STEPS", "Exported", "FORMATS", "ParityError", "QUANTIZATIONS", "export", "resolve_source"]

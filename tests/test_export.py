@@ -10,7 +10,8 @@ import kppo
 from kppo import envs
 from kppo._tf import tf
 from kppo.calibration import record_observations
-from kppo.exporter import ParityError, TFLiteRunner, check_parity, export, measure_parity, parity_observations
+from kppo.exporter import export
+from kppo.parity import ParityError, TFLiteRunner, check_parity, measure_parity, parity_observations
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, eval_freq=1, num_eval_envs=2, num_hidden_units=16)
 

@@ -1,8 +1,5 @@
 """The Stable-Baselines3-style facade: arguments, errors, learn/predict/save/load, callbacks, logging."""
 
-import importlib.util
-from pathlib import Path
-
 import gymnasium as gym
 import keras
 import numpy as np
@@ -10,6 +7,7 @@ import pytest
 
 import kppo
 from kppo import PPO, BaseCallback, CheckpointCallback, EvalCallback, StopTrainingOnRewardThreshold
+from tests.benchmark_stats import load_stats
 
 FAST = dict(n_steps=32, batch_size=64, n_epochs=2, seed=0, policy_kwargs=dict(net_arch=[16]))
 
@@ -186,15 +184,6 @@ SB3_CARTPOLE_FIXED_SETTING = [487.1, 494.4, 475.6, 495.6, 470.2, 480.4, 500.0, 2
                               461.2, 495.4, 493.2]
 
 
-def _benchmark_stats():
-    """`benchmarks/stats.py` (the permutation test of the results table; benchmarks/ is not a package)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "stats.py"
-    spec = importlib.util.spec_from_file_location("_kppo_benchmark_stats", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.slow
 def test_gymnasium_cartpole_fixed_setting_learns_as_sb3_does():
     """kppo.PPO against SB3's recorded final returns, 15 seeds each (a single seed says little: SB3 itself ends at 296
@@ -207,7 +196,7 @@ def test_gymnasium_cartpole_fixed_setting_learns_as_sb3_does():
         model.learn(500_000)
         finals.append(kppo.evaluate_policy(model, "CartPole-v1", n_eval_episodes=20)[0])
     sb3 = np.array(SB3_CARTPOLE_FIXED_SETTING)
-    p_value = _benchmark_stats().permutation_test(finals, sb3).p_value
+    p_value = load_stats().permutation_test(finals, sb3).p_value
     assert p_value >= 0.05 and np.mean(finals) >= 0.9 * sb3.mean(), finals
 
 

@@ -127,13 +127,9 @@ def test_under_xla_members_learn_as_single_runs_do_over_16_seeds():
     members are compared with single runs in distribution: final evaluation returns of the fixed CartPole setting,
     16 seeds each, permutation test (benchmarks/stats.py). Measured 2026-11-30: population 474.9, single runs 477.1,
     p = 0.76 (~150 s)."""
-    import importlib.util
-    from pathlib import Path
+    from tests.benchmark_stats import load_stats
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "stats.py"
-    spec = importlib.util.spec_from_file_location("_kppo_population_stats", path)
-    stats = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stats)
+    stats = load_stats()
     config = kppo.Config(verbose=0, eval_freq=1)
     seeds = list(range(16))
     population = kppo.train("cartpole", config, seed=seeds).metrics["eval/mean_returns"][-1]
