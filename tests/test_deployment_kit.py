@@ -174,3 +174,42 @@ def test_kit_runs_a_discrete_observation_policy_without_tensorflow(tmp_path):
     np.testing.assert_array_equal(got["acts"], result.policy.get_action(np.arange(16)))
     for micro in got["micro"]:
         assert 0 < micro["arena_bytes"] <= 16 * 1024 and micro["action_mismatch_vs_litert"] == 0
+
+
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_path):
+    """The kit's controller takes the mask; TFLite Micro runs the masked artifact (random masks) as LiteRT does."""
+    import functools
+
+    from tests.masked_envs import MaskedChoiceEnv
+
+    model = kppo.MaskablePPO("MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64,
+                             n_epochs=2, seed=0)
+    model.learn(128)
+    exported = kppo.export(model, tmp_path / "masked.tflite", quantize=quantize)
+    got = _kit(
+        "import json\nimport numpy as np\nfrom export.micro_check import check\nfrom export.runtime import Controller\n"
+        f"c = Controller({str(exported.path)!r})\n"
+        "actions = [c.act(np.eye(7, dtype=np.float32)[i], np.eye(7)[[i % 3, 3 + i % 4]].sum(0)).tolist() "
+        "for i in range(7)]\n"
+        "errors = []\n"
+        "for mask in (None, np.ones(5), np.zeros(7)):\n"
+        "    try:\n        c.act(np.zeros(7), mask)\n    except ValueError as e:\n        errors.append(str(e))\n"
+        f"print(json.dumps({{'actions': actions, 'errors': errors, 'micro': check({str(exported.path)!r}, 100)}}))\n"
+    )
+    assert got["actions"] == [[i % 3, i % 4] for i in range(7)]  # the only allowed action of each dimension
+    assert got["errors"] == ["mask: expected 7 values, got None",
+                             "mask: expected 7 values with one allowed action at least, got 5 values, 5 allowed",
+                             "mask: expected 7 values with one allowed action at least, got 7 values, 0 allowed"]
+    assert got["micro"]["action_mismatch_vs_litert"] == 0.0 and 0 < got["micro"]["arena_bytes"] <= 16 * 1024
+
+
+def test_the_kit_refuses_a_mask_for_an_unmasked_artifact(cartpole):
+    _, exported = cartpole
+    got = _kit(
+        "import json\nfrom export.runtime import Controller\n"
+        f"c = Controller({str(exported.path)!r})\n"
+        "try:\n    c.act([0.0] * 4, [1, 1])\n    err = ''\nexcept ValueError as e:\n    err = str(e)\n"
+        "print(json.dumps({'err': err}))\n"
+    )
+    assert got["err"] == "mask: expected None (the artifact takes no mask), got a mask"

@@ -214,3 +214,50 @@ def test_discrete_observations_export_with_the_encoding_inside(env, tmp_path):
     logits = np.sort(policy.actor(policy.normalize(tf.constant(policy.encode(own), tf.float32))).numpy(), axis=1)
     decided = logits[:, -1] - logits[:, -2] >= 1e-3
     assert decided.mean() >= 0.5 and wrong[decided].mean() <= 0.1  # measured: 0% of decided visits (66%, 88% decided)
+
+
+@pytest.fixture(scope="module")
+def masked_results():
+    """A TF-native Discrete task and a gymnasium MultiDiscrete env, trained with action masks."""
+    import functools
+
+    from tests.masked_envs import MaskedChoiceEnv, MaskedChoiceTask
+
+    native = kppo.train(envs.wrap(MaskedChoiceTask()), kppo.Config(action_masks=True, **TINY))
+    multi = kppo.MaskablePPO("MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64,
+                             n_epochs=2, seed=0)
+    multi.learn(128)
+    return {"discrete": native, "multidiscrete": multi}
+
+
+@pytest.mark.parametrize("kind", ["discrete", "multidiscrete"])
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_masked_artifacts_take_the_mask_and_never_pick_a_masked_action(masked_results, kind, quantize, tmp_path):
+    source = masked_results[kind]
+    policy = source.policy
+    exported = export(source, tmp_path / "masked.tflite", quantize=quantize, representative_obs=None)
+    sizes = [5] if kind == "discrete" else [3, 4]
+    assert exported.metadata["action_mask"]["shape"] == [1, sum(sizes)]
+    runner = TFLiteRunner(exported.path)
+    assert runner.masked
+    if quantize is None:  # float32: the parity check passed on 1,000 observations with random masks
+        assert exported.metadata["parity"]["max_error"] == 0.0
+    obs = parity_observations(policy, 300, seed=3)
+    for allowed in [[0] * len(sizes), [s - 1 for s in sizes], [1] * len(sizes)]:  # only one action allowed per part
+        mask = np.zeros((len(obs), sum(sizes)), np.float32)
+        mask[:, np.cumsum([0, *sizes[:-1]]) + allowed] = 1.0
+        got = runner(obs, mask).reshape(len(obs), -1)
+        np.testing.assert_array_equal(got, np.tile(allowed, (len(obs), 1)))
+    with pytest.raises(ValueError, match=r"masks: expected a mask per row for this artifact, got None"):
+        runner(obs)
+
+
+def test_a_masked_saved_model_matches_and_an_unmasked_policy_has_no_mask_input(masked_results, tmp_path):
+    exported = export(masked_results["discrete"], tmp_path / "masked_sm", format="saved_model", batch_size=None)
+    assert exported.metadata["parity"]["max_error"] == 0.0 and "action_mask" in exported.metadata
+    loaded = tf.saved_model.load(str(tmp_path / "masked_sm"))
+    mask = np.zeros((2, 5), np.float32)
+    mask[:, 3] = 1.0
+    np.testing.assert_array_equal(loaded.action(tf.zeros([2, 5]), tf.constant(mask)).numpy(), [3, 3])
+    plain = export(kppo.train("CartPole-v1", kppo.Config(**TINY)), tmp_path / "plain.tflite")
+    assert "action_mask" not in plain.metadata and not TFLiteRunner(plain.path).masked

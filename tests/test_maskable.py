@@ -73,18 +73,20 @@ def test_masks_are_one_line_errors_where_they_do_not_fit():
 
 @pytest.mark.slow
 def test_masking_learns_faster_than_no_masking_over_five_seeds():
-    """MaskedChoiceEnv(n=6, num_valid=2): masked, the choice is between two actions; unmasked it also has to learn
-    to avoid four invalid ones (-1 each). Mean return after 6,144 steps, 5 seeds each."""
+    """MaskedChoiceEnv(n=8, num_valid=2): masked, each choice is between two actions; unmasked, the policy also has to
+    learn to avoid six invalid ones (-1 each). Both reach 16 given time (measured: 6,144 steps); compared early, after
+    1,024 steps, on 10 evaluation episodes each (unmasked deployment without masks), 5 seeds each."""
     from tests.benchmark_stats import load_stats
 
-    def final_return(cls, seed):
-        model = cls("MlpPolicy", _env(length=16), **{**SMALL, "seed": seed, "n_steps": 256})
-        model.learn(6144)
-        returns, _ = kppo.evaluate_policy(model, MaskedChoiceEnv(length=16), n_eval_episodes=10,
+    def early_return(cls, seed):
+        model = cls("MlpPolicy", _env(n=8, length=16), **{**SMALL, "seed": seed, "n_steps": 256})
+        model.learn(1024)
+        returns, _ = kppo.evaluate_policy(model, MaskedChoiceEnv(n=8, length=16), n_eval_episodes=10,
                                           return_episode_rewards=True, warn=False)
         return np.mean(returns)
 
-    masked = [final_return(kppo.MaskablePPO, seed) for seed in range(5)]
-    plain = [final_return(kppo.PPO, seed) for seed in range(5)]
+    masked = [early_return(kppo.MaskablePPO, seed) for seed in range(5)]
+    plain = [early_return(kppo.PPO, seed) for seed in range(5)]
     test = load_stats().permutation_test(masked, plain)
+    print(f"masked {np.round(masked, 2).tolist()}, plain {np.round(plain, 2).tolist()}, p = {test.p_value:.3f}")
     assert np.mean(masked) > np.mean(plain) and test.p_value < 0.05, (masked, plain, test)
