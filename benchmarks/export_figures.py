@@ -1,7 +1,9 @@
 """Export figures for the README: artifact size per quantization, single-observation latency, TFLite Micro arena,
-and the closed-loop return change of quantized artifacts on Pendulum-v1 (trained with configs/pendulum.yaml).
+and the closed-loop return change of quantized artifacts on Pendulum-v1 (trained with configs/pendulum.yaml), or
+(--task taxi) of a masked policy on Taxi-v4 (kppo.MaskablePPO, benchmarks/action_masks.py's setting, 500,000 steps;
+its artifacts take the action mask, which the closed loop reads from gymnasium's info["action_mask"]).
 
-    python benchmarks/export_figures.py [--episodes 20] [--out bench_out/export]
+    python benchmarks/export_figures.py [--task pendulum|taxi] [--episodes 20] [--out bench_out/export]
 """
 
 import argparse
@@ -23,30 +25,52 @@ from export.evaluate import run_episodes
 from export.latency import measure
 from export.micro_check import check
 from export.runtime import Controller
-path, episodes, micro = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+path, episodes, micro, env_id = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 c = Controller(path)
-out = {"returns": run_episodes(c, "Pendulum-v1", episodes, 1000), **measure(c, 5000)}
+out = {"returns": run_episodes(c, env_id, episodes, 1000), **measure(c, 5000)}
 if micro:
     out.update(check(path, 300))
 print(json.dumps(out))
 """
 
 
+def _masked_taxi():
+    """kppo.MaskablePPO on Taxi-v4 with benchmarks/action_masks.py's setting (masks from info["action_mask"])."""
+    import importlib.util
+
+    import gymnasium as gym
+
+    spec = importlib.util.spec_from_file_location("_kppo_bench_action_masks", ROOT / "benchmarks" / "action_masks.py")
+    setting = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setting)
+    vec_env = kppo.make_vec_env(lambda: gym.make(setting.ENV_ID), n_envs=setting.N_ENVS, seed=0)
+    model = kppo.MaskablePPO("MlpPolicy", vec_env, seed=0, **setting.PPO_ARGS)
+    model.learn(500_000)
+    print(f"trained: eval {kppo.evaluate_policy(model, setting.ENV_ID, n_eval_episodes=20)[0]:.1f}")
+    return model
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=("pendulum", "taxi"), default="pendulum")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--out", default="bench_out/export")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    result = kppo.train(config=kppo.Config.from_yaml(ROOT / "configs" / "pendulum.yaml"), seed=0)
-    print(f"trained: eval {result.metrics['eval/mean_returns'][-1]:.1f}")
+    if args.task == "taxi":
+        source, env_id, quantizations = _masked_taxi(), "Taxi-v4", (None, "int8")
+    else:
+        source = kppo.train(config=kppo.Config.from_yaml(ROOT / "configs" / "pendulum.yaml"), seed=0)
+        print(f"trained: eval {source.metrics['eval/mean_returns'][-1]:.1f}")
+        env_id, quantizations = "Pendulum-v1", (None, "float16", "dynamic", "int8")
     rows = []
-    for quantize in (None, "float16", "dynamic", "int8"):
-        exported = kppo.export(result, out / f"pendulum_{quantize or 'float32'}.tflite", quantize=quantize)
+    for quantize in quantizations:
+        exported = kppo.export(source, out / f"{args.task}_{quantize or 'float32'}.tflite", quantize=quantize,
+                               calibration_env=env_id)
         micro = quantize in (None, "int8")
-        run = subprocess.run([sys.executable, "-c", KIT, str(exported.path), str(args.episodes), str(int(micro))],
-                             cwd=ROOT, capture_output=True, text=True, check=True)
+        run = subprocess.run([sys.executable, "-c", KIT, str(exported.path), str(args.episodes), str(int(micro)),
+                              env_id], cwd=ROOT, capture_output=True, text=True, check=True)
         kit = json.loads(run.stdout.strip().splitlines()[-1])
         rows.append((quantize or "float32", exported.metadata, kit))
     base = np.mean(rows[0][2]["returns"])

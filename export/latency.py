@@ -11,22 +11,29 @@ import time
 
 import numpy as np
 
-from export.runtime import Controller
+from export.runtime import Controller, example_masks
 
 
 def measure(controller: Controller, calls: int) -> dict[str, float]:
-    obs = controller.example_observations(calls, np.random.default_rng(0))
+    """Median microseconds of set input + invoke, and of a whole `act` call (with random masks for a masked
+    artifact)."""
+    rng = np.random.default_rng(0)
+    obs = controller.example_observations(calls, rng)
+    masks = [None] * calls if controller.mask_size is None else \
+        example_masks(controller.metadata["action_space"], calls, rng)
     interp, index = controller.interpreter, controller._input["index"]
     invoke, act = [], []
     call = controller.act_flat if controller.metadata["observation_space"]["type"] == "Dict" else controller.act
-    for row in obs:
+    for row, mask in zip(obs, masks):
         t0 = time.perf_counter_ns()
         interp.set_tensor(index, row[None])
+        if mask is not None:
+            interp.set_tensor(controller._mask["index"], mask[None])
         interp.invoke()
         invoke.append(time.perf_counter_ns() - t0)
-    for row in obs:
+    for row, mask in zip(obs, masks):
         t0 = time.perf_counter_ns()
-        call(row)
+        call(row, mask)
         act.append(time.perf_counter_ns() - t0)
     return {"invoke_us": float(np.median(invoke)) / 1e3, "act_us": float(np.median(act)) / 1e3}
 
