@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Invalid-action masking on Taxi-v4: kppo.MaskablePPO vs kppo.PPO (no masks) vs sb3-contrib's MaskablePPO.
+"""Invalid-action masking on Taxi-v4: kppo.MaskablePPO vs kppo.PPO (no masks) vs sb3-contrib's MaskablePPO (vs SB3's
+PPO, no masks).
 
 Taxi (gymnasium's Taxi-v4: 500 discrete states, 6 actions, -1 a step, -10 for an illegal pickup/drop-off, +20 for a
 delivery, 200 steps at most) has many invalid actions in most states: moves into walls, pickups and drop-offs where
@@ -37,7 +38,7 @@ ENV_ID = "Taxi-v4"
 PPO_ARGS = dict(n_steps=256, batch_size=256, n_epochs=4, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
                 clip_range=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5)
 N_ENVS, EVAL_EPISODES = 8, 20
-FRAMEWORKS = ("kppo_masked", "kppo_plain", "sb3_contrib")
+FRAMEWORKS = ("kppo_masked", "kppo_plain", "sb3_contrib", "sb3_plain")
 
 
 def _load(name: str):
@@ -86,6 +87,27 @@ def worker_kppo(masked: bool, seed: int, timesteps: int, eval_every: int) -> dic
             **_train_in_chunks(model, evaluate, timesteps, eval_every)}
 
 
+def worker_sb3_plain(seed: int, timesteps: int, eval_every: int) -> dict:
+    import gymnasium as gym
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
+
+    torch.set_num_threads(1)
+    model = PPO("MlpPolicy", make_vec_env(ENV_ID, n_envs=N_ENVS, seed=seed), seed=seed, device="cpu", **PPO_ARGS)
+    eval_env = Monitor(gym.make(ENV_ID))
+    eval_env.reset(seed=10_000 + seed)
+
+    def evaluate(m):
+        return float(evaluate_policy(m, eval_env, n_eval_episodes=EVAL_EPISODES, warn=False)[0])
+
+    return {"framework": "sb3_plain", "version": stable_baselines3.__version__,
+            **_train_in_chunks(model, evaluate, timesteps, eval_every)}
+
+
 def worker_sb3_contrib(seed: int, timesteps: int, eval_every: int) -> dict:
     import gymnasium as gym
     import sb3_contrib
@@ -113,6 +135,8 @@ def worker_sb3_contrib(seed: int, timesteps: int, eval_every: int) -> dict:
 def run_worker(name: str, seed: int, timesteps: int, eval_every: int) -> None:
     if name == "sb3_contrib":
         out = worker_sb3_contrib(seed, timesteps, eval_every)
+    elif name == "sb3_plain":
+        out = worker_sb3_plain(seed, timesteps, eval_every)
     else:
         out = worker_kppo(name == "kppo_masked", seed, timesteps, eval_every)
     print(json.dumps({**out, "seed": seed}), flush=True)
@@ -167,7 +191,7 @@ def main(argv=None) -> int:
     results = []
     for seed in args.seeds:
         for name in frameworks:
-            python = args.python_peers if name == "sb3_contrib" else args.python_kppo
+            python = args.python_peers if name.startswith("sb3") else args.python_kppo
             results.append(_launch(name, python, seed, args))
             print(f"{name} seed {seed}: {results[-1]['curve']} ({results[-1]['steps_per_s']:,.0f} steps/s)",
                   file=sys.stderr, flush=True)
