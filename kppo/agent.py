@@ -17,7 +17,9 @@ from kppo import checkpoint
 from kppo.config import Config
 from kppo.distributions import ActionDistribution, make_distribution
 from kppo.envs.spaces import flat_dim
-from kppo.networks import Actor, Critic, make_networks
+from kppo._tf import tf
+from kppo.loops import scan
+from kppo.networks import Actor, Critic, MemoryCells, make_networks
 from kppo.optimizers import make_optimizer
 from kppo.policy import ObsScaling, Policy
 from kppo.types import MeanStd
@@ -30,11 +32,56 @@ class Agent(NamedTuple):
     actor: Actor
     critic: Critic
     optimizer: keras.optimizers.Optimizer
+    memory: MemoryCells | None = None  # the LSTM cells of a recurrent agent
 
     @property
     def variables(self) -> list:
-        """The trainable variables: the actor's, then the critic's."""
-        return self.actor.trainable_variables + self.critic.trainable_variables
+        """The trainable variables: the actor's, then the critic's (then the LSTM cells')."""
+        cells = self.memory.trainable_variables if self.memory is not None else []
+        return self.actor.trainable_variables + self.critic.trainable_variables + cells
+
+
+# A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's; () for an MLP agent. Every rollout,
+# update and policy goes through these three functions, so an MLP agent computes exactly what it did before.
+
+
+def initial_memory(agent: Agent, num_envs: int) -> tuple:
+    """Zero memory for `num_envs` envs (what an episode starts from); () for an MLP agent."""
+    if agent.memory is None:
+        return ()
+    return tuple(tf.zeros([num_envs, agent.memory.units]) for _ in range(2 * len(agent.memory.cells)))
+
+
+def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tensor | None = None):
+    """(actor params, value, new memory) at observations `obs` [B, D]; the memory restarts from zeros where
+    `episode_start` [B] (the observation is an episode's first)."""
+    if agent.memory is None:
+        return agent.actor(obs), agent.critic(obs), ()
+    if episode_start is not None:
+        keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
+        memory = tuple(m * keep for m in memory)
+    outputs, memory = agent.memory(obs, memory)
+    value = agent.critic(outputs[1] if agent.memory.critic_cell else obs)
+    return agent.actor(outputs[0]), value, memory
+
+
+def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
+    """V(obs) continuing `memory` without a reset: the value of a finished episode's final observation."""
+    if agent.memory is None or not agent.memory.critic_cell:
+        return agent.critic(obs)
+    return agent.critic(agent.memory(obs, memory)[0][1])
+
+
+def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple):
+    """`act_step` over sequences: obs [T, B, D], episode_start [T, B], memory at t = 0 -> (params [T, B, ...],
+    values [T, B], memories after each step [T, ...])."""
+
+    def step(carry, inputs):
+        params, value, carry = act_step(agent, inputs[0], carry, inputs[1])
+        return carry, (params, value, carry)
+
+    _, outputs = scan(step, memory, (obs, episode_start))
+    return outputs
 
 
 def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space) -> Agent:
@@ -45,9 +92,9 @@ def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Sp
     dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std)
     if config.action_masks and not dist.mask_size:
         raise ValueError(f"action_masks: expected a Discrete or MultiDiscrete action space, got {action_space}")
-    actor, critic = make_networks(config, observation_dim, dist, config.seed)
+    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed)
     optimizer = make_optimizer(config.adam_style, config.learning_rate)
-    agent = Agent(dist, actor, critic, optimizer)
+    agent = Agent(dist, actor, critic, optimizer, memory)
     optimizer.build(agent.variables)
     return agent
 

@@ -70,8 +70,9 @@ def _trackable(agent: Any, obs_stats: MeanStd, return_stats: MeanStd):
     obs, ret = RunningMeanStd(obs_stats.mean.shape), RunningMeanStd(())
     obs.assign(obs_stats)
     ret.assign(return_stats)
+    cells = {} if getattr(agent, "memory", None) is None else {"memory": agent.memory}  # a recurrent agent's LSTMs
     ckpt = tf.train.Checkpoint(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer,
-                               obs_stats=obs, return_stats=ret)
+                               obs_stats=obs, return_stats=ret, **cells)
     return ckpt, obs, ret
 
 

@@ -109,6 +109,9 @@ class Config:
     use_sde: bool = _f(False, "generalized State-Dependent Exploration (Box actions): noise = latent @ eps.")
     sde_sample_freq: int = _f(-1, "gSDE: redraw the exploration matrices every N steps (-1: once per rollout).")
     full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
+    recurrent: str | None = _f(None, "Recurrent policy: 'lstm' (an LSTM before the actor's MLP, sb3-contrib's MlpLstmPolicy; TF-native envs) or null. Minibatches are whole env sequences: num_minibatches must divide num_envs.")
+    lstm_hidden_size: int = _f(256, "Units of the LSTM (recurrent='lstm'; sb3-contrib's default 256).")
+    enable_critic_lstm: bool = _f(True, "recurrent: the critic has its own LSTM (else an MLP on the observation), as sb3-contrib.")
     action_masks: bool = _f(False, "Act with the env's invalid-action masks (Discrete/MultiDiscrete; sb3-contrib's MaskablePPO): env.action_masks(), info['action_mask'] or a TF-native task's action_mask(state); kept in the rollout for the update, and an input of exported artifacts.")
     # --- normalization and env options ---
     normalize_obs: bool = _f(False, "Running mean/std observation normalization (clipped to +-10).")
@@ -356,6 +359,14 @@ def _validate(c: Config) -> None:
     _check(c.rollout_size > 1, "num_envs * num_steps", "more than 1 (advantage normalization)", c.rollout_size)
     _check(c.rollout_size % c.num_minibatches == 0, "num_minibatches",
            f"a divisor of num_envs * num_steps = {c.rollout_size}", c.num_minibatches)
+    _check(c.recurrent in (None, "lstm"), "recurrent", "null or 'lstm'", c.recurrent)
+    _check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)
+    if c.recurrent is not None:
+        _check(c.distribute == "none", "distribute", "'none' for a recurrent policy (not built for strategies yet)",
+               c.distribute)
+        _check(c.num_envs % c.num_minibatches == 0, "num_minibatches",
+               f"a divisor of num_envs = {c.num_envs} (recurrent minibatches are whole env sequences)",
+               c.num_minibatches)
     _check(c.total_timesteps >= c.rollout_size, "total_timesteps",
            f"at least one rollout (num_envs * num_steps = {c.rollout_size})", c.total_timesteps)
 

@@ -58,14 +58,16 @@ class ActorWeights(NamedTuple):
     log_std: np.ndarray | None = None  # state-independent Gaussian log-std [A]
     log_std_head: tuple[np.ndarray, np.ndarray] | None = None  # state-dependent Gaussian log-std head
     sde_log_std: np.ndarray | None = None  # gSDE [L, A] or [L, 1]
+    lstm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a recurrent actor's LSTM: kernel, recurrent, bias
 
 
 def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(layer.kernel.numpy(), np.float32), np.asarray(layer.bias.numpy(), np.float32)
 
 
-def snapshot(actor: Actor) -> ActorWeights:
-    """The actor's current weights, copied to numpy (later training does not change the snapshot)."""
+def snapshot(actor: Actor, memory=None) -> ActorWeights:
+    """The actor's current weights (and its LSTM's, given a recurrent agent's `MemoryCells`), copied to numpy (later
+    training does not change the snapshot)."""
     activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
@@ -76,7 +78,30 @@ def snapshot(actor: Actor) -> ActorWeights:
         log_std=actor.log_std.numpy() if actor.gaussian and actor.log_std_head is None else None,
         log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
         sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
+        lstm=None if memory is None else tuple(np.asarray(w.numpy(), np.float32) for w in
+                                               (memory.cells[0].kernel, memory.cells[0].recurrent_kernel,
+                                                memory.cells[0].bias)),
     )
+
+
+def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keras' LSTMCell in numpy (gates i, f, c, o; sigmoid and tanh): (h', c')."""
+    kernel, recurrent, bias = lstm
+    i, f, g, o = np.split(x @ kernel + h @ recurrent + bias, 4, axis=-1)
+    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    return _sigmoid(o) * np.tanh(c), c
+
+
+def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_start: np.ndarray | None):
+    """(what the actor's MLP reads, the actor memory after the step): `obs` itself for an MLP agent; a recurrent
+    agent's LSTM output, its memory (h, c) restarted from zeros where `episode_start`."""
+    if weights.lstm is None:
+        return obs, memory
+    h, c = memory
+    if episode_start is not None:
+        h, c = np.where(episode_start[:, None], 0.0, h), np.where(episode_start[:, None], 0.0, c)
+    h, c = lstm_step(weights.lstm, obs, h, c)
+    return h, (h, c)
 
 
 def actor_params(weights: ActorWeights, obs: np.ndarray):
@@ -111,11 +136,15 @@ class HostActor(NamedTuple):
     def params(self, stats: MeanStd, obs: np.ndarray):
         return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
 
-    def deterministic_env_action(self, stats: MeanStd, obs: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        """The mode of the policy at raw observations `obs` (among the actions `mask` allows), in env units."""
-        return self.dist.to_env_host(self.dist.mode_host(self.dist.masked_host(self.params(stats, obs), mask)))
+    def deterministic_env_action(self, stats: MeanStd, obs: np.ndarray, mask: np.ndarray | None = None,
+                                 memory: tuple = ()) -> tuple[np.ndarray, tuple]:
+        """(the mode of the policy at raw observations `obs`, among the actions `mask` allows, in env units; the
+        actor memory after the step: a recurrent actor's (h, c), () otherwise)."""
+        features, memory = actor_input(self.weights, network_input(stats, obs, self.normalize_obs), memory, None)
+        params = self.dist.masked_host(actor_params(self.weights, features), mask)
+        return self.dist.to_env_host(self.dist.mode_host(params)), memory
 
 
-def host_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool) -> HostActor:
-    """A `HostActor` from the actor's current weights."""
-    return HostActor(snapshot(actor), dist, normalize_obs)
+def host_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool, memory=None) -> HostActor:
+    """A `HostActor` from the actor's current weights (and a recurrent agent's `MemoryCells`)."""
+    return HostActor(snapshot(actor, memory), dist, normalize_obs)

@@ -23,12 +23,12 @@ import numpy as np
 
 from kppo import normalization
 from kppo._tf import tf
-from kppo.agent import Agent
+from kppo.agent import Agent, act_step, replay, value_after
 from kppo.envs.action_masks import MaskReader
 from kppo.envs.gymnasium import HostStep
 from kppo.envs.vector_info import sb3_info
 from kppo.gae import compute_gae
-from kppo.host_policy import HostActor, actor_params, network_input, snapshot
+from kppo.host_policy import HostActor, actor_input, actor_params, network_input, snapshot
 from kppo.loops import scan
 from kppo.rollout import RolloutSettings, resample_noise
 from kppo.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
@@ -48,6 +48,8 @@ class HostRolloutState(NamedTuple):
     raw_obs: Any = None  # `obs` as gymnasium returned it (what SB3 callbacks see as `obs`)
     clock_start: float = 0.0  # time.perf_counter() when the env was first reset (episode infos' "t")
     action_mask: np.ndarray | None = None  # bool [B, mask_size]: the actions allowed at `obs` (None: no masks)
+    episode_start: np.ndarray | None = None  # bool [B]: `obs` is an episode's first (None: all, after the reset)
+    memory: tuple = ()  # a recurrent agent's memory before acting on `obs` (numpy (h, c) per LSTM), () otherwise
 
 
 class RolloutStopped(Exception):
@@ -64,6 +66,7 @@ class FinishedRollout(NamedTuple):
     rollout: Rollout
     return_stats: MeanStd
     discounted_return: tf.Tensor
+    memory: tuple = ()  # a recurrent agent's memory after the last step (before a reset at the next observation)
 
 
 def finish_rollout(
@@ -74,6 +77,7 @@ def finish_rollout(
     last_obs: tf.Tensor,
     return_stats: MeanStd,
     discounted_return: tf.Tensor,
+    memory: tuple = (),
 ) -> FinishedRollout:
     """After the host loop, in one compiled call: log-probabilities of the actions taken, values, values of final
     observations, reward scaling, GAE.
@@ -83,6 +87,8 @@ def finish_rollout(
             `final_value` are filled in here.
         final_obs: float32 [T, B, D], normalized final observations (used where truncated).
         last_obs: float32 [B, D], the normalized observation after the last step.
+        memory: a recurrent agent's memory at the first step: the rollout is replayed from it (`agent.replay`), and
+            a final observation's value continues the memory of its step.
     """
     num_steps, num_envs = traj.reward.shape[0], traj.reward.shape[1]
 
@@ -92,11 +98,19 @@ def finish_rollout(
     def time_major(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [num_steps, num_envs])
 
-    params = agent.dist.masked(agent.actor(flat(traj.obs)), flat(traj.action_mask))
+    if agent.memory is None:
+        params, values, end_memory = agent.actor(flat(traj.obs)), time_major(agent.critic(flat(traj.obs))), ()
+        final_values = time_major(agent.critic(flat(final_obs)))
+        last_value = agent.critic(last_obs)
+    else:
+        params, values, memories = replay(agent, traj.obs, traj.episode_start, memory)
+        params = tf.nest.map_structure(flat, params)
+        final_values = time_major(value_after(agent, flat(final_obs), tuple(flat(m) for m in memories)))
+        end_memory = tuple(m[-1] for m in memories)
+        last_done = tf.logical_or(traj.terminated[-1], traj.truncated[-1])
+        last_value = act_step(agent, last_obs, end_memory, last_done)[1]
+    params = agent.dist.masked(params, flat(traj.action_mask))
     log_prob = time_major(agent.dist.log_prob(params, flat(traj.action)))
-    values = time_major(agent.critic(flat(traj.obs)))
-    final_values = time_major(agent.critic(flat(final_obs)))
-    last_value = agent.critic(last_obs)
     rewards = traj.reward
     if settings.normalize_reward:
         done = tf.logical_or(traj.terminated, traj.truncated)
@@ -113,7 +127,7 @@ def finish_rollout(
         rewards, values, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
         settings.gae_lambda,
     )
-    return FinishedRollout(Rollout(traj, advantages, returns), return_stats, discounted_return)
+    return FinishedRollout(Rollout(traj, advantages, returns, memory), return_stats, discounted_return, end_memory)
 
 
 def rollout_rng(key) -> np.random.Generator:
@@ -180,7 +194,8 @@ def collect_host_rollout(
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
-    weights, dist, rng = snapshot(agent.actor), agent.dist, rollout_rng(key)
+    weights, dist, rng = snapshot(agent.actor, agent.memory), agent.dist, rollout_rng(key)
+    actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
     normalize_obs = settings.normalize_obs
     buf = {
@@ -193,14 +208,17 @@ def collect_host_rollout(
         "episode_return": np.zeros((num_steps, num_envs), np.float32),
         "episode_length": np.zeros((num_steps, num_envs), np.int32),
         "action_mask": np.zeros((num_steps, num_envs, dist.mask_size if masks else 0), bool),
+        "episode_start": np.zeros((num_steps, num_envs), bool),
     }
+    starts = np.ones(num_envs, bool) if state.episode_start is None else state.episode_start
     obs, raw_obs, stats, mask = state.obs, state.raw_obs, state.obs_stats, state.action_mask
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
     space = vec_env.action_space
     noise = None
     for t in range(num_steps):
         norm_obs = network_input(stats, obs, normalize_obs)
-        params = actor_params(weights, norm_obs)
+        features, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
+        params = actor_params(weights, features)
         if masks is not None:
             params = dist.masked_host(params, mask)
             buf["action_mask"][t] = mask
@@ -217,7 +235,8 @@ def collect_host_rollout(
         ended = done.any()
         ep_return += step.reward
         ep_length += 1
-        buf["obs"][t], buf["action"][t] = norm_obs, action
+        buf["obs"][t], buf["action"][t], buf["episode_start"][t] = norm_obs, action, starts
+        starts = done
         buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
         if ended:  # rows that did not end keep zeros: final values are read only where truncated
             buf["final_obs"][t, done] = network_input(stats, step.final_obs[done], normalize_obs)
@@ -229,19 +248,20 @@ def collect_host_rollout(
         obs, raw_obs = step.obs, step.raw_obs
         if not proceed:
             raise RolloutStopped(state._replace(obs=obs, raw_obs=raw_obs, obs_stats=stats, episode_return=ep_return,
-                                                episode_length=ep_length, action_mask=mask))
+                                                episode_length=ep_length, action_mask=mask,
+                                                episode_start=np.ones_like(starts) if state.memory else starts))
     zeros = tf.zeros([num_steps, num_envs])
     traj = Trajectory(
         obs=tf.constant(buf["obs"]), action=tf.constant(buf["action"]), log_prob=zeros, value=zeros,
         reward=tf.constant(buf["reward"]), terminated=tf.constant(buf["terminated"]),
         truncated=tf.constant(buf["truncated"]), final_value=zeros,
         episode_return=tf.constant(buf["episode_return"]), episode_length=tf.constant(buf["episode_length"]),
-        action_mask=tf.constant(buf["action_mask"]),
+        action_mask=tf.constant(buf["action_mask"]), episode_start=tf.constant(buf["episode_start"]),
     )
     finished = finish_fn(traj, tf.constant(buf["final_obs"]), tf.constant(network_input(stats, obs, normalize_obs)),
-                         state.return_stats, state.discounted_return)
+                         state.return_stats, state.discounted_return, tuple(tf.constant(m) for m in state.memory))
     new_state = HostRolloutState(obs, finished.discounted_return, stats, finished.return_stats, ep_return, ep_length,
-                                 raw_obs, state.clock_start, mask)
+                                 raw_obs, state.clock_start, mask, starts, tuple(m.numpy() for m in finished.memory))
     return new_state, finished.rollout
 
 
@@ -252,13 +272,16 @@ def evaluate_host(
     (`actor`: a snapshot of the actor) with `vec_env`'s action masks when `masks` reads them."""
     obs = vec_env.reset(seed=seed)
     mask = masks.reset(vec_env.reset_infos) if masks is not None else None
+    memory = () if actor.weights.lstm is None else tuple(np.zeros((obs.shape[0], actor.weights.lstm[1].shape[0]),
+                                                                  np.float32) for _ in range(2))
     obs_stats = normalization.to_host(obs_stats)
     num_envs = obs.shape[0]
     active = np.ones(num_envs, bool)
     returns, lengths = np.zeros(num_envs), np.zeros(num_envs, np.int32)
     records = []
     for _ in range(max_steps):
-        action = _env_actions(actor.deterministic_env_action(obs_stats, obs, mask), vec_env.action_space)
+        action, memory = actor.deterministic_env_action(obs_stats, obs, mask, memory)
+        action = _env_actions(action, vec_env.action_space)
         step = vec_env.step(action)
         mask = masks.step(step.infos) if masks is not None else None
         records.append((obs, action, step.reward, step.terminated, step.truncated, active.copy()))

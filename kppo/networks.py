@@ -222,8 +222,42 @@ class Critic(keras.Model):
         }
 
 
-def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic]:
-    """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`."""
+class MemoryCells(keras.Model):
+    """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
+    its own. The actor (and that critic) MLP reads the cell's output; a memory is (h, c) per cell, [B, units] each.
+    Keras' LSTMCell initialization (Glorot kernel, orthogonal recurrent kernel, forget-gate bias 1)."""
+
+    def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
+        self.cells = [
+            keras.layers.LSTMCell(self.units, kernel_initializer=keras.initializers.GlorotUniform(seed=seed + i),
+                                  recurrent_initializer=keras.initializers.Orthogonal(seed=seed + 10 + i),
+                                  name=f"{role}_lstm")
+            for i, role in enumerate(["actor", "critic"][:1 + self.critic_cell])
+        ]
+
+    def build(self, input_shape):
+        for cell in self.cells:
+            cell.build(input_shape)
+        self.built = True
+
+    def call(self, obs, memory):
+        """One step of every cell from `memory` (h, c per cell) -> (outputs per cell, new memory)."""
+        outputs, new = [], []
+        for i, cell in enumerate(self.cells):
+            out, (h, c) = cell(obs, [memory[2 * i], memory[2 * i + 1]])
+            outputs.append(out)
+            new += [h, c]
+        return outputs, tuple(new)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "critic_cell": self.critic_cell, "seed": self.seed}
+
+
+def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic, MemoryCells | None]:
+    """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
+    read when `config.recurrent` (else None)."""
     common = dict(
         num_hidden_layers=config.num_hidden_layers,
         num_hidden_units=config.num_hidden_units,
@@ -244,6 +278,10 @@ def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic]
         **common,
     )
     critic = Critic(seed=seed * 1000 + 500, hidden_units=config.critic_hidden_units, name="critic", **common)
-    actor.build((None, obs_dim))
-    critic.build((None, obs_dim))
-    return actor, critic
+    memory = None
+    if config.recurrent is not None:
+        memory = MemoryCells(config.lstm_hidden_size, config.enable_critic_lstm, seed * 1000 + 800, name="memory")
+        memory.build((None, obs_dim))
+    actor.build((None, obs_dim if memory is None else memory.units))
+    critic.build((None, memory.units if memory is not None and memory.critic_cell else obs_dim))
+    return actor, critic, memory

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from kppo import normalization
 from kppo._tf import tf
-from kppo.agent import Agent
+from kppo.agent import Agent, act_step, initial_memory, value_after
 from kppo.envs.base import VecEnv
 from kppo.gae import compute_gae
 from kppo.loops import scan
@@ -69,6 +69,8 @@ def initial_rollout_state(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: i
         obs_stats=obs_stats,
         return_stats=normalization.initial_stats(()),
         noise=tf.zeros(agent.dist.noise_shape(num_envs)),
+        memory=initial_memory(agent, num_envs),
+        episode_start=tf.ones([num_envs], tf.bool),
     )
 
 
@@ -83,8 +85,8 @@ def env_step(
     obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
     num_envs = state.discounted_return.shape[0]
     mask = current_mask(env, agent, state.env_state, num_envs, settings.action_masks)
-    params = agent.dist.masked(agent.actor(obs), mask)
-    value = agent.critic(obs)
+    params, value, memory = act_step(agent, obs, state.memory, state.episode_start)
+    params = agent.dist.masked(params, mask)
     noise = tf.where(
         resample_noise(t, settings.sde_sample_freq), agent.dist.new_noise(params, key_action, num_envs), state.noise
     )
@@ -112,12 +114,13 @@ def env_step(
         reward=reward,
         terminated=result.terminated,
         truncated=result.truncated,
-        final_value=tf.zeros_like(value),
+        final_value=tf.zeros_like(value) if agent.memory is None else value_after(agent, final_obs, memory),
         episode_return=tf.where(done, stats.returned_episode_return, 0.0),
         episode_length=tf.where(done, stats.returned_episode_length, 0),
         action_mask=mask,
+        episode_start=state.episode_start,
     )
-    new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats, noise)
+    new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats, noise, memory, done)
     return new_state, (transition, final_obs)
 
 
@@ -131,11 +134,14 @@ def collect_rollout(
     """
     keys = tf.random.experimental.stateless_split(key, settings.num_steps)
     steps = tf.range(settings.num_steps)
+    memory = state.memory
     state, (traj, final_obs) = scan(lambda s, x: env_step(env, agent, settings, s, x), state, (keys, steps))
     num_steps, num_envs = settings.num_steps, traj.value.shape[1]
-    flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
-    traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))
-    last_value = agent.critic(network_input(state.obs_stats, state.obs, settings.normalize_obs))
+    if agent.memory is None:  # a recurrent agent's final values were computed in the loop, from its memory
+        flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
+        traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))
+    last_obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
+    last_value = act_step(agent, last_obs, state.memory, state.episode_start)[1]
     advantages, returns = compute_gae(
         traj.reward,
         traj.value,
@@ -146,7 +152,7 @@ def collect_rollout(
         settings.gamma,
         settings.gae_lambda,
     )
-    return state, Rollout(traj, advantages, returns)
+    return state, Rollout(traj, advantages, returns, memory)
 
 
 class _EvalCarry(NamedTuple):
@@ -155,6 +161,7 @@ class _EvalCarry(NamedTuple):
     active: tf.Tensor  # bool [E]: still in the first episode
     returns: tf.Tensor
     lengths: tf.Tensor
+    memory: tuple = ()  # a recurrent agent's memory (its first episode only counts: never reset)
 
 
 def eval_env_step(
@@ -163,8 +170,8 @@ def eval_env_step(
 ) -> tuple[_EvalCarry, EvalTrajectory]:
     """One deterministic step (masked when `action_masks`); only each env's first episode counts."""
     mask = current_mask(env, agent, carry.env_state, carry.active.shape[0], action_masks)
-    params = agent.dist.masked(agent.actor(network_input(obs_stats, carry.obs, normalize_obs)), mask)
-    action = env_action(env, agent, agent.dist.mode(params))
+    params, _, memory = act_step(agent, network_input(obs_stats, carry.obs, normalize_obs), carry.memory)
+    action = env_action(env, agent, agent.dist.mode(agent.dist.masked(params, mask)))
     result = env.step(carry.env_state, action, key)
     reward = tf.cast(result.reward, tf.float32)
     active = carry.active
@@ -172,7 +179,7 @@ def eval_env_step(
     lengths = carry.lengths + tf.cast(active, tf.int32)
     done = tf.logical_or(result.terminated, result.truncated)
     record = EvalTrajectory(carry.obs, action, reward, result.terminated, result.truncated, active)
-    return _EvalCarry(result.state, result.obs, tf.logical_and(active, ~done), returns, lengths), record
+    return _EvalCarry(result.state, result.obs, tf.logical_and(active, ~done), returns, lengths, memory), record
 
 
 def evaluate(
@@ -183,7 +190,8 @@ def evaluate(
     key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
     env_state, obs = env.reset(key_reset, num_envs)
     carry = _EvalCarry(
-        env_state, obs, tf.ones([num_envs], tf.bool), tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32)
+        env_state, obs, tf.ones([num_envs], tf.bool), tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32),
+        initial_memory(agent, num_envs),
     )
     keys = tf.random.experimental.stateless_split(key_steps, env.max_episode_steps)
     carry, records = scan(lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k),

@@ -30,6 +30,7 @@ class Trajectory(NamedTuple):
     episode_return: tf.Tensor  # float32 [T, B], raw return of an episode that ended at this step, else 0
     episode_length: tf.Tensor  # int32 [T, B], its length, else 0
     action_mask: tf.Tensor  # bool [T, B, mask_size]: the actions allowed when acting (width 0: no masks)
+    episode_start: tf.Tensor  # bool [T, B]: obs is an episode's first (a recurrent agent's memory restarts there)
 
 
 class RolloutState(NamedTuple):
@@ -41,6 +42,8 @@ class RolloutState(NamedTuple):
     obs_stats: MeanStd
     return_stats: MeanStd
     noise: tf.Tensor  # gSDE exploration matrices [B, latent, A]; an empty tensor for other distributions
+    memory: Any = ()  # a recurrent agent's LSTM memory before acting on `obs` ((h, c) per cell, [B, units]); () else
+    episode_start: Any = None  # bool [B]: `obs` is an episode's first (set by `initial_rollout_state`)
 
 
 class Rollout(NamedTuple):
@@ -49,6 +52,7 @@ class Rollout(NamedTuple):
     trajectory: Trajectory  # [T, B, ...]
     advantages: tf.Tensor  # float32 [T, B]
     returns: tf.Tensor  # float32 [T, B], advantages + values
+    memory: Any = ()  # a recurrent agent's memory at the rollout's first step (what the update replays from)
 
 
 class RunnerState(NamedTuple):
@@ -60,7 +64,8 @@ class RunnerState(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """A flattened rollout fed to the update, [N, ...] with N = T * B."""
+    """A flattened rollout fed to the update, [N, ...] with N = T * B; for a recurrent agent whole env sequences
+    instead, env-major [B, T, ...] (`kppo.update.sequences`), with the memory each starts from."""
 
     obs: tf.Tensor
     action: tf.Tensor
@@ -69,6 +74,8 @@ class Batch(NamedTuple):
     advantage: tf.Tensor
     returns: tf.Tensor
     action_mask: tf.Tensor  # bool [N, mask_size]; width 0 without masks
+    episode_start: Any = None  # recurrent: bool [B, T]
+    memory: Any = ()  # recurrent: the memory at each sequence's start, [B, units] per tensor
 
 
 class LossInfo(NamedTuple):

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from kppo import losses
 from kppo._tf import tf
-from kppo.agent import Agent, with_weights
+from kppo.agent import Agent, replay, with_weights
 from kppo.distribute import clip_and_scale, minibatch_moments
 from kppo.optimizers import AdamState, adam_step
 from kppo.types import Batch, LossInfo, Rollout
@@ -46,7 +46,10 @@ def zero_stats() -> UpdateStats:
 
 
 def flatten(rollout: Rollout) -> Batch:
-    """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens)."""
+    """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens); for a recurrent
+    agent's rollout (one with a memory), `sequences`."""
+    if len(rollout.memory) > 0:
+        return sequences(rollout)
 
     def merge(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [-1] + x.shape[2:].as_list())
@@ -63,6 +66,19 @@ def flatten(rollout: Rollout) -> Batch:
     )
 
 
+def sequences(rollout: Rollout) -> Batch:
+    """Time-major rollout [T, B, ...] -> env-major sequences [B, T, ...] with the memory each env's sequence starts
+    from: what a recurrent agent's update replays (minibatches of whole env sequences, as purejaxrl's ppo_rnn)."""
+
+    def env_major(x: tf.Tensor) -> tf.Tensor:
+        return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
+
+    traj, advantages, returns, memory = rollout
+    return Batch(env_major(traj.obs), env_major(traj.action), env_major(traj.log_prob), env_major(traj.value),
+                 env_major(advantages), env_major(returns), env_major(traj.action_mask), env_major(traj.episode_start),
+                 memory)
+
+
 def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:
     """int32 [num_epochs * num_minibatches, size // num_minibatches]: a fresh permutation per epoch, cut in rows."""
     noise = tf.random.stateless_uniform([num_epochs, size], seed=key)
@@ -70,16 +86,34 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
     return tf.reshape(perms, [num_epochs * num_minibatches, size // num_minibatches])
 
 
+def _replayed(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
+    """A minibatch of env sequences [b, T, ...] replayed through a recurrent agent: (the minibatch flattened to
+    [b * T, ...], actor params, values), both computed from each sequence's start memory with its resets."""
+
+    def time_major(x):
+        return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
+
+    params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start), mb.memory)
+    flat = tf.nest.map_structure(lambda x: x if x is None else tf.reshape(time_major(x), [-1] + x.shape[2:].as_list()),
+                                 mb._replace(episode_start=None, memory=()))
+    params = tf.nest.map_structure(lambda x: tf.reshape(x, [-1] + x.shape[2:].as_list()), params)
+    return flat, params, tf.reshape(values, [-1])
+
+
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
-    """PPO loss of one minibatch (inside the tape)."""
-    params = agent.dist.masked(agent.actor(mb.obs), mb.action_mask)
+    """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences."""
+    if agent.memory is not None:
+        mb, params, values = _replayed(agent, mb)
+    else:
+        params, values = agent.actor(mb.obs), agent.critic(mb.obs)
+    params = agent.dist.masked(params, mb.action_mask)
     advantages = mb.advantage
     if settings.normalize_advantage:
         advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages, settings.advantage_std_ddof))
     return losses.ppo_loss(
         agent.dist.log_prob(params, mb.action),
         agent.dist.entropy(params),
-        agent.critic(mb.obs),
+        values,
         mb.log_prob,
         mb.value,
         advantages,
@@ -128,7 +162,7 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
         return tf.logical_and(k < total, tf.logical_not(stopped)) if early_exit else k < total
 
     def body(k, carry, stats, stopped):
-        mb = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
+        mb = tf.nest.map_structure(lambda x: x if x is None else tf.gather(x, indices[k]), batch)
         carry, info, grad_norm, applied = step(carry, mb, stopped)
         counts = tf.logical_not(stopped)
         stats = UpdateStats(

@@ -58,7 +58,7 @@ def test_deterministic_actions_equal_the_policy_with_normalization(head):
     stats = normalization.update_moments_host(normalization.to_host(normalization.initial_stats([5])), obs[:8])
     policy = make_policy(agent, stats, True, gym.spaces.Box(-np.inf, np.inf, (5,), np.float32), space)
     want = policy.predict(obs, deterministic=True)[0]
-    got = host_actor(agent.actor, agent.dist, True).deterministic_env_action(stats, obs)
+    got, _ = host_actor(agent.actor, agent.dist, True).deterministic_env_action(stats, obs)
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
 
 

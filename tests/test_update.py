@@ -24,7 +24,7 @@ def test_minibatch_indices_are_one_permutation_per_epoch():
 def _learner(seed=0, lr=1e-3):
     space = gym.spaces.Discrete(3)
     dist = make_distribution(space)
-    actor, critic = make_networks(Config(num_hidden_units=16), 4, dist, seed)
+    actor, critic, _ = make_networks(Config(num_hidden_units=16), 4, dist, seed)
     opt = keras.optimizers.Adam(learning_rate=lr, epsilon=1e-5)
     learner = Agent(dist, actor, critic, opt)
     opt.build(learner.variables)

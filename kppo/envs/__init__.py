@@ -5,7 +5,7 @@ from __future__ import annotations
 from kppo._tf import tf
 from kppo.envs.acrobot import Acrobot
 from kppo.envs.base import StepResult, Task, VecEnv
-from kppo.envs.cartpole import CartPole
+from kppo.envs.cartpole import CartPole, CartPoleNoVel
 from kppo.envs.mountain_car import MountainCar, MountainCarContinuous
 from kppo.envs.pendulum import Pendulum
 from kppo.envs.wrappers import (
@@ -80,6 +80,7 @@ def make(
 __all__ = [
     "Acrobot",
     "CartPole",
+    "CartPoleNoVel",
     "EnvState",
     "EpisodeStatistics",
     "EpisodeStatsState",

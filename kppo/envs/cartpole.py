@@ -84,3 +84,16 @@ class CartPole(Task):
     def to_gym_state(self, state: CartPoleState) -> np.ndarray:
         """`CartPoleState` -> float64 [num_envs, 4] array in gymnasium's layout."""
         return np.stack([np.asarray(v, np.float64) for v in state], axis=1)
+
+
+class CartPoleNoVel(CartPole):
+    """CartPole observed without its velocities, [x, theta] (RL-Zoo's CartPoleNoVel-v1, sb3-contrib's
+    CartPoleNoVelEnv): the same dynamics and rewards; a memoryless policy cannot tell where the pole is going."""
+
+    gym_id = None
+    _high = np.array([CartPole.x_threshold * 2, CartPole.theta_threshold_radians * 2], dtype=np.float32)
+    observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
+
+    def observe(self, state: CartPoleState) -> tf.Tensor:
+        """[num_envs, 2]: the cart's position and the pole's angle."""
+        return tf.stack([state.x, state.theta], axis=1)

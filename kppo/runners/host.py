@@ -13,7 +13,7 @@ import numpy as np
 
 from kppo import normalization
 from kppo._tf import tf
-from kppo.agent import Agent, make_agent
+from kppo.agent import Agent, initial_memory, make_agent
 from kppo.config import Config
 from kppo.distribute import make_strategy
 from kppo.envs.action_masks import MaskReader
@@ -59,7 +59,8 @@ def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
         return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
 
 
-def _initial_state(vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None) -> RunnerState:
+def _initial_state(vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None,
+                   agent: Agent) -> RunnerState:
     obs = vec_env.reset(seed=config.seed)
     obs_stats = normalization.to_host(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
     if config.normalize_obs and start.count_reset:
@@ -68,6 +69,7 @@ def _initial_state(vec_env: GymVecEnv, config: Config, start: Start, masks: Mask
         obs, tf.zeros([config.num_envs]), obs_stats, start.return_stats or normalization.initial_stats(()),
         np.zeros(config.num_envs), np.zeros(config.num_envs, np.int32), vec_env.reset_raw_obs, time.perf_counter(),
         masks.reset(vec_env.reset_infos) if masks is not None else None,
+        memory=tuple(m.numpy() for m in initial_memory(agent, config.num_envs)),
     )
     return RunnerState(rollout, root_keys(config.seed)[1], tf.constant(0, tf.int32))
 
@@ -119,7 +121,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
                                              vectorization=config.vectorization, seed=config.seed + 1)
             eval_parts["masks"] = MaskReader(eval_parts["env"].vec_env, vec_env.action_space) if masks else None
         eval_env = eval_parts["env"]
-        actor = host_actor(agent.actor, agent.dist, config.normalize_obs)
+        actor = host_actor(agent.actor, agent.dist, config.normalize_obs, agent.memory)
         result, trajectory = evaluate_host(eval_env, actor, obs_stats, config.seed * 1000 + round_index,
                                            eval_env.max_episode_steps or 1000, eval_parts["masks"])
         extra = eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if eval_metrics_fn else {}
@@ -133,6 +135,6 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     def clip_range() -> float:
         return float(schedule.clip_range.numpy()) if schedule is not None else config.clip_range
 
-    return Runner(agent, _initial_state(vec_env, config, start, masks), run_iterations, evaluate_round,
+    return Runner(agent, _initial_state(vec_env, config, start, masks, agent), run_iterations, evaluate_round,
                   vec_env.observation_space, vec_env.action_space, vec_env, close, clip_range,
                   steps_on_host=True)  # the state stays on the host: not per-replica

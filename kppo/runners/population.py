@@ -61,6 +61,9 @@ def check_members(configs: list[Config]) -> None:
     if configs[0].distribute != "none":
         raise ValueError(f"distribute: a population runs on one device, expected 'none', got "
                          f"{configs[0].distribute!r}")
+    if configs[0].recurrent is not None:
+        raise ValueError(f"recurrent: populations of recurrent agents are not built yet, expected null, got "
+                         f"{configs[0].recurrent!r}; train each seed on its own")
 
 
 class MemberWeights(tf.Module):

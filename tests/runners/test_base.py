@@ -46,7 +46,8 @@ def _rollout():
                       value=tf.constant([[1.0, 2.0], [3.0, 4.0]]), reward=zeros,
                       terminated=tf.constant([[False, False], [False, True]]), truncated=tf.zeros([2, 2], tf.bool),
                       final_value=zeros, episode_return=tf.constant([[0.0, 0.0], [0.0, 3.0]]),
-                      episode_length=tf.constant([[0, 0], [0, 2]]), action_mask=tf.zeros([2, 2, 0], tf.bool))
+                      episode_length=tf.constant([[0, 0], [0, 2]]), action_mask=tf.zeros([2, 2, 0], tf.bool),
+                      episode_start=tf.zeros([2, 2], tf.bool))
     return Rollout(traj, zeros, tf.constant([[1.0, 2.0], [3.0, 4.0]]))
 
 

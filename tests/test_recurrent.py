@@ -1,0 +1,114 @@
+"""Recurrent (LSTM) agents on TF-native envs: the memory restarts at episode starts, the update replays whole env
+sequences and sees the rollout's log-probabilities exactly, and an LSTM learns CartPole without velocities."""
+
+import numpy as np
+import pytest
+
+import kppo
+from kppo import envs
+from kppo._tf import tf
+from kppo.agent import initial_memory, make_agent, replay
+from kppo.rollout import collect_rollout, initial_rollout_state
+from kppo.runners.base import rollout_settings, update_settings
+from kppo.update import flatten, minibatch_loss
+
+SMALL = dict(recurrent="lstm", lstm_hidden_size=16, num_hidden_units=16, num_envs=4, num_steps=64, num_minibatches=2)
+
+
+@pytest.mark.parametrize("critic_lstm", [True, False])
+def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episode_starts(critic_lstm):
+    config = kppo.Config(**SMALL, enable_critic_lstm=critic_lstm)
+    env = envs.make("CartPole-v1")
+    agent = make_agent(config, 4, env.action_space)
+    assert len(agent.memory.cells) == (2 if critic_lstm else 1)
+    state = initial_rollout_state(env, agent, tf.constant([0, 1]), 4, False)
+    state, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))  # warm memory
+    _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([4, 5]))
+    traj = rollout.trajectory
+    starts = traj.episode_start.numpy()
+    assert starts[1:].any() and np.any(np.abs(rollout.memory[0].numpy()) > 0)  # resets inside; a live start memory
+    batch = flatten(rollout)  # env-major sequences [B, T]
+    assert batch.obs.shape == (4, 64, 4) and batch.memory[0].shape == (4, 16)
+    _, info = minibatch_loss(agent, update_settings(config), batch)
+    assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0  # ratio exactly 1
+    params, values, _ = replay(agent, traj.obs, traj.episode_start, rollout.memory)
+    np.testing.assert_array_equal(agent.dist.log_prob(params, traj.action).numpy(), traj.log_prob.numpy())
+    np.testing.assert_array_equal(values.numpy(), traj.value.numpy())
+    # From another start memory, every step after an env's first episode start is unchanged: the memory restarted.
+    other = tuple(tf.random.normal(m.shape, seed=7) for m in rollout.memory)
+    params_other, _, _ = replay(agent, traj.obs, traj.episode_start, other)
+    after_reset = np.cumsum(starts, axis=0) > 0
+    np.testing.assert_allclose(params_other.numpy()[after_reset], params.numpy()[after_reset], atol=1e-6)
+    assert not np.allclose(params_other.numpy()[~after_reset], params.numpy()[~after_reset], atol=1e-6)
+
+
+def test_recurrent_training_runs_evaluates_and_checkpoints(tmp_path):
+    config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 4, eval_freq=2, num_eval_envs=2)
+    result = kppo.train("cartpole", config, checkpoint_dir=tmp_path)
+    assert np.isfinite(result.metrics["train/total_loss"]).all() and (tmp_path / "checkpoint").is_file()
+    assert len(initial_memory(result.agent, 3)) == 4
+
+
+def test_recurrent_settings_are_checked_in_one_line():
+    with pytest.raises(ValueError, match=r"num_minibatches: expected a divisor of num_envs = 4 \(recurrent minibatches "
+                                         r"are whole env sequences\), got 3"):
+        kppo.Config(**{**SMALL, "num_minibatches": 3, "num_steps": 63})
+    with pytest.raises(ValueError, match=r"recurrent: expected null or 'lstm', got 'gru'"):
+        kppo.Config(recurrent="gru")
+
+
+@pytest.mark.slow
+def test_an_lstm_learns_cartpole_without_velocities_where_an_mlp_cannot():
+    """CartPoleNoVel (positions only), RL-Zoo's ppo_lstm setting for it (8 envs x 32 steps, one minibatch, 20
+    epochs, gamma 0.98, GAE 0.8, lr 1e-3 annealed, normalized observations and rewards, LSTM 64, pi/vf [64] ReLU),
+    100,000 steps, 3 seeds each."""
+    zoo = dict(num_envs=8, num_steps=32, num_minibatches=1, num_epochs=20, gamma=0.98, gae_lambda=0.8,
+               learning_rate=1e-3, lr_schedule="linear", ent_coef=0.0, normalize_obs=True, normalize_reward=True,
+               activation="relu", actor_hidden_units=[64], critic_hidden_units=[64], total_timesteps=100_000,
+               eval_freq=5, num_eval_envs=16)
+    env = envs.wrap(envs.CartPoleNoVel())
+    lstm = [kppo.train(env, kppo.Config(**zoo, recurrent="lstm", lstm_hidden_size=64), seed=s) for s in range(3)]
+    mlp = [kppo.train(env, kppo.Config(**zoo), seed=s) for s in range(3)]
+    lstm_final = [float(r.metrics["eval/mean_returns"][-1]) for r in lstm]
+    mlp_final = [float(r.metrics["eval/mean_returns"][-1]) for r in mlp]
+    print(f"lstm {lstm_final}, mlp {mlp_final}")
+    assert min(lstm_final) > max(mlp_final), (lstm_final, mlp_final)
+
+
+def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one():
+    from kppo import normalization
+    from kppo.envs.gymnasium import make_vec_env
+    from kppo.host_policy import actor_input, actor_params, snapshot
+    from kppo.host_rollout import HostRolloutState, collect_host_rollout, finish_rollout
+
+    config = kppo.Config(**SMALL)
+    vec_env = make_vec_env("CartPole-v1", 4, seed=0)
+    agent = make_agent(config, 4, vec_env.action_space)
+    settings = rollout_settings(config)
+    obs = vec_env.reset(seed=0)
+    memory = tuple(m.numpy() for m in initial_memory(agent, 4))
+    state = HostRolloutState(obs, tf.zeros([4]), normalization.to_host(normalization.initial_stats([4])),
+                             normalization.initial_stats(()), np.zeros(4), np.zeros(4, np.int32), memory=memory)
+    finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
+    state, _ = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([1, 2]))
+    assert np.any(np.abs(state.memory[0]) > 0) and len(state.memory) == 4
+    _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([3, 4]))
+    traj = rollout.trajectory
+    assert traj.episode_start.numpy()[1:].any()
+    _, info = minibatch_loss(agent, update_settings(config), flatten(rollout))
+    assert float(info.approx_kl) == 0.0
+    # The numpy LSTM the rollout acted with is the TF one the update replays (float rounding apart).
+    weights, actor_memory, numpy_params = snapshot(agent.actor, agent.memory), tuple(rollout.memory[:2]), []
+    actor_memory = tuple(m.numpy() for m in actor_memory)
+    for t in range(64):
+        features, actor_memory = actor_input(weights, traj.obs.numpy()[t], actor_memory, traj.episode_start.numpy()[t])
+        numpy_params.append(actor_params(weights, features))
+    params, _, _ = replay(agent, traj.obs, traj.episode_start, rollout.memory)
+    np.testing.assert_allclose(np.stack(numpy_params), params.numpy(), atol=1e-5)
+
+
+def test_recurrent_populations_and_strategies_are_refused_in_one_line():
+    with pytest.raises(ValueError, match=r"recurrent: populations of recurrent agents are not built yet"):
+        kppo.train("cartpole", kppo.Config(**SMALL, total_timesteps=4 * 64), seed=[0, 1])
+    with pytest.raises(ValueError, match=r"distribute: expected 'none' for a recurrent policy"):
+        kppo.Config(**SMALL, distribute="mirrored")
