@@ -17,6 +17,7 @@ from kppo.metrics import METRICS
 from kppo.policy import ActScaling, ObsScaling, Policy
 from kppo.maskable import MaskablePPO
 from kppo.ppo import PPO, make_vec_env
+from kppo.recurrent_ppo import RecurrentPPO
 from kppo.training import PopulationResult, PPOResult, train
 from kppo.vec_normalize import VecNormalize
 from kppo.version import __version__
@@ -37,6 +38,7 @@ __all__ = [
     "PPOResult",
     "Policy",
     "PopulationResult",
+    "RecurrentPPO",
     "StopTrainingOnMaxEpisodes",
     "StopTrainingOnRewardThreshold",
     "Sweep",

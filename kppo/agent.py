@@ -114,7 +114,8 @@ def make_policy(
     """The agent's actor with frozen observation statistics (numpy copies: later training does not change it);
     `action_masks`: trained with action masks (its artifacts take a mask)."""
     scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs)
-    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks)
+    lstm = agent.memory.cells[0] if agent.memory is not None else None
+    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks, lstm)
 
 
 class SavedAgent(NamedTuple):

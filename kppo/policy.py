@@ -59,6 +59,9 @@ class Policy:
         action_masks: the policy was trained with action masks: `get_action` and `predict` take them (bool
             [n] or [N, n], True = allowed; MultiDiscrete: the dimensions' masks concatenated) and its artifacts have
             a mask input. A mask may be given to any Discrete or MultiDiscrete policy.
+        lstm: a recurrent policy's LSTM cell (the actor's): `predict` carries its state as sb3-contrib's
+            RecurrentPPO does ((h, c), each [1, N, units], zeros where `episode_start`), and `get_action` (stateless)
+            refuses it.
     """
 
     def __init__(
@@ -69,8 +72,11 @@ class Policy:
         observation_space: gym.spaces.Space,
         action_space: gym.spaces.Space,
         action_masks: bool = False,
+        lstm=None,
     ):
         self.actor = actor
+        self.lstm = lstm
+        self._compiled_step = tf.function(self._step_graph, reduce_retracing=True)
         self.action_masks = bool(action_masks)
         self.dist = dist
         self.obs_scaling = obs_scaling
@@ -130,6 +136,9 @@ class Policy:
     def get_action(self, obs, rng=None, action_mask=None) -> np.ndarray:
         """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None; only among
         the actions `action_mask` allows when given."""
+        if self.lstm is not None:
+            raise ValueError("get_action: a recurrent policy acts with its memory; use predict(obs, state, "
+                             "episode_start) or step(...)")
         batch, single = self._batched(obs)
         out = self.get_action_flat(batch, rng, self.mask_rows(action_mask, len(batch)))
         return out[0] if single else out
@@ -138,12 +147,38 @@ class Policy:
         """Stable-Baselines3's `predict` (sb3-contrib MaskablePPO's with `action_masks`): `(action(s), None)` for one
         raw observation or a batch, so `evaluate_policy`, `EvalCallback` and SB3-style code accept a policy.
         Stochastic actions use the key [seed, n] of the n-th stochastic call."""
-        del state, episode_start  # no recurrent state
         rng = None
         if not deterministic:
             self._predict_calls += 1
             rng = np.array([self.seed, self._predict_calls], np.int32)
+        if self.lstm is not None:
+            return self.step(observation, state, episode_start, rng, action_masks)
         return self.get_action(observation, rng=rng, action_mask=action_masks), None
+
+    def step(self, obs, state=None, episode_start=None, rng=None, action_mask=None):
+        """A recurrent policy's step: (action(s) in env units, new state (h, c), each [1, N, units]). `state` None
+        starts from zeros; the state restarts from zeros where `episode_start` (bool [N]) is True."""
+        batch, single = self._batched(obs)
+        rows, units = len(batch), self.lstm.units
+        if state is None:
+            state = (np.zeros((1, rows, units), np.float32),) * 2
+        try:
+            h, c = (np.asarray(part, np.float32).reshape(rows, units) for part in state)
+        except (TypeError, ValueError):
+            raise ValueError(f"state: expected (h, c), each of shape [1, {rows}, {units}], got "
+                             f"{[np.shape(p) for p in state] if isinstance(state, (tuple, list)) else type(state)}")
+        starts = np.zeros(rows, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(rows)
+        key = None if rng is None else _as_key(rng)
+        mask = self.mask_rows(action_mask, rows)
+        action, h, c = self._compiled_step(tf.constant(batch), key, None if mask is None else tf.constant(mask),
+                                           tf.constant(h), tf.constant(c), tf.constant(starts))
+        action = action.numpy()
+        return (action[0] if single else action), (h.numpy()[None], c.numpy()[None])
+
+    def _step_graph(self, obs, key, mask, h, c, episode_start):
+        keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
+        features, (h, c) = self.lstm(self.normalize(obs), [h * keep, c * keep])
+        return self.dist.to_env(self._apply_actor(features, key, mask)), h, c
 
     def mask_rows(self, action_mask, rows: int) -> np.ndarray | None:
         """An action mask for `rows` observations as bool [rows, mask_size] (None stays None); one-line errors."""

@@ -67,6 +67,9 @@ class PPO:
     argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
     same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
 
+    policy_names = _POLICIES
+    _policy_config = staticmethod(policy_config)  # policy_kwargs -> Config fields
+
     def __init__(
         self,
         policy: str,
@@ -96,8 +99,8 @@ class PPO:
         device: str = "auto",
         _init_setup_model: bool = True,
     ):
-        if policy not in _POLICIES:
-            raise ValueError(f"policy: expected one of {_POLICIES}, got {policy!r}")
+        if policy not in self.policy_names:
+            raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}")
         if rollout_buffer_class is not None:
             raise ValueError(f"rollout_buffer_class: expected None (kppo keeps its rollout in tensors), got "
                              f"{rollout_buffer_class!r}")
@@ -126,7 +129,7 @@ class PPO:
             normalize_advantage=normalize_advantage, ent_coef=ent_coef, vf_coef=vf_coef,
             max_grad_norm=max_grad_norm, target_kl=target_kl,
         )
-        self._policy_fields = policy_config(policy_kwargs)
+        self._policy_fields = self._policy_config(dict(policy_kwargs or {}))
         self.policy_kwargs = dict(policy_kwargs or {})
         self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
         self._current_lr = self.learning_rate
@@ -343,12 +346,15 @@ class PPO:
         """(action, None) for one observation or a batch (raw observations, as the env returns them); only among the
         actions `action_masks` allows when given (sb3-contrib's MaskablePPO.predict)."""
         del state, episode_start  # no recurrent policies
-        policy = self._get_policy()
-        rng = None
-        if not deterministic:
-            self._predict_calls += 1
-            rng = np.array([self.seed, self._predict_calls], np.int32)
-        return policy.get_action(observation, rng=rng, action_mask=action_masks), None
+        return self._get_policy().get_action(observation, rng=self._predict_rng(deterministic),
+                                             action_mask=action_masks), None
+
+    def _predict_rng(self, deterministic: bool):
+        """None, or the key [seed, n] of the n-th stochastic `predict` call."""
+        if deterministic:
+            return None
+        self._predict_calls += 1
+        return np.array([self.seed, self._predict_calls], np.int32)
 
     def save(self, path: str | Path) -> None:
         """Writes a kppo agent directory (config.yaml, metadata.json, weights/); no pickle. Schedules are saved
