@@ -29,6 +29,7 @@ def run_episodes(controller: Controller, env_id: str, episodes: int, seed: int) 
     returns = []
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i)
+        controller.reset()  # a recurrent artifact's state starts from zeros
         total, done = 0.0, False
         while not done:
             mask = None if controller.mask_size is None else env_mask(env, info)

@@ -35,9 +35,9 @@ class MicroError(ValueError):
     """TFLite Micro rejected the model (or crashed on it); the message is one line."""
 
 
-def _run(model: bytes, arena_size: int, inputs: list[np.ndarray]) -> np.ndarray:
+def _run(model: bytes, arena_size: int, inputs: list[np.ndarray], output: int = 0) -> np.ndarray:
     """Runs the rows of `inputs` (one array per model input, in the model's input order) in a TFLite Micro
-    interpreter, in this process (it may crash it: see `run_isolated`)."""
+    interpreter, in this process (it may crash it: see `run_isolated`); returns output `output` per row."""
     from tflite_micro import runtime
 
     interpreter = runtime.Interpreter.from_bytes(model, arena_size=arena_size)
@@ -46,16 +46,16 @@ def _run(model: bytes, arena_size: int, inputs: list[np.ndarray]) -> np.ndarray:
         for position, values in enumerate(inputs):
             interpreter.set_input(values[row][None], position)
         interpreter.invoke()
-        outputs.append(np.array(interpreter.get_output(0))[0])
+        outputs.append(np.array(interpreter.get_output(output))[0])
     return np.asarray(outputs)
 
 
-def _child(model: bytes, arena_size: int, obs: list[np.ndarray], log_path: str, conn) -> None:
+def _child(model: bytes, arena_size: int, obs: list[np.ndarray], log_path: str, conn, output: int = 0) -> None:
     log = os.open(log_path, os.O_WRONLY | os.O_TRUNC)
     os.dup2(log, 1)  # TFLite Micro prints from C++: capture it for the one-line report
     os.dup2(log, 2)
     try:
-        conn.send(("ok", _run(model, arena_size, obs)))
+        conn.send(("ok", _run(model, arena_size, obs, output)))
     except Exception as error:  # the interpreter raises RuntimeError/ValueError when it cannot allocate or prepare
         conn.send(("error", f"{type(error).__name__}: {error}"))
 
@@ -76,7 +76,7 @@ def _log_lines(path: str) -> list[str]:
 
 
 def run_isolated(model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarray],
-                 timeout: float = 300.0) -> tuple[np.ndarray | None, str]:
+                 timeout: float = 300.0, output: int = 0) -> tuple[np.ndarray | None, str]:
     """`_run` in a child process: (outputs, "") or (None, one-line reason), also when TFLite Micro crashes. `obs`:
     the input rows, or a list of arrays, one per model input in its order."""
     obs = [np.asarray(x) for x in obs] if isinstance(obs, list) else [np.asarray(obs)]
@@ -84,7 +84,7 @@ def run_isolated(model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarra
     os.close(fd)
     context = _context()
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(model, arena_size, obs, log_path, send), daemon=True)
+    process = context.Process(target=_child, args=(model, arena_size, obs, log_path, send, output), daemon=True)
     try:
         process.start()
         send.close()
@@ -110,13 +110,13 @@ def run_isolated(model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarra
 
 
 def smallest_arena(model: bytes, probe: np.ndarray | list[np.ndarray], low: int = 256, high: int | None = None,
-                   expected: np.ndarray | None = None) -> int:
+                   expected: np.ndarray | None = None, output: int = 0) -> int:
     """Smallest arena size (bytes, to 16) with which the model allocates and runs `probe` (and reproduces `expected`,
     the outputs with the large arena, when given)."""
     high = high or max(10 * len(model), 64 * 1024)
 
     def works(size: int) -> bool:
-        out, _ = run_isolated(model, size, probe)
+        out, _ = run_isolated(model, size, probe, output=output)
         return out is not None and (expected is None or np.array_equal(out, expected))
 
     if not works(high):
@@ -142,17 +142,26 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
     obs = example_observations(metadata["observation_space"], observations, rng).astype(dtype)
     controller = Controller(artifact)
     masks = None if controller.mask_size is None else example_masks(metadata["action_space"], observations, rng)
-    inputs = [obs] if masks is None else [None, None]
+    inputs = [None] * (1 + (masks is not None) + 2 * controller.recurrent)
+    inputs[controller.obs_position] = obs
     if masks is not None:
-        inputs[controller.obs_position], inputs[controller.mask_position] = obs, masks
+        inputs[controller.mask_position] = masks
+    states = [np.tanh(rng.normal(size=(observations, controller.units))).astype(np.float32)
+              for _ in controller.state_positions]  # a recurrent artifact: random states in (-1, 1)
+    for position, state in zip(controller.state_positions, states):
+        inputs[position] = state
     high = max(10 * len(model), 64 * 1024)
-    micro, reason = run_isolated(model, high, inputs)
+    micro, reason = run_isolated(model, high, inputs, output=controller.action_position)
     if micro is None:
         hint = " (TFLite Micro runs float32 and int8 artifacts, not dynamic-range ones)" if (
             metadata.get("quantization") == "dynamic") else ""
         raise MicroError(f"TFLite Micro rejects {artifact.name} (with a {high}-byte arena): {reason}{hint}")
-    arena = smallest_arena(model, [x[:4] for x in inputs], high=high, expected=micro[:4])
-    litert = [controller.act_flat(row, None if masks is None else masks[i]) for i, row in enumerate(obs)]
+    arena = smallest_arena(model, [x[:4] for x in inputs], high=high, expected=micro[:4],
+                           output=controller.action_position)
+    litert = []
+    for i, row in enumerate(obs):
+        controller.state = tuple(state[i:i + 1] for state in states)
+        litert.append(controller.act_flat(row, None if masks is None else masks[i]))
     litert = np.asarray(litert).reshape(micro.shape)
     error = np.abs(micro.astype(np.float64) - litert)
     report = {"arena_bytes": arena, "model_bytes": len(model), "max_abs_error_vs_litert": float(error.max()),

@@ -6,6 +6,8 @@ Dependencies: numpy and ai-edge-litert only (`pip install "kppo[export]"`, or ju
     controller = Controller("policy.tflite")      # reads policy.tflite.metadata.json beside it
     action = controller.act(obs)                  # raw observation in, env action out
     action = controller.act(obs, mask)            # a policy trained with action masks: 1/True = allowed
+    controller.reset()                            # a recurrent policy: call at every episode start (the state
+                                                  # (h, c) is carried from call to call inside the controller)
 
 The artifact's input row is the raw observation flattened: Box values in C order, a Discrete observation as its integer,
 MultiDiscrete and MultiBinary observations as their integers, the parts of a Dict concatenated in the metadata's key
@@ -69,11 +71,12 @@ def load_metadata(artifact: str | Path, metadata: str | Path | None = None) -> d
 
 
 MASK_INPUT = "action_mask"
+STATE_NAMES = ("state_h", "state_c")  # a recurrent artifact's state inputs and outputs
 
 
 class Controller:
     """A policy artifact ready to act: `act(obs)` for one observation, `act(obs, mask)` for an artifact with an
-    action-mask input (any batch size the model was exported with is handled row by row when it is fixed at 1)."""
+    action-mask input; a recurrent artifact's state is kept here (`reset()` at each episode start)."""
 
     def __init__(self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1):
         self.metadata = load_metadata(artifact, metadata)
@@ -82,10 +85,24 @@ class Controller:
         inputs = self.interpreter.get_input_details()
         #: Positions of the observation and the mask among the model's inputs (TFLite Micro sets inputs by position).
         self.mask_position = next((i for i, d in enumerate(inputs) if MASK_INPUT in d["name"]), None)
-        self.obs_position = next(i for i in range(len(inputs)) if i != self.mask_position)
+        self.obs_position = next(i for i, d in enumerate(inputs) if i != self.mask_position
+                                 and not any(name in d["name"] for name in STATE_NAMES))
         self._input = inputs[self.obs_position]
         self._mask = None if self.mask_position is None else inputs[self.mask_position]
-        self._output = self.interpreter.get_output_details()[0]
+        signature = self.interpreter.get_signature_runner("action")
+        ins, outs = signature.get_input_details(), signature.get_output_details()
+        self.recurrent = STATE_NAMES[0] in ins
+        #: Output positions (TFLite Micro reads outputs by position): the action's, and the state's (h, c).
+        positions = {d["index"]: i for i, d in enumerate(self.interpreter.get_output_details())}
+        self.action_position = positions[outs["action" if self.recurrent else next(iter(outs))]["index"]]
+        self._output = self.interpreter.get_output_details()[self.action_position]
+        self._state_in = [ins[name]["index"] for name in STATE_NAMES] if self.recurrent else []
+        self._state_out = [outs[name]["index"] for name in STATE_NAMES] if self.recurrent else []
+        #: Input positions of (h, c) for a recurrent artifact.
+        self.state_positions = [i for name in STATE_NAMES for i, d in enumerate(inputs)
+                                if d["index"] == ins[name]["index"]] if self.recurrent else []
+        self.units = int(ins[STATE_NAMES[0]]["shape"][1]) if self.recurrent else None
+        self.reset()
         self.obs_dim = int(self.metadata["input"]["shape"][1])
         self.mask_size = None if self._mask is None else int(self._mask["shape"][1])
         self.input_dtype = np.dtype(self._input["dtype"])
@@ -118,9 +135,17 @@ class Controller:
         self.interpreter.set_tensor(self._input["index"], np.asarray(row).astype(self.input_dtype)[None])
         if mask_row is not None:
             self.interpreter.set_tensor(self._mask["index"], mask_row[None])
+        for index, value in zip(self._state_in, self.state):
+            self.interpreter.set_tensor(index, value)
         self.interpreter.invoke()
         out = self.interpreter.get_tensor(self._output["index"])[0]
+        if self.recurrent:
+            self.state = tuple(self.interpreter.get_tensor(index).copy() for index in self._state_out)
         return int(out) if self.discrete else out.copy()
+
+    def reset(self) -> None:
+        """Zeros a recurrent artifact's state (h, c): call it at every episode start (nothing for others)."""
+        self.state = tuple(np.zeros((1, self.units), np.float32) for _ in STATE_NAMES) if self.recurrent else ()
 
     def example_observations(self, count: int, rng: np.random.Generator | None = None) -> np.ndarray:
         """`count` valid input rows [count, obs_dim] of the artifact's input dtype (see `example_observations`)."""

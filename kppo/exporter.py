@@ -35,8 +35,9 @@ from kppo import checkpoint
 from kppo._tf import tf
 from kppo.agent import load_agent
 from kppo.calibration import policy_env, record_observations
-from kppo.parity import (MASK_INPUT, PARITY_TOLERANCE, ParityError, TFLiteRunner, calibration_observations,
-                         check_parity, example_masks, mask_parts, measure_parity, parity_masks, parity_observations)
+from kppo.parity import (MASK_INPUT, PARITY_TOLERANCE, STATE_INPUTS, ParityError, TFLiteRunner, calibration_observations,
+                         check_parity, example_masks, mask_parts, measure_parity, measure_recurrent_parity, parity_masks,
+                         parity_observations)
 from kppo.policy import Policy
 from kppo.version import __version__
 
@@ -107,24 +108,34 @@ def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 
 def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
     spec = [tf.TensorSpec([batch_size, policy.input_dim], tf.as_dtype(policy.input_dtype), name="obs")]
+    if policy.action_masks:
+        spec.append(tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT))
+    if policy.lstm is not None:  # a recurrent policy's state in and out: (h, c) as plain tensors, no stateful ops
+        spec += [tf.TensorSpec([batch_size, policy.lstm.units], tf.float32, name=name) for name in STATE_INPUTS]
     actor, front = policy.actor, policy.normalize
-    if int8_rows is not None and not policy.obs_scaling.enabled:
+    if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None:
         actor, front = _standardized(policy, int8_rows)
 
-    def action(obs, action_mask=None):
-        logits = actor(front(policy.encode_graph(obs)))
-        if action_mask is not None:
-            logits = _masked_for_argmax(logits, action_mask)
-        return policy.dist.to_env(policy.dist.mode(logits))
+    def action(*inputs):
+        features, rest = front(policy.encode_graph(inputs[0])), list(inputs[1:])
+        mask = rest.pop(0) if policy.action_masks else None
+        if policy.lstm is not None:
+            features, state = policy.lstm(features, rest)
+        logits = actor(features)
+        if mask is not None:
+            logits = _masked_for_argmax(logits, mask)
+        env_action = policy.dist.to_env(policy.dist.mode(logits))
+        return env_action if policy.lstm is None else {"action": env_action, **dict(zip(STATE_INPUTS, state))}
 
-    mask_spec = [tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT)]
     archive = keras.export.ExportArchive()
     archive.track(actor)
-    archive.add_endpoint(name="action", fn=action, input_signature=spec + (mask_spec if policy.action_masks else []))
-    if critic is not None:
+    if policy.lstm is not None:
+        archive.track(policy.lstm)
+    archive.add_endpoint(name="action", fn=action, input_signature=spec)
+    if critic is not None and policy.lstm is None:  # a recurrent critic needs its own memory: no value endpoint
         archive.track(critic)
         value = lambda obs: critic(policy.normalize(policy.encode_graph(obs)))  # noqa: E731
-        archive.add_endpoint(name="value", fn=value, input_signature=spec)
+        archive.add_endpoint(name="value", fn=value, input_signature=spec[:1])
     archive.write_out(str(directory), verbose=False)
 
 
@@ -220,6 +231,9 @@ def export(
     if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
     policy, critic, config = resolve_source(source)
+    if policy.lstm is not None and quantize is not None:
+        raise ValueError(f"quantize: a recurrent policy exports as float32 (its LSTM is not calibrated for "
+                         f"quantization yet), expected None, got {quantize!r}")
     path = Path(path)
     recorded, calibration = representative_obs, "representative_obs"
     if quantize == "int8" and recorded is None:
@@ -241,7 +255,7 @@ def export(
         _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
         if format == "saved_model":
             loaded = tf.saved_model.load(str(saved_model))
-            run = _saved_model_runner(loaded, batch_size, policy.action_masks)
+            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None)
             ops: list[str] = []
             if path.exists():
                 shutil.rmtree(path)
@@ -251,10 +265,11 @@ def export(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
             runner = TFLiteRunner(blob)
-            run, ops = runner, runner.ops()
+            run, ops = (runner if policy.lstm is None else runner.step), runner.ops()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    parity = measure_parity(run, policy, obs, masks)
+    parity = (measure_parity(run, policy, obs, masks) if policy.lstm is None
+              else measure_recurrent_parity(run, policy, obs, masks))
     if quantize is None:
         check_parity(parity, format)
     metadata = _metadata(policy, config, format, quantize, batch_size, parity, len(obs), ops, path)
@@ -265,14 +280,24 @@ def export(
     return Exported(path, metadata_path, metadata)
 
 
-def _saved_model_runner(loaded, batch_size: int | None, masked: bool):
-    def run(obs, masks=None):
-        step = batch_size or len(obs)
-        inputs = [obs] if not masked else [obs, np.asarray(masks, np.float32)]
-        rows = [loaded.action(*[tf.constant(x[i:i + step]) for x in inputs]).numpy() for i in range(0, len(obs), step)]
-        return np.concatenate(rows)
+def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool = False):
+    """The SavedModel's `action` on rows of inputs in chunks of `batch_size`: run(obs[, masks]), or for a recurrent
+    artifact run(obs, h, c, masks) -> (actions, h, c)."""
 
-    return run
+    def call(*inputs):
+        step = batch_size or len(inputs[0])
+        chunks = [loaded.action(*[tf.constant(x[i:i + step]) for x in inputs]) for i in range(0, len(inputs[0]), step)]
+        if not recurrent:
+            return np.concatenate([chunk.numpy() for chunk in chunks])
+        return tuple(np.concatenate([chunk[name].numpy() for chunk in chunks]) for name in ("action", *STATE_INPUTS))
+
+    def run(obs, masks=None):
+        return call(obs, *([] if not masked else [np.asarray(masks, np.float32)]))
+
+    def run_step(obs, h, c, masks=None):
+        return call(obs, *([] if not masked else [np.asarray(masks, np.float32)]), h, c)
+
+    return run_step if recurrent else run
 
 
 def _metadata(policy: Policy, config, format, quantize, batch_size, parity, count, ops, path: Path) -> dict:
@@ -285,6 +310,9 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "quantization": quantize or "float32",
         "input": {"name": "obs", "shape": [batch_size, policy.input_dim], "dtype": str(policy.input_dtype)},
         "output": {"name": "action", "shape": out_shape, "dtype": out_dtype},
+        **({"state": {"names": list(STATE_INPUTS), "shape": [batch_size, policy.lstm.units], "dtype": "float32",
+                      "meaning": "the LSTM's (h, c): zeros at an episode's start, then the previous call's outputs"}}
+           if policy.lstm is not None else {}),
         **({"action_mask": {"name": MASK_INPUT, "shape": [batch_size, policy.dist.mask_size], "dtype": "float32",
                             "meaning": "1 = allowed, 0 = masked; MultiDiscrete: the dimensions' masks concatenated"}}
            if policy.action_masks else {}),

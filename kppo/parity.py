@@ -19,6 +19,7 @@ class ParityError(ValueError):
 
 
 MASK_INPUT = "action_mask"  # a masked artifact's second input: float32 [batch, mask_size], 1 = allowed
+STATE_INPUTS = ("state_h", "state_c")  # a recurrent artifact's state inputs and outputs: float32 [batch, units]
 
 
 class TFLiteRunner:
@@ -34,13 +35,29 @@ class TFLiteRunner:
         self.interpreter.allocate_tensors()
         self.runner = self.interpreter.get_signature_runner("action")
         details = self.runner.get_input_details()
-        self.input_name = next(name for name in details if name != MASK_INPUT)
+        self.input_name = next(name for name in details if name != MASK_INPUT and name not in STATE_INPUTS)
         self.masked = MASK_INPUT in details
+        self.units = int(details[STATE_INPUTS[0]]["shape"][1]) if STATE_INPUTS[0] in details else None
         self.fixed_batch = int(details[self.input_name]["shape"][0])
         self.input_dtype = np.dtype(details[self.input_name]["dtype"])
         self.input_dim = int(details[self.input_name]["shape"][1])
 
+    def step(self, obs: np.ndarray, h: np.ndarray, c: np.ndarray, masks: np.ndarray | None = None) -> tuple:
+        """A recurrent artifact on one row at a time: (actions, h, c) for rows `obs` [N, input_dim] with states
+        [N, units] (each row its own state)."""
+        out = []
+        for i in range(len(obs)):
+            inputs = {self.input_name: np.asarray(obs[i:i + 1]).astype(self.input_dtype), STATE_INPUTS[0]: h[i:i + 1],
+                      STATE_INPUTS[1]: c[i:i + 1]}
+            if masks is not None:
+                inputs[MASK_INPUT] = np.asarray(masks[i:i + 1], np.float32)
+            result = self.runner(**inputs)
+            out.append((result["action"], result[STATE_INPUTS[0]], result[STATE_INPUTS[1]]))
+        return tuple(np.concatenate(part) for part in zip(*out))
+
     def __call__(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        if self.units is not None:
+            raise ValueError("obs: a recurrent artifact acts with its state; use step(obs, h, c)")
         obs = np.asarray(obs).astype(self.input_dtype)
         if obs.ndim != 2 or obs.shape[1] != self.input_dim:  # LiteRT would resize the input and run on anyway
             raise ValueError(f"obs: expected input rows [N, {self.input_dim}], got shape {obs.shape}")
@@ -134,19 +151,51 @@ def measure_parity(run, policy: Policy, obs: np.ndarray, masks: np.ndarray | Non
     flat = policy.encode(obs)
     want = policy.get_action_flat(flat, None, masks)
     got = np.asarray(run(obs) if masks is None else run(obs, masks)).reshape(want.shape)
+    logits = None
+    if not isinstance(policy.action_space, gym.spaces.Box):
+        logits = policy.dist.masked_host(np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat))))),
+                                         masks)
+    return _compare(policy, want, got, logits)
+
+
+def _compare(policy: Policy, want: np.ndarray, got: np.ndarray, logits: np.ndarray | None) -> dict[str, float]:
+    """The parity figures of actions `got` against `want` (see `measure_parity`); `logits`: the policy's (masked)
+    logits at each row, for discrete actions."""
     if not np.all(np.isfinite(got)):
         return {"max_error": float("inf"), "mean_error": float("inf"), "non_finite": float(np.mean(~np.isfinite(got)))}
     space = policy.action_space
     if isinstance(space, gym.spaces.Box):
         err = np.abs(got.astype(np.float64) - want) / (space.high - space.low)
         return {"max_error": float(err.max()), "mean_error": float(err.mean()), "non_finite": 0.0}
-    logits = np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat)))))
-    logits = policy.dist.masked_host(logits, masks)
     top2 = np.sort(logits, axis=-1)[..., -2:]
-    decisive = (top2[..., 1] - top2[..., 0] > 1e-4).reshape(len(obs), -1).all(axis=1)
-    wrong = (got != want).reshape(len(obs), -1).any(axis=1)
+    decisive = (top2[..., 1] - top2[..., 0] > 1e-4).reshape(len(want), -1).all(axis=1)
+    wrong = (got != want).reshape(len(want), -1).any(axis=1)
     rate = float(np.mean(wrong[decisive])) if decisive.any() else 0.0
     return {"max_error": rate, "mean_error": float(np.mean(wrong)), "non_finite": 0.0}
+
+
+def measure_recurrent_parity(run, policy: Policy, obs: np.ndarray, masks: np.ndarray | None = None,
+                             episode_length: int = 50) -> dict[str, float]:
+    """`measure_parity` for a recurrent artifact (`run(obs, h, c, masks) -> (actions, h, c)`): the rows of `obs` cut
+    into episodes of `episode_length` steps, run side by side, the state carried from zeros at each episode's start
+    (`Policy.step_flat`); also the state's largest absolute difference (`state_max_error`)."""
+    episodes = len(obs) // episode_length
+    rows = np.asarray(obs)[:episodes * episode_length].reshape(episodes, episode_length, -1)
+    mask_rows = None if masks is None else np.asarray(masks)[:episodes * episode_length].reshape(
+        episodes, episode_length, -1)
+    h = c = np.zeros((episodes, policy.lstm.units), np.float32)
+    run_h, run_c = h, c
+    want, got, logits, state_error = [], [], [], 0.0
+    for t in range(episode_length):
+        step_mask = None if mask_rows is None else mask_rows[:, t]
+        action, h, c, params = policy.step_flat(policy.encode(rows[:, t]), h, c, np.zeros(episodes, bool), None,
+                                                step_mask)
+        run_action, run_h, run_c = run(rows[:, t], run_h, run_c, step_mask)
+        state_error = max(state_error, float(np.abs(run_h - h).max()), float(np.abs(run_c - c).max()))
+        want.append(action), got.append(np.asarray(run_action).reshape(action.shape)), logits.append(params)
+    want, got = np.concatenate(want), np.concatenate(got)
+    return {**_compare(policy, want, got, np.concatenate(logits) if not isinstance(logits[0], tuple) else None),
+            "state_max_error": state_error}
 
 
 def check_parity(parity: dict[str, float], format: str = "tflite") -> None:

@@ -168,17 +168,24 @@ class Policy:
             raise ValueError(f"state: expected (h, c), each of shape [1, {rows}, {units}], got "
                              f"{[np.shape(p) for p in state] if isinstance(state, (tuple, list)) else type(state)}")
         starts = np.zeros(rows, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(rows)
+        action, h, c, _ = self.step_flat(batch, h, c, starts, rng, self.mask_rows(action_mask, rows))
+        return (action[0] if single else action), (h[None], c[None])
+
+    def step_flat(self, flat_obs: np.ndarray, h: np.ndarray, c: np.ndarray, episode_start: np.ndarray, rng=None,
+                  action_mask: np.ndarray | None = None) -> tuple:
+        """`step` on flattened observations [N, D] and states [N, units]: (actions, h, c, actor params (masked))."""
         key = None if rng is None else _as_key(rng)
-        mask = self.mask_rows(action_mask, rows)
-        action, h, c = self._compiled_step(tf.constant(batch), key, None if mask is None else tf.constant(mask),
-                                           tf.constant(h), tf.constant(c), tf.constant(starts))
-        action = action.numpy()
-        return (action[0] if single else action), (h.numpy()[None], c.numpy()[None])
+        mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
+        out = self._compiled_step(tf.constant(np.asarray(flat_obs, np.float32)), key, mask, tf.constant(h),
+                                  tf.constant(c), tf.constant(episode_start))
+        return tuple(tf.nest.map_structure(lambda x: x.numpy(), out))
 
     def _step_graph(self, obs, key, mask, h, c, episode_start):
         keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
         features, (h, c) = self.lstm(self.normalize(obs), [h * keep, c * keep])
-        return self.dist.to_env(self._apply_actor(features, key, mask)), h, c
+        params = self.dist.masked(self.actor(features), mask)
+        action = self.dist.mode(params) if key is None else self.dist.sample(params, key)
+        return self.dist.to_env(action), h, c, params
 
     def mask_rows(self, action_mask, rows: int) -> np.ndarray | None:
         """An action mask for `rows` observations as bool [rows, mask_size] (None stays None); one-line errors."""
