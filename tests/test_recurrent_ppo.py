@@ -66,3 +66,44 @@ def test_unsupported_lstm_options_are_one_line_errors(kwargs, match):
         kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", policy_kwargs=kwargs)
     with pytest.raises(ValueError, match=r"policy: expected one of \('MlpLstmPolicy', 'MultiInputLstmPolicy'\)"):
         kppo.RecurrentPPO("MlpPolicy", "CartPole-v1")
+
+
+def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whole_episodes(model, tmp_path):
+    """TFLite and SavedModel artifacts take (obs, state_h, state_c) and return the action and the new state; the
+    deployment kit (no TensorFlow) plays the same closed-loop episodes as predict, state carried."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exported = kppo.export(model, tmp_path / "lstm.tflite")
+    parity = exported.metadata["parity"]
+    assert parity["max_error"] == 0.0 and parity["state_max_error"] < 1e-5
+    assert not {"WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE"} & set(exported.metadata["tflite_ops"])
+    saved = kppo.export(model, tmp_path / "lstm_sm", format="saved_model", batch_size=None)
+    assert saved.metadata["parity"]["state_max_error"] < 1e-5
+    with pytest.raises(ValueError, match=r"quantize: a recurrent policy exports as float32"):
+        kppo.export(model, tmp_path / "lstm_int8.tflite", quantize="int8")
+    seeds = [21, 22, 23]
+    want = []
+    for seed in seeds:
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=seed)
+        state, start, total, done = None, True, 0.0, False
+        while not done:
+            action, state = model.predict(obs, state=state, episode_start=np.array([start]), deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, start, done = total + reward, False, terminated or truncated
+        want.append(total)
+    code = ("import sys, json\nfor n in ('tensorflow', 'kppo'):\n    sys.modules[n] = None\n"
+            "from export.evaluate import run_episodes\nfrom export.micro_check import check\n"
+            "from export.runtime import Controller\n"
+            f"c = Controller({str(exported.path)!r})\n"
+            f"print(json.dumps({{'returns': [run_episodes(c, 'CartPole-v1', 1, s)[0] for s in {seeds}], "
+            f"'micro': check({str(exported.path)!r}, 50)}}))\n")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["returns"] == want
+    assert got["micro"]["action_mismatch_vs_litert"] == 0.0 and got["micro"]["arena_bytes"] <= 16 * 1024
