@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 INTEGER_SPACES = ("Discrete", "MultiDiscrete", "MultiBinary")
 
@@ -78,9 +78,12 @@ class Controller:
     """A policy artifact ready to act: `act(obs)` for one observation, `act(obs, mask)` for an artifact with an
     action-mask input; a recurrent artifact's state is kept here (`reset()` at each episode start)."""
 
-    def __init__(self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1):
+    def __init__(self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1,
+                 delegates: bool = True):
+        """`delegates`: LiteRT's default delegates (XNNPACK); False runs its builtin kernels only, silently."""
         self.metadata = load_metadata(artifact, metadata)
-        self.interpreter = Interpreter(model_path=str(artifact), num_threads=num_threads)
+        resolver = {} if delegates else {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+        self.interpreter = Interpreter(model_path=str(artifact), num_threads=num_threads, **resolver)
         self.interpreter.allocate_tensors()
         inputs = self.interpreter.get_input_details()
         #: Positions of the observation and the mask among the model's inputs (TFLite Micro sets inputs by position).

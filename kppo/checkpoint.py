@@ -168,19 +168,22 @@ def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[MeanStd
 
 
 class _NestVariables(tf.Module):
-    """A nest of tensors (the runner state) mirrored in variables, so tf.train.Checkpoint can save it."""
+    """A nest of tensors (the runner state) mirrored in variables, so tf.train.Checkpoint can save it; None leaves
+    (e.g. the action mask of an unmasked host run) stay None."""
 
     def __init__(self, template: Any):
         super().__init__(name="runner_state")
         self._structure = template
-        self.leaves = [tf.Variable(leaf, trainable=False) for leaf in tf.nest.flatten(template)]
+        self.leaves = [None if leaf is None else tf.Variable(leaf, trainable=False)
+                       for leaf in tf.nest.flatten(template)]
 
     def assign(self, state: Any) -> None:
         for variable, leaf in zip(self.leaves, tf.nest.flatten(state)):
-            variable.assign(leaf)
+            if variable is not None:
+                variable.assign(leaf)
 
     def read(self) -> Any:
-        return tf.nest.pack_sequence_as(self._structure, [tf.identity(v) for v in self.leaves])
+        return tf.nest.pack_sequence_as(self._structure, [v if v is None else tf.identity(v) for v in self.leaves])
 
 
 class TrainingCheckpointer:

@@ -90,3 +90,11 @@ def test_masking_learns_faster_than_no_masking_over_eight_seeds():
     test = load_stats().permutation_test(masked, plain)
     print(f"masked {np.round(masked, 2).tolist()}, plain {np.round(plain, 2).tolist()}, p = {test.p_value:.3f}")
     assert np.mean(masked) > np.mean(plain) and test.p_value < 0.05, (masked, plain, test)
+
+
+def test_kppo_train_with_masks_checkpoints_and_evaluates_with_masks(tmp_path):
+    config = kppo.Config(action_masks=True, num_envs=2, num_steps=32, total_timesteps=128, eval_freq=2,
+                         num_eval_envs=2, num_hidden_units=16)
+    result = kppo.train(_env(length=8), config, checkpoint_dir=tmp_path)
+    assert (tmp_path / "checkpoint").is_file() and result.policy.action_masks
+    assert (result.metrics["eval/mean_returns"] >= 0).all()  # -1 only for a masked action; evaluation masks too
