@@ -204,6 +204,8 @@ class TrainingCheckpointer:
         self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
         networks = (dict(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer) if weights is None
                     else dict(population=weights))  # a population's stacked weights and Adam state
+        if weights is None and getattr(agent, "memory", None) is not None:
+            networks["memory"] = agent.memory  # a recurrent agent's LSTM cells
         self.checkpoint = tf.train.Checkpoint(**networks, runner_state=self.state, metric_rows=self.rows)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
         # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into

@@ -112,3 +112,18 @@ def test_recurrent_populations_and_strategies_are_refused_in_one_line():
         kppo.train("cartpole", kppo.Config(**SMALL, total_timesteps=4 * 64), seed=[0, 1])
     with pytest.raises(ValueError, match=r"distribute: expected 'none' for a recurrent policy"):
         kppo.Config(**SMALL, distribute="mirrored")
+
+
+def test_a_recurrent_run_resumes_bit_identically(tmp_path):
+    """The LSTM cells, their Adam moments and the rollout's memory are checkpointed: stopping after 3 of 6
+    iterations and resuming ends where the uninterrupted run ends, bit for bit."""
+    config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 6, eval_freq=2, num_eval_envs=2, iterations_per_call=1)
+    whole = kppo.train("cartpole", config)
+    calls = []
+    stopped = kppo.train("cartpole", config, checkpoint_dir=tmp_path,
+                         should_stop=lambda: calls.append(1) or len(calls) == 3)
+    assert stopped.interrupted
+    resumed = kppo.train("cartpole", config, checkpoint_dir=tmp_path, resume=True)
+    for a, b in zip(whole.agent.variables + whole.agent.optimizer.variables,
+                    resumed.agent.variables + resumed.agent.optimizer.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
