@@ -111,6 +111,7 @@ class Config:
     full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
     recurrent: str | None = _f(None, "Recurrent policy: 'lstm' (an LSTM before the actor's MLP, sb3-contrib's MlpLstmPolicy; TF-native envs) or null. Minibatches are whole env sequences: num_minibatches must divide num_envs.")
     lstm_hidden_size: int = _f(256, "Units of the LSTM (recurrent='lstm'; sb3-contrib's default 256).")
+    lstm_sequence_length: int = _f(0, "recurrent: update on chunks of this many steps of one env, each replayed from the memory stored at its first step (0: whole rollouts, purejaxrl's ppo_rnn); must divide num_steps.")
     enable_critic_lstm: bool = _f(True, "recurrent: the critic has its own LSTM (else an MLP on the observation), as sb3-contrib.")
     action_masks: bool = _f(False, "Act with the env's invalid-action masks (Discrete/MultiDiscrete; sb3-contrib's MaskablePPO): env.action_masks(), info['action_mask'] or a TF-native task's action_mask(state); kept in the rollout for the update, and an input of exported artifacts.")
     # --- normalization and env options ---
@@ -361,12 +362,15 @@ def _validate(c: Config) -> None:
            f"a divisor of num_envs * num_steps = {c.rollout_size}", c.num_minibatches)
     _check(c.recurrent in (None, "lstm"), "recurrent", "null or 'lstm'", c.recurrent)
     _check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)
+    _check(c.lstm_sequence_length >= 0 and (c.lstm_sequence_length == 0 or c.num_steps % c.lstm_sequence_length == 0),
+           "lstm_sequence_length", f"0 or a divisor of num_steps = {c.num_steps}", c.lstm_sequence_length)
     if c.recurrent is not None:
         _check(c.distribute == "none", "distribute", "'none' for a recurrent policy (not built for strategies yet)",
                c.distribute)
-        _check(c.num_envs % c.num_minibatches == 0, "num_minibatches",
-               f"a divisor of num_envs = {c.num_envs} (recurrent minibatches are whole env sequences)",
-               c.num_minibatches)
+        sequences = c.num_envs * (c.num_steps // (c.lstm_sequence_length or c.num_steps))
+        _check(sequences % c.num_minibatches == 0, "num_minibatches",
+               f"a divisor of the {sequences} sequences (num_envs x num_steps / lstm_sequence_length; recurrent "
+               f"minibatches are whole sequences)", c.num_minibatches)
     _check(c.total_timesteps >= c.rollout_size, "total_timesteps",
            f"at least one rollout (num_envs * num_steps = {c.rollout_size})", c.total_timesteps)
 

@@ -107,6 +107,7 @@ def finish_rollout(
         params = tf.nest.map_structure(flat, params)
         final_values = time_major(value_after(agent, flat(final_obs), tuple(flat(m) for m in memories)))
         end_memory = tuple(m[-1] for m in memories)
+        traj = traj._replace(memory=tuple(tf.concat([m0[None], m[:-1]], 0) for m0, m in zip(memory, memories)))
         last_done = tf.logical_or(traj.terminated[-1], traj.truncated[-1])
         last_value = act_step(agent, last_obs, end_memory, last_done)[1]
     params = agent.dist.masked(params, flat(traj.action_mask))
@@ -127,7 +128,7 @@ def finish_rollout(
         rewards, values, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
         settings.gae_lambda,
     )
-    return FinishedRollout(Rollout(traj, advantages, returns, memory), return_stats, discounted_return, end_memory)
+    return FinishedRollout(Rollout(traj, advantages, returns), return_stats, discounted_return, end_memory)
 
 
 def rollout_rng(key) -> np.random.Generator:

@@ -222,17 +222,38 @@ class Critic(keras.Model):
         }
 
 
+class TorchLSTMBias(keras.initializers.Initializer):
+    """torch.nn.LSTM's bias: b_ih + b_hh, each U(+-1/sqrt(units))."""
+
+    def __init__(self, units: int, seed: int):
+        self.units, self.seed = int(units), int(seed)
+
+    def __call__(self, shape, dtype=None):
+        bound = 1.0 / math.sqrt(self.units)
+        draw = [keras.random.uniform(shape, -bound, bound, dtype=dtype, seed=self.seed + k) for k in range(2)]
+        return draw[0] + draw[1]
+
+    def get_config(self):
+        return {"units": self.units, "seed": self.seed}
+
+
 class MemoryCells(keras.Model):
     """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
     its own. The actor (and that critic) MLP reads the cell's output; a memory is (h, c) per cell, [B, units] each.
-    Keras' LSTMCell initialization (Glorot kernel, orthogonal recurrent kernel, forget-gate bias 1)."""
+    torch.nn.LSTM's initialization, as sb3-contrib leaves its LSTMs (its orthogonal init covers the MLPs and heads
+    only): every weight U(+-1/sqrt(units)), the bias a sum of two such draws, no forget-gate offset."""
 
     def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, **kwargs: Any):
         super().__init__(**kwargs)
         self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
+        bound = 1.0 / math.sqrt(self.units)
+
+        def uniform(k: int):
+            return keras.initializers.RandomUniform(-bound, bound, seed=seed + k)
+
         self.cells = [
-            keras.layers.LSTMCell(self.units, kernel_initializer=keras.initializers.GlorotUniform(seed=seed + i),
-                                  recurrent_initializer=keras.initializers.Orthogonal(seed=seed + 10 + i),
+            keras.layers.LSTMCell(self.units, kernel_initializer=uniform(10 * i), recurrent_initializer=uniform(10 * i + 1),
+                                  bias_initializer=TorchLSTMBias(self.units, seed + 10 * i + 2), unit_forget_bias=False,
                                   name=f"{role}_lstm")
             for i, role in enumerate(["actor", "critic"][:1 + self.critic_cell])
         ]

@@ -7,8 +7,9 @@
 
 An LSTM before the actor's MLP and, with `enable_critic_lstm` (default), another before the critic's (`Config.recurrent`,
 `lstm_hidden_size`, `enable_critic_lstm`). The memory is carried through rollouts and restarted at episode starts;
-the update replays whole env sequences from the memory each started with, so `batch_size` must make minibatches of
-whole envs (`n_steps * n_envs / batch_size` must divide `n_envs`). `predict` returns the actor's state (h, c), each
+the update replays sequences from the memory each started with: chunks of `batch_size` steps of one env when that
+divides `n_steps` (sb3-contrib's minibatches are such runs), else whole env rollouts (then `n_steps * n_envs /
+batch_size` must divide `n_envs`). `predict` returns the actor's state (h, c), each
 [1, n_envs, lstm_hidden_size], as sb3-contrib's does.
 """
 
@@ -50,6 +51,14 @@ class RecurrentPPO(PPO):
                  n_epochs: int = 10, **kwargs: Any):
         super().__init__(policy, env, learning_rate=learning_rate, n_steps=n_steps, batch_size=batch_size,
                          n_epochs=n_epochs, **kwargs)
+
+    def _make_config(self, n_envs, action_space, normalize):
+        """sb3-contrib's minibatches of `batch_size` steps are contiguous runs of one env's steps, each replayed from
+        the LSTM state stored at its first step: chunks of `batch_size` steps (`Config.lstm_sequence_length`) when
+        that divides `n_steps`, else whole env rollouts (`batch_size` a multiple of `n_steps`)."""
+        batch, steps = self._ppo_args["batch_size"], self._ppo_args["n_steps"]
+        self._policy_fields["lstm_sequence_length"] = batch if batch < steps and steps % batch == 0 else 0
+        return super()._make_config(n_envs, action_space, normalize)
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False,
                 action_masks: Any = None):

@@ -119,6 +119,7 @@ def env_step(
         episode_length=tf.where(done, stats.returned_episode_length, 0),
         action_mask=mask,
         episode_start=state.episode_start,
+        memory=state.memory,
     )
     new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats, noise, memory, done)
     return new_state, (transition, final_obs)
@@ -134,7 +135,6 @@ def collect_rollout(
     """
     keys = tf.random.experimental.stateless_split(key, settings.num_steps)
     steps = tf.range(settings.num_steps)
-    memory = state.memory
     state, (traj, final_obs) = scan(lambda s, x: env_step(env, agent, settings, s, x), state, (keys, steps))
     num_steps, num_envs = settings.num_steps, traj.value.shape[1]
     if agent.memory is None:  # a recurrent agent's final values were computed in the loop, from its memory
@@ -152,7 +152,7 @@ def collect_rollout(
         settings.gamma,
         settings.gae_lambda,
     )
-    return state, Rollout(traj, advantages, returns, memory)
+    return state, Rollout(traj, advantages, returns)
 
 
 class _EvalCarry(NamedTuple):

@@ -31,6 +31,7 @@ class Trajectory(NamedTuple):
     episode_length: tf.Tensor  # int32 [T, B], its length, else 0
     action_mask: tf.Tensor  # bool [T, B, mask_size]: the actions allowed when acting (width 0: no masks)
     episode_start: tf.Tensor  # bool [T, B]: obs is an episode's first (a recurrent agent's memory restarts there)
+    memory: Any = ()  # a recurrent agent's memory before acting on obs (before a reset), [T, B, units] per tensor
 
 
 class RolloutState(NamedTuple):
@@ -52,7 +53,6 @@ class Rollout(NamedTuple):
     trajectory: Trajectory  # [T, B, ...]
     advantages: tf.Tensor  # float32 [T, B]
     returns: tf.Tensor  # float32 [T, B], advantages + values
-    memory: Any = ()  # a recurrent agent's memory at the rollout's first step (what the update replays from)
 
 
 class RunnerState(NamedTuple):
@@ -64,8 +64,9 @@ class RunnerState(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """A flattened rollout fed to the update, [N, ...] with N = T * B; for a recurrent agent whole env sequences
-    instead, env-major [B, T, ...] (`kppo.update.sequences`), with the memory each starts from."""
+    """A flattened rollout fed to the update, [N, ...] with N = T * B; for a recurrent agent sequences instead,
+    [S, L, ...]: each env's steps cut into S / B chunks of L (`kppo.update.sequences`), with the memory each starts
+    from."""
 
     obs: tf.Tensor
     action: tf.Tensor
@@ -74,8 +75,8 @@ class Batch(NamedTuple):
     advantage: tf.Tensor
     returns: tf.Tensor
     action_mask: tf.Tensor  # bool [N, mask_size]; width 0 without masks
-    episode_start: Any = None  # recurrent: bool [B, T]
-    memory: Any = ()  # recurrent: the memory at each sequence's start, [B, units] per tensor
+    episode_start: Any = None  # recurrent: bool [S, L]
+    memory: Any = ()  # recurrent: the memory at each sequence's start, [S, units] per tensor
 
 
 class LossInfo(NamedTuple):

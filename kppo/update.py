@@ -45,11 +45,11 @@ def zero_stats() -> UpdateStats:
                        tf.constant(0))
 
 
-def flatten(rollout: Rollout) -> Batch:
+def flatten(rollout: Rollout, sequence_length: int = 0) -> Batch:
     """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens); for a recurrent
     agent's rollout (one with a memory), `sequences`."""
-    if len(rollout.memory) > 0:
-        return sequences(rollout)
+    if len(rollout.trajectory.memory) > 0:
+        return sequences(rollout, sequence_length)
 
     def merge(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [-1] + x.shape[2:].as_list())
@@ -66,17 +66,21 @@ def flatten(rollout: Rollout) -> Batch:
     )
 
 
-def sequences(rollout: Rollout) -> Batch:
-    """Time-major rollout [T, B, ...] -> env-major sequences [B, T, ...] with the memory each env's sequence starts
-    from: what a recurrent agent's update replays (minibatches of whole env sequences, as purejaxrl's ppo_rnn)."""
+def sequences(rollout: Rollout, length: int = 0) -> Batch:
+    """Time-major rollout [T, B, ...] -> sequences [B * T / L, L, ...]: each env's steps cut into chunks of `length`
+    (0: the whole rollout, L = T, as purejaxrl's ppo_rnn), each with the memory stored at its first step (the
+    memory before acting, so its reset still applies): what a recurrent agent's update replays."""
+    traj, advantages, returns = rollout
+    steps, envs = traj.reward.shape[0], traj.reward.shape[1]
+    length = length or steps
 
-    def env_major(x: tf.Tensor) -> tf.Tensor:
-        return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
+    def chunks(x: tf.Tensor) -> tf.Tensor:  # [T, B, ...] -> [B * T / L, L, ...], env after env
+        x = tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
+        return tf.reshape(x, [envs * (steps // length), length] + x.shape[2:].as_list())
 
-    traj, advantages, returns, memory = rollout
-    return Batch(env_major(traj.obs), env_major(traj.action), env_major(traj.log_prob), env_major(traj.value),
-                 env_major(advantages), env_major(returns), env_major(traj.action_mask), env_major(traj.episode_start),
-                 memory)
+    memory = tuple(chunks(m)[:, 0] for m in traj.memory)
+    return Batch(chunks(traj.obs), chunks(traj.action), chunks(traj.log_prob), chunks(traj.value), chunks(advantages),
+                 chunks(returns), chunks(traj.action_mask), chunks(traj.episode_start), memory)
 
 
 def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:

@@ -26,16 +26,23 @@ def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episo
     _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([4, 5]))
     traj = rollout.trajectory
     starts = traj.episode_start.numpy()
-    assert starts[1:].any() and np.any(np.abs(rollout.memory[0].numpy()) > 0)  # resets inside; a live start memory
+    start_memory = tuple(m[0] for m in traj.memory)
+    assert starts[1:].any() and np.any(np.abs(start_memory[0].numpy()) > 0)  # resets inside; a live start memory
     batch = flatten(rollout)  # env-major sequences [B, T]
     assert batch.obs.shape == (4, 64, 4) and batch.memory[0].shape == (4, 16)
     _, info = minibatch_loss(agent, update_settings(config), batch)
     assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0  # ratio exactly 1
-    params, values, _ = replay(agent, traj.obs, traj.episode_start, rollout.memory)
+    params, values, memories = replay(agent, traj.obs, traj.episode_start, start_memory)
     np.testing.assert_array_equal(agent.dist.log_prob(params, traj.action).numpy(), traj.log_prob.numpy())
+    for stored, after in zip(traj.memory, memories):  # the memory stored at step t is the one after step t - 1
+        np.testing.assert_array_equal(stored.numpy()[1:], after.numpy()[:-1])
+    chunked = flatten(rollout, 16)  # chunks of 16 steps from the memory stored at their first step
+    assert chunked.obs.shape == (16, 16, 4)
+    _, info = minibatch_loss(agent, update_settings(config), chunked)
+    assert float(info.approx_kl) == 0.0
     np.testing.assert_array_equal(values.numpy(), traj.value.numpy())
     # From another start memory, every step after an env's first episode start is unchanged: the memory restarted.
-    other = tuple(tf.random.normal(m.shape, seed=7) for m in rollout.memory)
+    other = tuple(tf.random.normal(m.shape, seed=7) for m in start_memory)
     params_other, _, _ = replay(agent, traj.obs, traj.episode_start, other)
     after_reset = np.cumsum(starts, axis=0) > 0
     np.testing.assert_allclose(params_other.numpy()[after_reset], params.numpy()[after_reset], atol=1e-6)
@@ -50,9 +57,12 @@ def test_recurrent_training_runs_evaluates_and_checkpoints(tmp_path):
 
 
 def test_recurrent_settings_are_checked_in_one_line():
-    with pytest.raises(ValueError, match=r"num_minibatches: expected a divisor of num_envs = 4 \(recurrent minibatches "
-                                         r"are whole env sequences\), got 3"):
+    with pytest.raises(ValueError, match=r"num_minibatches: expected a divisor of the 4 sequences \(num_envs x "
+                                         r"num_steps / lstm_sequence_length; recurrent minibatches are whole "
+                                         r"sequences\), got 3"):
         kppo.Config(**{**SMALL, "num_minibatches": 3, "num_steps": 63})
+    with pytest.raises(ValueError, match=r"lstm_sequence_length: expected 0 or a divisor of num_steps = 64, got 10"):
+        kppo.Config(**SMALL, lstm_sequence_length=10)
     with pytest.raises(ValueError, match=r"recurrent: expected null or 'lstm', got 'gru'"):
         kppo.Config(recurrent="gru")
 
@@ -95,15 +105,15 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([3, 4]))
     traj = rollout.trajectory
     assert traj.episode_start.numpy()[1:].any()
-    _, info = minibatch_loss(agent, update_settings(config), flatten(rollout))
+    _, info = minibatch_loss(agent, update_settings(config), flatten(rollout, 8))
     assert float(info.approx_kl) == 0.0
     # The numpy LSTM the rollout acted with is the TF one the update replays (float rounding apart).
-    weights, actor_memory, numpy_params = snapshot(agent.actor, agent.memory), tuple(rollout.memory[:2]), []
-    actor_memory = tuple(m.numpy() for m in actor_memory)
+    weights, actor_memory, numpy_params = snapshot(agent.actor, agent.memory), tuple(traj.memory[:2]), []
+    actor_memory = tuple(m.numpy()[0] for m in actor_memory)
     for t in range(64):
         features, actor_memory = actor_input(weights, traj.obs.numpy()[t], actor_memory, traj.episode_start.numpy()[t])
         numpy_params.append(actor_params(weights, features))
-    params, _, _ = replay(agent, traj.obs, traj.episode_start, rollout.memory)
+    params, _, _ = replay(agent, traj.obs, traj.episode_start, tuple(m[0] for m in traj.memory))
     np.testing.assert_allclose(np.stack(numpy_params), params.numpy(), atol=1e-5)
 
 

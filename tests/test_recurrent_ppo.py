@@ -107,3 +107,13 @@ def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whol
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["returns"] == want
     assert got["micro"]["action_mismatch_vs_litert"] == 0.0 and got["micro"]["arena_bytes"] <= 16 * 1024
+
+
+def test_batch_size_below_n_steps_gives_chunks_of_that_many_steps():
+    model = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=64,
+                              batch_size=16, n_epochs=1, seed=0, policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]))
+    assert model.config.lstm_sequence_length == 16 and model.config.num_minibatches == 8
+    model.learn(128)
+    whole = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=64,
+                              batch_size=64, seed=0, policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]))
+    assert whole.config.lstm_sequence_length == 0 and whole.config.num_minibatches == 2
