@@ -43,10 +43,13 @@ def record_observations(policy: Policy, env: Any, steps: int, seed: int = 0) -> 
     try:
         while len(rows) < steps:
             obs, _ = made.reset(seed=seed + episode)
-            done = False
+            done, state = False, None
             while not done and len(rows) < steps:
                 rows.append(policy.input_row(obs))
-                action = policy.get_action(obs)
+                if policy.lstm is not None:  # a recurrent policy carries its state through the episode
+                    action, state = policy.predict(obs, state, deterministic=True)
+                else:
+                    action = policy.get_action(obs)
                 obs, _, terminated, truncated, _ = made.step(action.item() if np.ndim(action) == 0 else action)
                 done = terminated or truncated
             episode += 1

@@ -37,7 +37,7 @@ from kppo.agent import load_agent
 from kppo.calibration import policy_env, record_observations
 from kppo.parity import (MASK_INPUT, PARITY_TOLERANCE, STATE_INPUTS, ParityError, TFLiteRunner, calibration_observations,
                          check_parity, example_masks, mask_parts, measure_parity, measure_recurrent_parity, parity_masks,
-                         parity_observations)
+                         parity_observations, recurrent_states)
 from kppo.policy import Policy
 from kppo.version import __version__
 
@@ -157,10 +157,11 @@ def _float_nodes(calibrated: bytes) -> list[str]:
 
 
 def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray,
-             mask_sizes: list[int] | None = None) -> bytes:
+             mask_sizes: list[int] | None = None, policy: Policy | None = None) -> bytes:
     """TFLite bytes. int8 quantizes the network body only (`_float_nodes` stay float32, TFLite Micro runs both):
     its input is the standardized observation and actions come from dequantized outputs. `mask_sizes`: a masked
-    artifact's mask parts (calibrated with random masks: `parity.example_masks`)."""
+    artifact's mask parts (calibrated with random masks: `parity.example_masks`). A recurrent `policy` is calibrated
+    with the states it reaches on the representative rows (`parity.recurrent_states`)."""
     converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=["action"])
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # builtin ops only, no select TF ops
     if quantize in ("float16", "dynamic", "int8"):
@@ -172,10 +173,15 @@ def _convert(saved_model: Path, quantize: str | None, representative: np.ndarray
     rows = representative[np.linspace(0, len(representative) - 1, min(len(representative), 1000)).astype(int)]
 
     masks = None if mask_sizes is None else example_masks(mask_sizes, len(rows), np.random.default_rng(0))
+    states = None if policy is None or policy.lstm is None else recurrent_states(policy, rows)
 
     def dataset():
         for i, row in enumerate(rows):  # spread over all recorded episodes
-            yield [row[None]] if masks is None else {"obs": row[None], MASK_INPUT: masks[i:i + 1]}
+            if masks is None and states is None:
+                yield [row[None]]
+                continue
+            inputs = {"obs": row[None], **({} if masks is None else {MASK_INPUT: masks[i:i + 1]})}
+            yield {**inputs, **({} if states is None else dict(zip(STATE_INPUTS, (s[i:i + 1] for s in states))))}
 
     converter.representative_dataset = dataset
     with warnings.catch_warnings():
@@ -231,9 +237,6 @@ def export(
     if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
     policy, critic, config = resolve_source(source)
-    if policy.lstm is not None and quantize is not None:
-        raise ValueError(f"quantize: a recurrent policy exports as float32 (its LSTM is not calibrated for "
-                         f"quantization yet), expected None, got {quantize!r}")
     path = Path(path)
     recorded, calibration = representative_obs, "representative_obs"
     if quantize == "int8" and recorded is None:
@@ -261,7 +264,8 @@ def export(
                 shutil.rmtree(path)
             shutil.copytree(saved_model, path)
         else:
-            blob = _convert(saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None)
+            blob = _convert(saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None,
+                            policy)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
             runner = TFLiteRunner(blob)

@@ -174,6 +174,19 @@ def _compare(policy: Policy, want: np.ndarray, got: np.ndarray, logits: np.ndarr
     return {"max_error": rate, "mean_error": float(np.mean(wrong)), "non_finite": 0.0}
 
 
+def recurrent_states(policy: Policy, rows: np.ndarray, episode_length: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """(h, c) [N, units]: the state a recurrent policy holds before each of `rows` [N, input_dim], played in order as
+    episodes of `episode_length` steps from zeros (what int8 calibration of its state inputs sees)."""
+    units, states = policy.lstm.units, []
+    h = c = np.zeros((1, units), np.float32)
+    for i, row in enumerate(np.asarray(rows)):
+        if i % episode_length == 0:
+            h = c = np.zeros((1, units), np.float32)
+        states.append((h, c))
+        _, h, c, _ = policy.step_flat(policy.encode(row[None]), h, c, np.zeros(1, bool))
+    return tuple(np.concatenate(part) for part in zip(*states))
+
+
 def measure_recurrent_parity(run, policy: Policy, obs: np.ndarray, masks: np.ndarray | None = None,
                              episode_length: int = 50) -> dict[str, float]:
     """`measure_parity` for a recurrent artifact (`run(obs, h, c, masks) -> (actions, h, c)`): the rows of `obs` cut
