@@ -72,6 +72,18 @@ def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
     return agent.critic(agent.memory(obs, memory)[0][1])
 
 
+def merge_steps(agent: Agent, params):
+    """Replayed actor params [T, B, ...] -> [T * B, ...]; gSDE's log-std (the same [L, A] at every step) stays one."""
+
+    def merge(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(x, [-1] + x.shape[2:].as_list())
+
+    if agent.dist.state_dependent:
+        mean, latent, log_std = params
+        return merge(mean), merge(latent), log_std[0]
+    return tf.nest.map_structure(merge, params)
+
+
 def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple):
     """`act_step` over sequences: obs [T, B, D], episode_start [T, B], memory at t = 0 -> (params [T, B, ...],
     values [T, B], memories after each step [T, ...])."""

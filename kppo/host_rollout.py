@@ -23,7 +23,7 @@ import numpy as np
 
 from kppo import normalization
 from kppo._tf import tf
-from kppo.agent import Agent, act_step, replay, value_after
+from kppo.agent import Agent, act_step, merge_steps, replay, value_after
 from kppo.envs.action_masks import MaskReader
 from kppo.envs.gymnasium import HostStep
 from kppo.envs.vector_info import sb3_info
@@ -104,7 +104,7 @@ def finish_rollout(
         last_value = agent.critic(last_obs)
     else:
         params, values, memories = replay(agent, traj.obs, traj.episode_start, memory)
-        params = tf.nest.map_structure(flat, params)
+        params = merge_steps(agent, params)
         final_values = time_major(value_after(agent, flat(final_obs), tuple(flat(m) for m in memories)))
         end_memory = tuple(m[-1] for m in memories)
         traj = traj._replace(memory=tuple(tf.concat([m0[None], m[:-1]], 0) for m0, m in zip(memory, memories)))

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from kppo import losses
 from kppo._tf import tf
-from kppo.agent import Agent, replay, with_weights
+from kppo.agent import Agent, merge_steps, replay, with_weights
 from kppo.distribute import clip_and_scale, minibatch_moments
 from kppo.optimizers import AdamState, adam_step
 from kppo.types import Batch, LossInfo, Rollout
@@ -100,8 +100,7 @@ def _replayed(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
     params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start), mb.memory)
     flat = tf.nest.map_structure(lambda x: x if x is None else tf.reshape(time_major(x), [-1] + x.shape[2:].as_list()),
                                  mb._replace(episode_start=None, memory=()))
-    params = tf.nest.map_structure(lambda x: tf.reshape(x, [-1] + x.shape[2:].as_list()), params)
-    return flat, params, tf.reshape(values, [-1])
+    return flat, merge_steps(agent, params), tf.reshape(values, [-1])
 
 
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:

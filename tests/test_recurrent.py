@@ -137,3 +137,13 @@ def test_a_recurrent_run_resumes_bit_identically(tmp_path):
     for a, b in zip(whole.agent.variables + whole.agent.optimizer.variables,
                     resumed.agent.variables + resumed.agent.optimizer.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("backend", ["tf", "gymnasium"])
+def test_gsde_with_an_lstm_trains_on_both_paths_from_the_replayed_log_probs(backend):
+    """gSDE's log-std is the same at every replayed step (kept once, not stacked): Pendulum with chunks of 16."""
+    config = kppo.Config(**{**SMALL, "num_steps": 32}, use_sde=True, sde_sample_freq=4, lstm_sequence_length=16,
+                         total_timesteps=4 * 32 * 2, eval_freq=1, num_eval_envs=2, env_backend=backend)
+    result = kppo.train("Pendulum-v1", config)
+    assert np.isfinite(result.metrics["train/total_loss"]).all()
+    assert float(result.metrics["train/mean_approxkl"][0]) < 0.05
