@@ -10,6 +10,16 @@ import kppo
 SMALL = dict(n_steps=32, batch_size=32, n_epochs=2, seed=0, policy_kwargs=dict(lstm_hidden_size=16, net_arch=[16]))
 
 
+def _episode(model, env, obs) -> float:
+    """One deterministic episode from `obs`, the state carried (the first step an episode start)."""
+    state, start, total, done = None, True, 0.0, False
+    while not done:
+        action, state = model.predict(obs, state=state, episode_start=np.array([start]), deterministic=True)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, start, done = total + reward, False, terminated or truncated
+    return total
+
+
 @pytest.fixture(scope="module")
 def model():
     model = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=4, seed=0), **SMALL)
@@ -46,13 +56,7 @@ def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
     manual, env = [], gym.make("CartPole-v1")  # the same episodes by hand, carrying the state
     env.reset(seed=5)
     for _ in range(2):
-        obs, _ = env.reset()  # evaluate_policy starts every episode with a plain reset
-        state, start, total, done = None, True, 0.0, False
-        while not done:
-            action, state = model.predict(obs, state=state, episode_start=np.array([start]), deterministic=True)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total, start, done = total + reward, False, terminated or truncated
-        manual.append(total)
+        manual.append(_episode(model, env, env.reset()[0]))  # evaluate_policy starts episodes with a plain reset
     assert returns == manual
 
 
@@ -86,16 +90,7 @@ def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whol
     assert int8.metadata["calibration"]["source"] == "policy rollouts in CartPole-v1"  # episodes, state carried
     assert int8.metadata["parity"]["state_max_error"] < 0.2 and int8.metadata["parity"]["non_finite"] == 0.0
     seeds = [21, 22, 23]
-    want = []
-    for seed in seeds:
-        env = gym.make("CartPole-v1")
-        obs, _ = env.reset(seed=seed)
-        state, start, total, done = None, True, 0.0, False
-        while not done:
-            action, state = model.predict(obs, state=state, episode_start=np.array([start]), deterministic=True)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total, start, done = total + reward, False, terminated or truncated
-        want.append(total)
+    want = [_episode(model, env, env.reset(seed=seed)[0]) for seed in seeds for env in [gym.make("CartPole-v1")]]
     code = ("import sys, json\nfor n in ('tensorflow', 'kppo'):\n    sys.modules[n] = None\n"
             "from export.evaluate import run_episodes\nfrom export.micro_check import check\n"
             "from export.runtime import Controller\n"
