@@ -1,12 +1,15 @@
 """Export figures for the README: artifact size per quantization, single-observation latency, TFLite Micro arena,
 and the closed-loop return change of quantized artifacts on Pendulum-v1 (trained with configs/pendulum.yaml), or
 (--task taxi) of a masked policy on Taxi-v4 (kppo.MaskablePPO, benchmarks/action_masks.py's setting, 500,000 steps;
-its artifacts take the action mask, which the closed loop reads from gymnasium's info["action_mask"]).
+its artifacts take the action mask, which the closed loop reads from gymnasium's info["action_mask"]), or
+(--task cartpole_lstm) of a recurrent policy on CartPole-v1 (kppo.RecurrentPPO, LSTM 64, RL-Zoo's CartPoleNoVel
+setting, 100,000 steps; the kit carries its state).
 
-    python benchmarks/export_figures.py [--task pendulum|taxi] [--episodes 20] [--out bench_out/export]
+    python benchmarks/export_figures.py [--task pendulum|taxi|cartpole_lstm] [--episodes 20] [--out bench_out/export]
 """
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -36,8 +39,6 @@ print(json.dumps(out))
 
 def _masked_taxi():
     """kppo.MaskablePPO on Taxi-v4 with benchmarks/action_masks.py's setting (masks from info["action_mask"])."""
-    import importlib.util
-
     import gymnasium as gym
 
     spec = importlib.util.spec_from_file_location("_kppo_bench_action_masks", ROOT / "benchmarks" / "action_masks.py")
@@ -50,9 +51,25 @@ def _masked_taxi():
     return model
 
 
+def _recurrent_cartpole():
+    """kppo.RecurrentPPO on CartPole-v1 with RL-Zoo's CartPoleNoVel setting (benchmarks/recurrent.py)."""
+    spec = importlib.util.spec_from_file_location("_kppo_bench_recurrent", ROOT / "benchmarks" / "recurrent.py")
+    setting = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setting)
+    task = setting.TASKS["cartpole_novel"]
+    venv = kppo.VecNormalize(kppo.make_vec_env("CartPole-v1", n_envs=task["n_envs"], seed=0), norm_obs=True,
+                             norm_reward=False, gamma=task["ppo"]["gamma"])
+    model = kppo.RecurrentPPO("MlpLstmPolicy", venv, seed=0, **task["ppo"], **setting._schedules(task),
+                              policy_kwargs=dict(ortho_init=False, activation_fn="relu", lstm_hidden_size=64,
+                                                 net_arch=dict(pi=[64], vf=[64])))
+    model.learn(task["timesteps"])
+    print(f"trained: eval {kppo.evaluate_policy(model, 'CartPole-v1', n_eval_episodes=20)[0]:.1f}")
+    return model
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=("pendulum", "taxi"), default="pendulum")
+    parser.add_argument("--task", choices=("pendulum", "taxi", "cartpole_lstm"), default="pendulum")
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--out", default="bench_out/export")
     args = parser.parse_args()
@@ -60,6 +77,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     if args.task == "taxi":
         source, env_id, quantizations = _masked_taxi(), "Taxi-v4", (None, "int8")
+    elif args.task == "cartpole_lstm":
+        source, env_id, quantizations = _recurrent_cartpole(), "CartPole-v1", (None, "int8")
     else:
         source = kppo.train(config=kppo.Config.from_yaml(ROOT / "configs" / "pendulum.yaml"), seed=0)
         print(f"trained: eval {source.metrics['eval/mean_returns'][-1]:.1f}")
