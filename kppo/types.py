@@ -44,7 +44,7 @@ class RolloutState(NamedTuple):
     return_stats: MeanStd
     noise: tf.Tensor  # gSDE exploration matrices [B, latent, A]; an empty tensor for other distributions
     memory: Any = ()  # a recurrent agent's LSTM memory before acting on `obs` ((h, c) per cell, [B, units]); () else
-    episode_start: Any = None  # bool [B]: `obs` is an episode's first (set by `initial_rollout_state`)
+    episode_start: Any = ()  # bool [B]: `obs` is an episode's first (set by `initial_rollout_state`)
 
 
 class Rollout(NamedTuple):
@@ -75,7 +75,7 @@ class Batch(NamedTuple):
     advantage: tf.Tensor
     returns: tf.Tensor
     action_mask: tf.Tensor  # bool [N, mask_size]; width 0 without masks
-    episode_start: Any = None  # recurrent: bool [S, L]
+    episode_start: Any = ()  # recurrent: bool [S, L]; () (no leaf) for a flat batch
     memory: Any = ()  # recurrent: the memory at each sequence's start, [S, units] per tensor
 
 

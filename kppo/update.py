@@ -98,8 +98,8 @@ def _replayed(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
         return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
 
     params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start), mb.memory)
-    flat = tf.nest.map_structure(lambda x: x if x is None else tf.reshape(time_major(x), [-1] + x.shape[2:].as_list()),
-                                 mb._replace(episode_start=None, memory=()))
+    flat = tf.nest.map_structure(lambda x: tf.reshape(time_major(x), [-1] + x.shape[2:].as_list()),
+                                 mb._replace(episode_start=(), memory=()))
     return flat, merge_steps(agent, params), tf.reshape(values, [-1])
 
 
@@ -165,7 +165,7 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
         return tf.logical_and(k < total, tf.logical_not(stopped)) if early_exit else k < total
 
     def body(k, carry, stats, stopped):
-        mb = tf.nest.map_structure(lambda x: x if x is None else tf.gather(x, indices[k]), batch)
+        mb = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
         carry, info, grad_norm, applied = step(carry, mb, stopped)
         counts = tf.logical_not(stopped)
         stats = UpdateStats(

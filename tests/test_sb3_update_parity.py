@@ -39,7 +39,7 @@ def _update(agent, config, data) -> list:
     for permutation in data["permutations"]:
         for start in range(0, len(permutation), size):
             rows = permutation[start:start + size]
-            info, grad_norm, _ = step(Batch(*[tf.constant(x[rows]) for x in batch]))
+            info, grad_norm, _ = step(tf.nest.map_structure(lambda x: tf.constant(x[rows]), batch))
             out.append((info, grad_norm))
     return out
 
