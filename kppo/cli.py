@@ -141,15 +141,29 @@ def cmd_train(args) -> int:
     return 0
 
 
-class _Actor:
-    """The `predict` interface `kppo.evaluate_policy` plays with, around an action function of one observation."""
+class _ArtifactModel:
+    """The `predict` interface `kppo.evaluate_policy` plays with, around a .tflite artifact (`TFLiteRunner`): one
+    observation at a time, with the env's mask for a masked artifact and the state carried for a recurrent one."""
 
-    def __init__(self, act):
-        self.act = act
+    def __init__(self, runner, space):
+        self.runner, self.space, self.action_masks = runner, space, runner.masked
 
-    def predict(self, observation, state=None, episode_start=None, deterministic=True):
-        del state, episode_start, deterministic
-        return self.act(observation), None
+    def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
+        from kppo.envs.spaces import input_rows
+
+        del deterministic
+        obs = observation
+        row = input_rows(self.space, {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict)
+                         else np.asarray(obs)[None])
+        masks = None if action_masks is None else np.asarray(action_masks, np.float32).reshape(1, -1)
+        if self.runner.units is None:
+            out, state = self.runner(row, masks)[0], None
+        else:
+            if state is None or (episode_start is not None and np.asarray(episode_start).any()):
+                state = (np.zeros((1, self.runner.units), np.float32),) * 2
+            out, h, c = self.runner.step(row, *state, masks)
+            out, state = out[0], (h, c)
+        return (int(out) if np.ndim(out) == 0 else out), state
 
 
 def _space_kind(space) -> str:
@@ -163,7 +177,7 @@ def _space_kind(space) -> str:
     return f"{type(space).__name__}{tuple(space.shape)}"
 
 
-def _gym_returns(act, env_id: str, episodes: int, seed: int, spaces: tuple | None) -> list[float]:
+def _gym_returns(model, env_id: str, episodes: int, seed: int, spaces: tuple | None) -> list[float]:
     import gymnasium as gym
 
     from kppo.evaluation import evaluate_policy
@@ -176,8 +190,7 @@ def _gym_returns(act, env_id: str, episodes: int, seed: int, spaces: tuple | Non
             raise ValueError(f"--env: expected an env with the agent's spaces (observation {want[0]}, action {want[1]}), "
                              f"got {env_id!r} with observation {got[0]}, action {got[1]}")
         env.reset(seed=seed)  # seeds the episode sequence; evaluate_policy resets without seeds after this
-        returns, _ = evaluate_policy(_Actor(act), env, n_eval_episodes=episodes, return_episode_rewards=True,
-                                     warn=False)
+        returns, _ = evaluate_policy(model, env, n_eval_episodes=episodes, return_episode_rewards=True, warn=False)
     finally:
         env.close()
     return returns
@@ -202,7 +215,6 @@ def _load_unfinished_run(path: Path):
 
 def cmd_eval(args) -> int:
     from kppo.checkpoint import space_from_dict
-    from kppo.envs.spaces import input_rows
     from kppo.exporter import resolve_source
     from kppo.parity import TFLiteRunner
 
@@ -217,11 +229,7 @@ def cmd_eval(args) -> int:
         source = _load_unfinished_run(target) if _is_unfinished_run(target) else target
         policy, _, config = resolve_source(source)
         env_id = args.env or config["env"]
-        spaces = (policy.observation_space, policy.action_space)
-
-        def act(obs):
-            action = policy.get_action(obs)
-            return int(action) if np.ndim(action) == 0 else action
+        spaces, model = (policy.observation_space, policy.action_space), policy  # masks and state as predict has them
     elif target.suffix == ".tflite" and target.is_file():
         meta_path = target.with_name(target.name + ".metadata.json")
         if not meta_path.is_file():
@@ -230,21 +238,16 @@ def cmd_eval(args) -> int:
             metadata = json.loads(meta_path.read_text())
         except json.JSONDecodeError as err:
             raise ValueError(f"ARTIFACT: expected JSON in {meta_path.name}, got {err.msg} at line {err.lineno}") from None
-        runner = TFLiteRunner(target)
-        space = space_from_dict(metadata["observation_space"])
+        model = _ArtifactModel(TFLiteRunner(target), space_from_dict(metadata["observation_space"]))
+        space = model.space
         spaces = (space, space_from_dict(metadata["action_space"])) if "action_space" in metadata else None
         env_id = args.env or (metadata.get("training_config") or {}).get("env")
         if env_id is None:
             raise ValueError("--env: expected a gymnasium id (the artifact's metadata names no training env)")
-
-        def act(obs):
-            batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
-            out = runner(input_rows(space, batch))[0]
-            return int(out) if np.ndim(out) == 0 else out
     else:
         raise ValueError(f"RUN_DIR|ARTIFACT: expected a run directory, an agent directory or a .tflite file, got {str(target)!r}")
     env_id = _gym_id(env_id, "env")
-    returns = _gym_returns(act, env_id, args.episodes, args.seed, spaces)
+    returns = _gym_returns(model, env_id, args.episodes, args.seed, spaces)
     print(f"{env_id}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
     return 0
 
