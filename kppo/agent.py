@@ -18,7 +18,7 @@ from kppo.config import Config
 from kppo.distributions import ActionDistribution, make_distribution
 from kppo.envs.spaces import flat_dim
 from kppo._tf import tf
-from kppo.loops import scan
+from kppo.loops import merge_leading, scan
 from kppo.networks import Actor, Critic, MemoryCells, make_networks
 from kppo.optimizers import make_optimizer
 from kppo.policy import ObsScaling, Policy
@@ -74,14 +74,10 @@ def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
 
 def merge_steps(agent: Agent, params):
     """Replayed actor params [T, B, ...] -> [T * B, ...]; gSDE's log-std (the same [L, A] at every step) stays one."""
-
-    def merge(x: tf.Tensor) -> tf.Tensor:
-        return tf.reshape(x, [-1] + x.shape[2:].as_list())
-
     if agent.dist.state_dependent:
         mean, latent, log_std = params
-        return merge(mean), merge(latent), log_std[0]
-    return tf.nest.map_structure(merge, params)
+        return merge_leading(mean), merge_leading(latent), log_std[0]
+    return tf.nest.map_structure(merge_leading, params)
 
 
 def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple):

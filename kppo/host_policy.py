@@ -136,6 +136,12 @@ class HostActor(NamedTuple):
     def params(self, stats: MeanStd, obs: np.ndarray):
         return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
 
+    def initial_memory(self, num_envs: int) -> tuple:
+        """A recurrent actor's zero (h, c) for `num_envs` envs; () for an MLP actor."""
+        if self.weights.lstm is None:
+            return ()
+        return tuple(np.zeros((num_envs, self.weights.lstm[1].shape[0]), np.float32) for _ in range(2))
+
     def deterministic_env_action(self, stats: MeanStd, obs: np.ndarray, mask: np.ndarray | None = None,
                                  memory: tuple = ()) -> tuple[np.ndarray, tuple]:
         """(the mode of the policy at raw observations `obs`, among the actions `mask` allows, in env units; the

@@ -273,8 +273,7 @@ def evaluate_host(
     (`actor`: a snapshot of the actor) with `vec_env`'s action masks when `masks` reads them."""
     obs = vec_env.reset(seed=seed)
     mask = masks.reset(vec_env.reset_infos) if masks is not None else None
-    memory = () if actor.weights.lstm is None else tuple(np.zeros((obs.shape[0], actor.weights.lstm[1].shape[0]),
-                                                                  np.float32) for _ in range(2))
+    memory = actor.initial_memory(obs.shape[0])
     obs_stats = normalization.to_host(obs_stats)
     num_envs = obs.shape[0]
     active = np.ones(num_envs, bool)

@@ -56,3 +56,13 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None
         lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, buffers), maximum_iterations=steps
     )
     return carry, buffers
+
+
+def swap_leading(x: tf.Tensor) -> tf.Tensor:
+    """[A, B, ...] -> [B, A, ...]: time-major to env-major and back."""
+    return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
+
+
+def merge_leading(x: tf.Tensor) -> tf.Tensor:
+    """[A, B, ...] -> [A * B, ...]."""
+    return tf.reshape(x, [-1] + x.shape[2:].as_list())

@@ -102,7 +102,10 @@ class Policy:
         return normalization.normalize(self._stats, obs, self.obs_scaling.clip)
 
     def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
-        params = self.dist.masked(self.actor(norm_obs), mask)
+        return self._act(self.dist.masked(self.actor(norm_obs), mask), key)
+
+    def _act(self, params, key: tf.Tensor | None) -> tf.Tensor:
+        """The mode of the action distribution at `params`, or a draw with `key`."""
         return self.dist.mode(params) if key is None else self.dist.sample(params, key)
 
     def _batched(self, obs) -> tuple[np.ndarray, bool]:
@@ -184,8 +187,7 @@ class Policy:
         keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
         features, (h, c) = self.lstm(self.normalize(obs), [h * keep, c * keep])
         params = self.dist.masked(self.actor(features), mask)
-        action = self.dist.mode(params) if key is None else self.dist.sample(params, key)
-        return self.dist.to_env(action), h, c, params
+        return self.dist.to_env(self._act(params, key)), h, c, params
 
     def mask_rows(self, action_mask, rows: int) -> np.ndarray | None:
         """An action mask for `rows` observations as bool [rows, mask_size] (None stays None); one-line errors."""

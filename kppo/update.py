@@ -12,6 +12,7 @@ from kppo import losses
 from kppo._tf import tf
 from kppo.agent import Agent, merge_steps, replay, with_weights
 from kppo.distribute import clip_and_scale, minibatch_moments
+from kppo.loops import merge_leading, swap_leading
 from kppo.optimizers import AdamState, adam_step
 from kppo.types import Batch, LossInfo, Rollout
 
@@ -50,19 +51,15 @@ def flatten(rollout: Rollout, sequence_length: int = 0) -> Batch:
     agent's rollout (one with a memory), `sequences`."""
     if len(rollout.trajectory.memory) > 0:
         return sequences(rollout, sequence_length)
-
-    def merge(x: tf.Tensor) -> tf.Tensor:
-        return tf.reshape(x, [-1] + x.shape[2:].as_list())
-
     traj, advantages, returns = rollout
     return Batch(
-        obs=merge(traj.obs),
-        action=merge(traj.action),
-        log_prob=merge(traj.log_prob),
-        value=merge(traj.value),
-        advantage=merge(advantages),
-        returns=merge(returns),
-        action_mask=merge(traj.action_mask),
+        obs=merge_leading(traj.obs),
+        action=merge_leading(traj.action),
+        log_prob=merge_leading(traj.log_prob),
+        value=merge_leading(traj.value),
+        advantage=merge_leading(advantages),
+        returns=merge_leading(returns),
+        action_mask=merge_leading(traj.action_mask),
     )
 
 
@@ -75,8 +72,7 @@ def sequences(rollout: Rollout, length: int = 0) -> Batch:
     length = length or steps
 
     def chunks(x: tf.Tensor) -> tf.Tensor:  # [T, B, ...] -> [B * T / L, L, ...], env after env
-        x = tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
-        return tf.reshape(x, [envs * (steps // length), length] + x.shape[2:].as_list())
+        return tf.reshape(swap_leading(x), [envs * (steps // length), length] + x.shape[2:].as_list())
 
     memory = tuple(chunks(m)[:, 0] for m in traj.memory)
     return Batch(chunks(traj.obs), chunks(traj.action), chunks(traj.log_prob), chunks(traj.value), chunks(advantages),
@@ -93,13 +89,8 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
 def _replayed(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
     """A minibatch of env sequences [b, T, ...] replayed through a recurrent agent: (the minibatch flattened to
     [b * T, ...], actor params, values), both computed from each sequence's start memory with its resets."""
-
-    def time_major(x):
-        return tf.transpose(x, [1, 0] + list(range(2, len(x.shape))))
-
-    params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start), mb.memory)
-    flat = tf.nest.map_structure(lambda x: tf.reshape(time_major(x), [-1] + x.shape[2:].as_list()),
-                                 mb._replace(episode_start=(), memory=()))
+    params, values, _ = replay(agent, swap_leading(mb.obs), swap_leading(mb.episode_start), mb.memory)
+    flat = tf.nest.map_structure(lambda x: merge_leading(swap_leading(x)), mb._replace(episode_start=(), memory=()))
     return flat, merge_steps(agent, params), tf.reshape(values, [-1])
 
 
