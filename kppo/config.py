@@ -112,6 +112,7 @@ class Config:
     recurrent: str | None = _f(None, "Recurrent policy: 'lstm' (an LSTM before the actor's MLP, sb3-contrib's MlpLstmPolicy; TF-native envs) or null. Minibatches are whole env sequences: num_minibatches must divide num_envs.")
     lstm_hidden_size: int = _f(256, "Units of the LSTM (recurrent='lstm'; sb3-contrib's default 256).")
     lstm_sequence_length: int = _f(0, "recurrent: update on chunks of this many steps of one env, each replayed from the memory stored at its first step (0: whole rollouts, purejaxrl's ppo_rnn); must divide num_steps.")
+    lstm_batching: str = _f("sequences", "recurrent minibatches: 'sequences' (whole env sequences or lstm_sequence_length chunks, shuffled; purejaxrl) or 'rotated' (sb3-contrib: each epoch the env-major rollout rotated by a random offset and cut, in order, into num_minibatches windows of consecutive steps).")
     enable_critic_lstm: bool = _f(True, "recurrent: the critic has its own LSTM (else an MLP on the observation), as sb3-contrib.")
     action_masks: bool = _f(False, "Act with the env's invalid-action masks (Discrete/MultiDiscrete; sb3-contrib's MaskablePPO): env.action_masks(), info['action_mask'] or a TF-native task's action_mask(state); kept in the rollout for the update, and an input of exported artifacts.")
     # --- normalization and env options ---
@@ -367,8 +368,12 @@ def _validate(c: Config) -> None:
     if c.recurrent is not None:
         _check(c.distribute == "none", "distribute", "'none' for a recurrent policy (not built for strategies yet)",
                c.distribute)
+        _check(c.lstm_batching in ("sequences", "rotated"), "lstm_batching", "'sequences' or 'rotated'", c.lstm_batching)
+        _check(c.lstm_batching == "sequences" or c.lstm_sequence_length == 0, "lstm_sequence_length",
+               "0 with lstm_batching='rotated' (its windows are num_envs * num_steps / num_minibatches steps)",
+               c.lstm_sequence_length)
         sequences = c.num_envs * (c.num_steps // (c.lstm_sequence_length or c.num_steps))
-        _check(sequences % c.num_minibatches == 0, "num_minibatches",
+        _check(c.lstm_batching == "rotated" or sequences % c.num_minibatches == 0, "num_minibatches",
                f"a divisor of the {sequences} sequences (num_envs x num_steps / lstm_sequence_length; recurrent "
                f"minibatches are whole sequences)", c.num_minibatches)
     _check(c.total_timesteps >= c.rollout_size, "total_timesteps",

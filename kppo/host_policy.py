@@ -78,14 +78,18 @@ def snapshot(actor: Actor, memory=None) -> ActorWeights:
         log_std=actor.log_std.numpy() if actor.gaussian and actor.log_std_head is None else None,
         log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
         sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
-        lstm=None if memory is None else tuple(np.asarray(w.numpy(), np.float32) for w in
-                                               (memory.cells[0].kernel, memory.cells[0].recurrent_kernel,
-                                                memory.cells[0].bias)),
+        lstm=None if memory is None else _lstm(memory.cells[0]),
     )
 
 
+def _lstm(cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A `TorchLSTMCell` as numpy (kernel, recurrent kernel, bias): its two biases summed."""
+    return (np.asarray(cell.kernel.numpy(), np.float32), np.asarray(cell.recurrent_kernel.numpy(), np.float32),
+            np.asarray(cell.input_bias.numpy() + cell.recurrent_bias.numpy(), np.float32))
+
+
 def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Keras' LSTMCell in numpy (gates i, f, c, o; sigmoid and tanh): (h', c')."""
+    """`TorchLSTMCell` in numpy (gates i, f, g, o; sigmoid and tanh): (h', c')."""
     kernel, recurrent, bias = lstm
     i, f, g, o = np.split(x @ kernel + h @ recurrent + bias, 4, axis=-1)
     c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)

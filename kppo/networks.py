@@ -222,41 +222,50 @@ class Critic(keras.Model):
         }
 
 
-class TorchLSTMBias(keras.initializers.Initializer):
-    """torch.nn.LSTM's bias: b_ih + b_hh, each U(+-1/sqrt(units))."""
+class TorchLSTMCell(keras.layers.Layer):
+    """torch.nn.LSTM's cell (one layer, as sb3-contrib builds it): gates i, f, g, o from
+    x @ kernel + h @ recurrent_kernel + input_bias + recurrent_bias; c' = sig(f) c + sig(i) tanh(g), h' = sig(o) tanh(c').
+    Every weight starts U(+-1/sqrt(units)), no forget-gate offset. The two biases are torch's b_ih and b_hh: the
+    forward pass only sees their sum, but Adam steps each, so the sum learns at twice the step of one bias, as in
+    sb3-contrib (and both count in the global gradient norm). Called as Keras' LSTMCell: (x, [h, c]) -> (h', (h', c'))."""
 
-    def __init__(self, units: int, seed: int):
+    def __init__(self, units: int, seed: int = 0, **kwargs: Any):
+        super().__init__(**kwargs)
         self.units, self.seed = int(units), int(seed)
 
-    def __call__(self, shape, dtype=None):
+    def build(self, input_shape):
         bound = 1.0 / math.sqrt(self.units)
-        draw = [keras.random.uniform(shape, -bound, bound, dtype=dtype, seed=self.seed + k) for k in range(2)]
-        return draw[0] + draw[1]
+        shapes = {"kernel": (int(input_shape[-1]), 4 * self.units), "recurrent_kernel": (self.units, 4 * self.units),
+                  "input_bias": (4 * self.units,), "recurrent_bias": (4 * self.units,)}
+        for k, (name, shape) in enumerate(shapes.items()):
+            setattr(self, name, self.add_weight(
+                shape=shape, initializer=keras.initializers.RandomUniform(-bound, bound, seed=self.seed + k), name=name))
+        self.built = True
+
+    def call(self, inputs, states):
+        h, c = states
+        z = (keras.ops.matmul(inputs, self.kernel) + keras.ops.matmul(h, self.recurrent_kernel) + self.input_bias
+             + self.recurrent_bias)
+        i, f, g, o = keras.ops.split(z, 4, axis=-1)
+        c = keras.ops.sigmoid(f) * c + keras.ops.sigmoid(i) * keras.ops.tanh(g)
+        h = keras.ops.sigmoid(o) * keras.ops.tanh(c)
+        return h, (h, c)
 
     def get_config(self):
-        return {"units": self.units, "seed": self.seed}
+        return {**super().get_config(), "units": self.units, "seed": self.seed}
 
 
 class MemoryCells(keras.Model):
     """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
     its own. The actor (and that critic) MLP reads the cell's output; a memory is (h, c) per cell, [B, units] each.
-    torch.nn.LSTM's initialization, as sb3-contrib leaves its LSTMs (its orthogonal init covers the MLPs and heads
-    only): every weight U(+-1/sqrt(units)), the bias a sum of two such draws, no forget-gate offset."""
+    torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
+    covers the MLPs and heads only)."""
 
     def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, **kwargs: Any):
         super().__init__(**kwargs)
         self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
-        bound = 1.0 / math.sqrt(self.units)
-
-        def uniform(k: int):
-            return keras.initializers.RandomUniform(-bound, bound, seed=seed + k)
-
-        self.cells = [
-            keras.layers.LSTMCell(self.units, kernel_initializer=uniform(10 * i), recurrent_initializer=uniform(10 * i + 1),
-                                  bias_initializer=TorchLSTMBias(self.units, seed + 10 * i + 2), unit_forget_bias=False,
-                                  name=f"{role}_lstm")
-            for i, role in enumerate(["actor", "critic"][:1 + self.critic_cell])
-        ]
+        self.cells = [TorchLSTMCell(self.units, seed + 10 * i, name=f"{role}_lstm")
+                      for i, role in enumerate(["actor", "critic"][:1 + self.critic_cell])]
 
     def build(self, input_shape):
         for cell in self.cells:

@@ -53,11 +53,10 @@ class RecurrentPPO(PPO):
                          n_epochs=n_epochs, **kwargs)
 
     def _make_config(self, n_envs, action_space, normalize):
-        """sb3-contrib's minibatches of `batch_size` steps are contiguous runs of one env's steps, each replayed from
-        the LSTM state stored at its first step: chunks of `batch_size` steps (`Config.lstm_sequence_length`) when
-        that divides `n_steps`, else whole env rollouts (`batch_size` a multiple of `n_steps`)."""
-        batch, steps = self._ppo_args["batch_size"], self._ppo_args["n_steps"]
-        self._policy_fields["lstm_sequence_length"] = batch if batch < steps and steps % batch == 0 else 0
+        """sb3-contrib's minibatches (`Config.lstm_batching="rotated"`): each epoch, the env-major rollout rotated by a
+        random offset and cut, in order, into windows of `batch_size` consecutive steps, each replayed from the LSTM
+        states stored at its first step and wherever it enters another env's steps."""
+        self._policy_fields.update(lstm_batching="rotated", lstm_sequence_length=0)
         return super()._make_config(n_envs, action_space, normalize)
 
     def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False,

@@ -66,7 +66,8 @@ class RunnerState(NamedTuple):
 class Batch(NamedTuple):
     """A flattened rollout fed to the update, [N, ...] with N = T * B; for a recurrent agent sequences instead,
     [S, L, ...]: each env's steps cut into S / B chunks of L (`kppo.update.sequences`), with the memory each starts
-    from."""
+    from; or, for sb3-contrib's rotated windows, env-major rows [B * T, ...] (`kppo.update.rows`) with the memory
+    stored before every row and `restart` at each env's first row."""
 
     obs: tf.Tensor
     action: tf.Tensor
@@ -76,7 +77,8 @@ class Batch(NamedTuple):
     returns: tf.Tensor
     action_mask: tf.Tensor  # bool [N, mask_size]; width 0 without masks
     episode_start: Any = ()  # recurrent: bool [S, L]; () (no leaf) for a flat batch
-    memory: Any = ()  # recurrent: the memory at each sequence's start, [S, units] per tensor
+    memory: Any = ()  # recurrent: the memory at each sequence's start, [S, units] per tensor (rows: [B * T, units])
+    restart: Any = ()  # recurrent rows: bool [B * T], True at each env's first step (its stored memory is its start)
 
 
 class LossInfo(NamedTuple):

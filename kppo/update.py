@@ -29,6 +29,7 @@ class UpdateSettings(NamedTuple):
     normalize_advantage: bool
     target_kl: float | None
     advantage_std_ddof: int = 0  # 1: the sample std (n - 1), as SB3's torch.std
+    rotated_windows: bool = False  # recurrent: sb3-contrib's minibatches (`rows`, `rotated_indices`)
 
 
 class UpdateStats(NamedTuple):
@@ -46,11 +47,11 @@ def zero_stats() -> UpdateStats:
                        tf.constant(0))
 
 
-def flatten(rollout: Rollout, sequence_length: int = 0) -> Batch:
+def flatten(rollout: Rollout, sequence_length: int = 0, rotated: bool = False) -> Batch:
     """Time-major rollout [T, B, ...] -> flat Batch [T * B, ...] (the only place kppo flattens); for a recurrent
-    agent's rollout (one with a memory), `sequences`."""
+    agent's rollout (one with a memory), `sequences`, or `rows` for rotated windows."""
     if len(rollout.trajectory.memory) > 0:
-        return sequences(rollout, sequence_length)
+        return rows(rollout) if rotated else sequences(rollout, sequence_length)
     traj, advantages, returns = rollout
     return Batch(
         obs=merge_leading(traj.obs),
@@ -79,6 +80,30 @@ def sequences(rollout: Rollout, length: int = 0) -> Batch:
                  chunks(returns), chunks(traj.action_mask), chunks(traj.episode_start), memory)
 
 
+def rows(rollout: Rollout) -> Batch:
+    """Time-major recurrent rollout [T, B, ...] -> env-major rows [B * T, ...] (row env * T + step, as sb3-contrib's
+    `swap_and_flatten`), each with the memory stored before its step, `restart` at each env's first step: what
+    `rotated_indices` cuts into windows."""
+    traj, advantages, returns = rollout
+    steps, envs = traj.reward.shape[0], traj.reward.shape[1]
+
+    def env_major(x: tf.Tensor) -> tf.Tensor:
+        return merge_leading(swap_leading(x))
+
+    restart = tf.reshape(tf.tile((tf.range(steps) == 0)[None], [envs, 1]), [-1])
+    return Batch(env_major(traj.obs), env_major(traj.action), env_major(traj.log_prob), env_major(traj.value),
+                 env_major(advantages), env_major(returns), env_major(traj.action_mask), env_major(traj.episode_start),
+                 tuple(env_major(m) for m in traj.memory), restart)
+
+
+def rotated_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:
+    """int32 [num_epochs * num_minibatches, size // num_minibatches]: sb3-contrib's `RecurrentRolloutBuffer.get`, per
+    epoch the rows rotated by a random offset and cut, in order, into windows of consecutive rows."""
+    offsets = tf.random.stateless_uniform([num_epochs, 1], seed=key, minval=0, maxval=size, dtype=tf.int32)
+    rotated = (offsets + tf.range(size)[None]) % size
+    return tf.reshape(rotated, [num_epochs * num_minibatches, size // num_minibatches])
+
+
 def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:
     """int32 [num_epochs * num_minibatches, size // num_minibatches]: a fresh permutation per epoch, cut in rows."""
     noise = tf.random.stateless_uniform([num_epochs, size], seed=key)
@@ -94,10 +119,22 @@ def _replayed(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
     return flat, merge_steps(agent, params), tf.reshape(values, [-1])
 
 
+def _replayed_window(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
+    """A window of consecutive rows [W, ...] (`rows`) replayed as one sequence: from the memory stored at its first
+    row, and at each env's first row (where the window enters another env's steps), with the episode resets."""
+    column = lambda x: tf.expand_dims(x, 1)  # noqa: E731  [W, ...] -> time-major [W, 1, ...]
+    restart = tf.concat([[True], mb.restart[1:]], 0)
+    stored = tuple(column(m) for m in mb.memory)
+    params, values, _ = replay(agent, column(mb.obs), column(mb.episode_start), tuple(m[0] for m in stored),
+                               column(restart), stored)
+    return mb._replace(episode_start=(), memory=(), restart=()), merge_steps(agent, params), tf.reshape(values, [-1])
+
+
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
-    """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences."""
+    """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences, or one window
+    of rows (`settings.rotated_windows`)."""
     if agent.memory is not None:
-        mb, params, values = _replayed(agent, mb)
+        mb, params, values = (_replayed_window if settings.rotated_windows else _replayed)(agent, mb)
     else:
         params, values = agent.actor(mb.obs), agent.critic(mb.obs)
     params = agent.dist.masked(params, mb.action_mask)
@@ -149,7 +186,8 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
     violation no more minibatches count. `early_exit` leaves the loop there; otherwise (a loop with the same trip count
     for every member of a population, as vectorization needs) the remaining minibatches are computed and dropped."""
     size = batch.obs.shape[0]
-    indices = minibatch_indices(key, size, settings.num_epochs, settings.num_minibatches)
+    draw = rotated_indices if settings.rotated_windows else minibatch_indices
+    indices = draw(key, size, settings.num_epochs, settings.num_minibatches)
     total = settings.num_epochs * settings.num_minibatches
 
     def cond(k, carry, stats, stopped):

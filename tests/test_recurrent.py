@@ -10,7 +10,7 @@ from kppo._tf import tf
 from kppo.agent import initial_memory, make_agent, replay
 from kppo.rollout import collect_rollout, initial_rollout_state
 from kppo.runners.base import rollout_settings, update_settings
-from kppo.update import flatten, minibatch_loss
+from kppo.update import flatten, minibatch_loss, rotated_indices, rows
 
 SMALL = dict(recurrent="lstm", lstm_hidden_size=16, num_hidden_units=16, num_envs=4, num_steps=64, num_minibatches=2)
 
@@ -49,6 +49,40 @@ def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episo
     assert not np.allclose(params_other.numpy()[~after_reset], params.numpy()[~after_reset], atol=1e-6)
 
 
+def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
+    """sb3-contrib's minibatches: windows of consecutive env-major rows at any offset; a window entering another
+    env's steps restarts from that env's stored memory, so every window sees the rollout's log-probs (ratio 1)."""
+    config = kppo.Config(**{**SMALL, "num_minibatches": 8}, lstm_batching="rotated")
+    env = envs.make("CartPole-v1")
+    agent = make_agent(config, 4, env.action_space)
+    state = initial_rollout_state(env, agent, tf.constant([0, 1]), 4, False)
+    state, _ = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))  # warm memory
+    _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([4, 5]))
+    batch = rows(rollout)
+    np.testing.assert_array_equal(batch.obs.numpy()[64 + 5], rollout.trajectory.obs.numpy()[5, 1])  # env-major
+    np.testing.assert_array_equal(np.flatnonzero(batch.restart.numpy()), [0, 64, 128, 192])
+    settings = update_settings(config)
+    assert settings.rotated_windows
+    for start in (0, 40, 100, 230):  # 40..71 enters env 1 at row 64; 230..261 wraps from env 3 to env 0
+        window = tf.nest.map_structure(lambda x: tf.gather(x, np.arange(start, start + 32) % 256), batch)
+        _, info = minibatch_loss(agent, settings, window)
+        assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0, start
+    starts = batch.episode_start.numpy().reshape(4, 64)
+    env = next(e for e in (1, 2, 3) if not starts[e, :4].any())  # its first steps continue a live memory
+    window = tf.nest.map_structure(lambda x: x[64 * env - 16:64 * env + 16, None], batch)  # time-major [32, 1, ...]
+    first = tuple(m[0] for m in window.memory)
+    with_restart = replay(agent, window.obs, window.episode_start, first, window.restart, window.memory)[0]
+    without = replay(agent, window.obs, window.episode_start, first)[0]  # env's first steps on the other env's memory
+    stored = window.log_prob.numpy()[:, 0]
+    np.testing.assert_array_equal(agent.dist.log_prob(with_restart, window.action).numpy()[:, 0], stored)
+    assert np.abs(agent.dist.log_prob(without, window.action).numpy()[16:20, 0] - stored[16:20]).max() > 1e-7
+    indices = rotated_indices(tf.constant([7, 8]), 256, 3, 8).numpy()  # per epoch: a rotation cut in order
+    assert indices.shape == (24, 32)
+    for epoch in indices.reshape(3, 256):
+        np.testing.assert_array_equal(epoch, (epoch[0] + np.arange(256)) % 256)
+    assert len({int(e[0]) for e in indices.reshape(3, 256)}) == 3
+
+
 def test_recurrent_training_runs_evaluates_and_checkpoints(tmp_path):
     config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 4, eval_freq=2, num_eval_envs=2)
     result = kppo.train("cartpole", config, checkpoint_dir=tmp_path)
@@ -63,6 +97,10 @@ def test_recurrent_settings_are_checked_in_one_line():
         kppo.Config(**{**SMALL, "num_minibatches": 3, "num_steps": 63})
     with pytest.raises(ValueError, match=r"lstm_sequence_length: expected 0 or a divisor of num_steps = 64, got 10"):
         kppo.Config(**SMALL, lstm_sequence_length=10)
+    with pytest.raises(ValueError, match=r"lstm_batching: expected 'sequences' or 'rotated', got 'random'"):
+        kppo.Config(**SMALL, lstm_batching="random")
+    with pytest.raises(ValueError, match=r"lstm_sequence_length: expected 0 with lstm_batching='rotated' .*, got 16"):
+        kppo.Config(**SMALL, lstm_batching="rotated", lstm_sequence_length=16)
     with pytest.raises(ValueError, match=r"recurrent: expected null or 'lstm', got 'gru'"):
         kppo.Config(recurrent="gru")
 

@@ -106,11 +106,11 @@ def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whol
         assert micro["action_mismatch_vs_litert"] == 0.0 and micro["arena_bytes"] <= 16 * 1024
 
 
-def test_batch_size_below_n_steps_gives_chunks_of_that_many_steps():
-    model = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=64,
-                              batch_size=16, n_epochs=1, seed=0, policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]))
-    assert model.config.lstm_sequence_length == 16 and model.config.num_minibatches == 8
-    model.learn(128)
-    whole = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=64,
-                              batch_size=64, seed=0, policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]))
-    assert whole.config.lstm_sequence_length == 0 and whole.config.num_minibatches == 2
+def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps():
+    for batch_size, minibatches in ((16, 8), (128, 1), (96, 1)):  # 96 does not divide the 128 steps: one window
+        model = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=64,
+                                  batch_size=batch_size, n_epochs=2, seed=0,
+                                  policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]))
+        model.learn(128)
+        assert (model.config.lstm_batching, model.config.lstm_sequence_length) == ("rotated", 0)
+        assert model.config.num_minibatches == minibatches

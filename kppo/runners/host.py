@@ -94,7 +94,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     if strategy is None:
         compiled_update = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True),
                                       autograph=False)
-        update = lambda rollout, key: compiled_update(flatten(rollout, config.lstm_sequence_length), key)  # noqa: E731
+        update = lambda rollout, key: compiled_update(flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated"), key)  # noqa: E731
     else:
         update = make_sharded_update(agent, config, strategy)
     learning_rate_fn = make_learning_rate_fn(config, agent, host_scheduled=schedule is not None)

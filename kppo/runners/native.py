@@ -70,7 +70,7 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
 
     def run_iterations(state: RunnerState, num_iterations: tf.Tensor):
         def body(i, state, total):
-            state, diag = iteration_step(learning_rate_fn, collect, lambda r, k: update(flatten(r, config.lstm_sequence_length), k),
+            state, diag = iteration_step(learning_rate_fn, collect, lambda r, k: update(flatten(r, config.lstm_sequence_length, config.lstm_batching == "rotated"), k),
                                           state)
             return i + 1, state, tf.nest.map_structure(tf.add, total, diag)
 
