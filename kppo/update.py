@@ -29,7 +29,7 @@ class UpdateSettings(NamedTuple):
     normalize_advantage: bool
     target_kl: float | None
     advantage_std_ddof: int = 0  # 1: the sample std (n - 1), as SB3's torch.std
-    rotated_windows: bool = False  # recurrent: sb3-contrib's minibatches (`rows`, `rotated_indices`)
+    rotated_steps: int = 0  # recurrent, sb3-contrib's minibatches (`rows`, `rotated_indices`): steps per env; 0: not
 
 
 class UpdateStats(NamedTuple):
@@ -119,22 +119,41 @@ def _replayed(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
     return flat, merge_steps(agent, params), tf.reshape(values, [-1])
 
 
-def _replayed_window(agent: Agent, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
-    """A window of consecutive rows [W, ...] (`rows`) replayed as one sequence: from the memory stored at its first
-    row, and at each env's first row (where the window enters another env's steps), with the episode resets."""
-    column = lambda x: tf.expand_dims(x, 1)  # noqa: E731  [W, ...] -> time-major [W, 1, ...]
-    restart = tf.concat([[True], mb.restart[1:]], 0)
-    stored = tuple(column(m) for m in mb.memory)
-    params, values, _ = replay(agent, column(mb.obs), column(mb.episode_start), tuple(m[0] for m in stored),
-                               column(restart), stored)
-    return mb._replace(episode_start=(), memory=(), restart=()), merge_steps(agent, params), tf.reshape(values, [-1])
+def window_segments(restart: tf.Tensor, steps: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """A window of W consecutive rows (`restart` bool [W] at each env's first row) cut where it enters another env:
+    (grid int32 [S, L] of window positions, one segment per row, -1 past its end; the flat time-major index
+    [W] of each position in an [L, S] replay), with L = min(W, steps) and S = ceil(W / steps) + 1 segments at most."""
+    size = int(restart.shape[0])
+    length, segments = min(size, steps), -(-size // steps) + 1
+    segment = tf.cumsum(tf.cast(tf.concat([[True], restart[1:]], 0), tf.int32)) - 1
+    position = tf.range(size)
+    offset = position - tf.gather(tf.math.unsorted_segment_min(position, segment, segments), segment)
+    grid = tf.scatter_nd(tf.stack([segment, offset], 1), position + 1, [segments, length]) - 1
+    return grid, offset * segments + segment
+
+
+def replay_window(agent: Agent, mb: Batch, steps: int) -> tuple[Batch, tf.Tensor, tf.Tensor]:
+    """A window of consecutive rows [W, ...] (`rows`) replayed as sb3-contrib does: one sequence per env it covers,
+    side by side, each from the memory stored at its first row, with the episode resets; -> (the window's rows,
+    actor params, values) in window order."""
+    grid, index = window_segments(mb.restart, steps)
+    gathered = tf.maximum(grid, 0)  # past a segment's end: any row (its outputs are dropped)
+    time_major = lambda x: swap_leading(tf.gather(x, gathered))  # noqa: E731  [W, ...] -> [L, S, ...]
+    params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start),
+                               tuple(tf.gather(m, gathered[:, 0]) for m in mb.memory))
+    params = merge_steps(agent, params)
+    pick = lambda x: tf.gather(x, index)  # noqa: E731
+    params = (pick(params[0]), pick(params[1]), params[2]) if agent.dist.state_dependent else tf.nest.map_structure(
+        pick, params)
+    return mb._replace(episode_start=(), memory=(), restart=()), params, pick(tf.reshape(values, [-1]))
 
 
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
     """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences, or one window
-    of rows (`settings.rotated_windows`)."""
+    of rows (`settings.rotated_steps`)."""
     if agent.memory is not None:
-        mb, params, values = (_replayed_window if settings.rotated_windows else _replayed)(agent, mb)
+        mb, params, values = (replay_window(agent, mb, settings.rotated_steps) if settings.rotated_steps
+                              else _replayed(agent, mb))
     else:
         params, values = agent.actor(mb.obs), agent.critic(mb.obs)
     params = agent.dist.masked(params, mb.action_mask)
@@ -186,7 +205,7 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
     violation no more minibatches count. `early_exit` leaves the loop there; otherwise (a loop with the same trip count
     for every member of a population, as vectorization needs) the remaining minibatches are computed and dropped."""
     size = batch.obs.shape[0]
-    draw = rotated_indices if settings.rotated_windows else minibatch_indices
+    draw = rotated_indices if settings.rotated_steps else minibatch_indices
     indices = draw(key, size, settings.num_epochs, settings.num_minibatches)
     total = settings.num_epochs * settings.num_minibatches
 

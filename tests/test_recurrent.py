@@ -10,7 +10,7 @@ from kppo._tf import tf
 from kppo.agent import initial_memory, make_agent, replay
 from kppo.rollout import collect_rollout, initial_rollout_state
 from kppo.runners.base import rollout_settings, update_settings
-from kppo.update import flatten, minibatch_loss, rotated_indices, rows
+from kppo.update import flatten, minibatch_loss, replay_window, rotated_indices, rows, window_segments
 
 SMALL = dict(recurrent="lstm", lstm_hidden_size=16, num_hidden_units=16, num_envs=4, num_steps=64, num_minibatches=2)
 
@@ -62,20 +62,22 @@ def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     np.testing.assert_array_equal(batch.obs.numpy()[64 + 5], rollout.trajectory.obs.numpy()[5, 1])  # env-major
     np.testing.assert_array_equal(np.flatnonzero(batch.restart.numpy()), [0, 64, 128, 192])
     settings = update_settings(config)
-    assert settings.rotated_windows
+    assert settings.rotated_steps == 64
     for start in (0, 40, 100, 230):  # 40..71 enters env 1 at row 64; 230..261 wraps from env 3 to env 0
         window = tf.nest.map_structure(lambda x: tf.gather(x, np.arange(start, start + 32) % 256), batch)
         _, info = minibatch_loss(agent, settings, window)
         assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0, start
     starts = batch.episode_start.numpy().reshape(4, 64)
     env = next(e for e in (1, 2, 3) if not starts[e, :4].any())  # its first steps continue a live memory
-    window = tf.nest.map_structure(lambda x: x[64 * env - 16:64 * env + 16, None], batch)  # time-major [32, 1, ...]
-    first = tuple(m[0] for m in window.memory)
-    with_restart = replay(agent, window.obs, window.episode_start, first, window.restart, window.memory)[0]
-    without = replay(agent, window.obs, window.episode_start, first)[0]  # env's first steps on the other env's memory
-    stored = window.log_prob.numpy()[:, 0]
-    np.testing.assert_array_equal(agent.dist.log_prob(with_restart, window.action).numpy()[:, 0], stored)
-    assert np.abs(agent.dist.log_prob(without, window.action).numpy()[16:20, 0] - stored[16:20]).max() > 1e-7
+    window = tf.nest.map_structure(lambda x: x[64 * env - 16:64 * env + 16], batch)
+    _, params, _ = replay_window(agent, window, 64)
+    np.testing.assert_array_equal(agent.dist.log_prob(params, window.action).numpy(), window.log_prob.numpy())
+    _, params, _ = replay_window(agent, window._replace(restart=tf.zeros([32], tf.bool)), 64)  # one sequence
+    moved = np.abs(agent.dist.log_prob(params, window.action).numpy() - window.log_prob.numpy())
+    assert moved[16:20].max() > 1e-7 and moved[:16].max() == 0.0  # that env's first steps acted on the other's memory
+    grid, index = window_segments(tf.constant(np.arange(48, 80) % 64 == 0), 64)  # rows 48..79 enter env 1 at 64
+    np.testing.assert_array_equal(grid.numpy(), [list(range(16)) + [-1] * 16, list(range(16, 32)) + [-1] * 16])
+    np.testing.assert_array_equal(index.numpy(), [2 * j for j in range(16)] + [2 * j + 1 for j in range(16)])
     indices = rotated_indices(tf.constant([7, 8]), 256, 3, 8).numpy()  # per epoch: a rotation cut in order
     assert indices.shape == (24, 32)
     for epoch in indices.reshape(3, 256):

@@ -97,7 +97,7 @@ def update_settings(config: Config, schedule: ScheduleVariables | None = None) -
     return UpdateSettings(
         config.num_epochs, config.num_minibatches, clip_range, clip_range_vf, config.vf_clip_mode, config.ent_coef,
         config.vf_coef, config.max_grad_norm, config.normalize_advantage, config.target_kl, config.advantage_std_ddof,
-        config.lstm_batching == "rotated",
+        config.num_steps if config.lstm_batching == "rotated" else 0,
     )
 
 
