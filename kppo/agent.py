@@ -80,15 +80,20 @@ def merge_steps(agent: Agent, params):
     return tf.nest.map_structure(merge_leading, params)
 
 
-def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple):
+def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple, restart: tf.Tensor | None = None,
+           stored: tuple = ()):
     """`act_step` over sequences: obs [T, B, D], episode_start [T, B], memory at t = 0 -> (params [T, B, ...],
-    values [T, B], memories after each step [T, ...])."""
+    values [T, B], memories after each step [T, ...]). With `restart` (bool [T, B]) and `stored` (memories
+    [T, B, units]), a step where `restart` starts from the stored memory instead of the carried one (a window of
+    rollout rows that enters another env's steps); its episode-start reset still applies."""
 
     def step(carry, inputs):
+        if restart is not None:
+            carry = tuple(tf.where(inputs[2][:, None], s, c) for s, c in zip(inputs[3], carry))
         params, value, carry = act_step(agent, inputs[0], carry, inputs[1])
         return carry, (params, value, carry)
 
-    _, outputs = scan(step, memory, (obs, episode_start))
+    _, outputs = scan(step, memory, (obs, episode_start) if restart is None else (obs, episode_start, restart, stored))
     return outputs
 
 
