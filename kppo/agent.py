@@ -102,7 +102,8 @@ def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Sp
     Adam (epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update, `config.adam_style`) with its slots built."""
     widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
     latent_dim = widths[-1] if widths else observation_dim
-    dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std)
+    dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std,
+                             config.box_actions == "rescale")
     if config.action_masks and not dist.mask_size:
         raise ValueError(f"action_masks: expected a Discrete or MultiDiscrete action space, got {action_space}")
     actor, critic, memory = make_networks(config, observation_dim, dist, config.seed)

@@ -106,6 +106,7 @@ class Config:
     state_independent_std: bool = _f(True, "Gaussian log-std is a free parameter (else a head on the features).")
     log_std_init: float = _f(0.0, "Initial log standard deviation of the Gaussian policy.")
     squash: bool = _f(False, "tanh-squash Box actions (sample stored pre-tanh); else clip to [-1, 1]. Then rescale.")
+    box_actions: str = _f("rescale", "unsquashed Box actions: 'rescale' (clip to [-1, 1], map to [low, high]) or 'clip' (clip to [low, high]: SB3, CleanRL, purejaxrl).")
     use_sde: bool = _f(False, "generalized State-Dependent Exploration (Box actions): noise = latent @ eps.")
     sde_sample_freq: int = _f(-1, "gSDE: redraw the exploration matrices every N steps (-1: once per rollout).")
     full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
@@ -361,6 +362,8 @@ def _validate(c: Config) -> None:
     _check(c.rollout_size > 1, "num_envs * num_steps", "more than 1 (advantage normalization)", c.rollout_size)
     _check(c.rollout_size % c.num_minibatches == 0, "num_minibatches",
            f"a divisor of num_envs * num_steps = {c.rollout_size}", c.num_minibatches)
+    _check(c.box_actions in ("rescale", "clip") and not (c.squash and c.box_actions == "clip"), "box_actions",
+           "'rescale' or 'clip' ('rescale' with squash: tanh, then [low, high])", c.box_actions)
     _check(c.recurrent in (None, "lstm"), "recurrent", "null or 'lstm'", c.recurrent)
     _check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)
     _check(c.lstm_sequence_length >= 0 and (c.lstm_sequence_length == 0 or c.num_steps % c.lstm_sequence_length == 0),

@@ -17,7 +17,8 @@ The host rollout acts in numpy, without a TensorFlow call per step, through the 
 of those actions are then computed in TensorFlow, for the whole rollout at once.
 
 Box actions are always normalized: the policy acts in [-1, 1] per dimension and `to_env` maps
-u -> low + (f(u) + 1) / 2 * (high - low) with f = tanh (squash) or clip to [-1, 1]. The Gaussian's log-prob and
+u -> low + (f(u) + 1) / 2 * (high - low) with f = tanh (squash) or clip to [-1, 1]; or, with `rescale=False` (SB3's
+unsquashed PPO, CleanRL, purejaxrl), u clipped to [low, high]. The Gaussian's log-prob and
 entropy are those of u (rex semantics: no tanh correction, the stored sample is u).
 """
 
@@ -159,7 +160,7 @@ class DiagGaussian(ActionDistribution):
 
     has_log_std = True
 
-    def __init__(self, space: gym.spaces.Box, squash: bool):
+    def __init__(self, space: gym.spaces.Box, squash: bool, rescale: bool = True):
         if len(space.shape) != 1:
             raise ValueError(f"action_space: expected a 1-D Box, got a Box of shape {space.shape}")
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
@@ -167,7 +168,7 @@ class DiagGaussian(ActionDistribution):
         self.param_size = int(space.shape[0])
         self.action_shape = (self.param_size,)
         self.action_dtype = tf.float32
-        self.squash = bool(squash)
+        self.squash, self.rescale = bool(squash), bool(rescale)
         self.low = tf.constant(space.low, tf.float32)
         self.high = tf.constant(space.high, tf.float32)
         self.low_host, self.high_host = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
@@ -180,6 +181,8 @@ class DiagGaussian(ActionDistribution):
         return params[0]
 
     def to_env(self, action):
+        if not self.rescale:
+            return tf.clip_by_value(action, self.low, self.high)
         unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
         return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
 
@@ -191,6 +194,8 @@ class DiagGaussian(ActionDistribution):
         return params[0]
 
     def to_env_host(self, action):
+        if not self.rescale:
+            return np.clip(action, self.low_host, self.high_host)
         unit = np.tanh(action) if self.squash else np.clip(action, -1.0, 1.0)
         return self.low_host + (unit + 1.0) * 0.5 * (self.high_host - self.low_host)
 
@@ -207,8 +212,9 @@ class StateDependentNoise(DiagGaussian):
     state_dependent = True
     has_log_std = False
 
-    def __init__(self, space: gym.spaces.Box, squash: bool, latent_dim: int, full_std: bool = True):
-        super().__init__(space, squash)
+    def __init__(self, space: gym.spaces.Box, squash: bool, latent_dim: int, full_std: bool = True,
+                 rescale: bool = True):
+        super().__init__(space, squash, rescale)
         self.latent_dim = int(latent_dim)
         self.full_std = bool(full_std)
 
@@ -333,20 +339,22 @@ def make_distribution(
     use_sde: bool = False,
     latent_dim: int = 0,
     full_std: bool = True,
+    rescale: bool = True,
 ) -> ActionDistribution:
     """Picks the distribution for `action_space` (ValueError naming the space if unsupported).
 
     Args:
         use_sde: gSDE exploration (Box only); `latent_dim` is the width of the actor's last hidden layer.
+        rescale: Box actions map [-1, 1] to [low, high] (else the sample is clipped to [low, high]).
     """
     if use_sde:
         if not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"use_sde: gSDE needs a Box action space, got {action_space}")
-        return StateDependentNoise(action_space, squash, latent_dim, full_std)
+        return StateDependentNoise(action_space, squash, latent_dim, full_std, rescale)
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(action_space)
     if isinstance(action_space, gym.spaces.Box):
-        return DiagGaussian(action_space, squash)
+        return DiagGaussian(action_space, squash, rescale)
     if isinstance(action_space, gym.spaces.MultiDiscrete):
         return MultiCategorical(action_space)
     if isinstance(action_space, gym.spaces.MultiBinary):

@@ -29,13 +29,14 @@ class ObsScaling(NamedTuple):
 
 
 class ActScaling(NamedTuple):
-    """Box: env action = low + (f(u) + 1) / 2 * (high - low), f = tanh if squash else clip to [-1, 1].
-    Discrete: env action = index + start (low = high = None)."""
+    """Box: env action = low + (f(u) + 1) / 2 * (high - low), f = tanh if squash else clip to [-1, 1]; without
+    `rescale`, clip(u, low, high). Discrete: env action = index + start (low = high = None)."""
 
     low: np.ndarray | None
     high: np.ndarray | None
     squash: bool
     start: int = 0
+    rescale: bool = True
 
 
 def _as_key(rng) -> tf.Tensor:
@@ -93,7 +94,8 @@ class Policy:
     @property
     def act_scaling(self) -> ActScaling:
         if isinstance(self.action_space, gym.spaces.Box):
-            return ActScaling(self.action_space.low, self.action_space.high, bool(getattr(self.dist, "squash", False)))
+            return ActScaling(self.action_space.low, self.action_space.high, bool(getattr(self.dist, "squash", False)),
+                              rescale=bool(getattr(self.dist, "rescale", True)))
         return ActScaling(None, None, False, int(getattr(self.action_space, "start", 0)))
 
     def normalize(self, obs: tf.Tensor) -> tf.Tensor:

@@ -62,6 +62,7 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     out["bias_init"] = "zeros" if ortho_init else "torch_default"  # SB3 zeroes biases only in its orthogonal init
     out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
     out["squash"] = bool(kwargs.pop("squash_output", False))
+    out["box_actions"] = "rescale" if out["squash"] else "clip"  # SB3: unscale a squashed action, else clip it
     out["full_std"] = bool(kwargs.pop("full_std", True))
     if kwargs.pop("use_expln", False):
         raise ValueError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")

@@ -19,6 +19,15 @@ def test_box_actions_are_rescaled_from_unit_interval(squash):
     assert np.all(out >= ASYMMETRIC.low) and np.all(out <= ASYMMETRIC.high)
 
 
+@pytest.mark.parametrize("use_sde", [False, True])
+def test_box_actions_without_rescale_are_the_sample_clipped_to_the_bounds_as_sb3s(use_sde):
+    dist = make_distribution(ASYMMETRIC, use_sde=use_sde, latent_dim=4, rescale=False)
+    u = np.array([[-1.0, 1.0], [0.25, 3.5], [5.0, -5.0]], np.float32)
+    want = [[-1.0, 1.0], [0.25, 3.5], [0.5, 0.0]]
+    np.testing.assert_array_equal(dist.to_env(tf.constant(u)).numpy(), want)
+    np.testing.assert_array_equal(dist.to_env_host(u), want)
+
+
 def test_gaussian_log_prob_entropy_and_mode():
     dist = make_distribution(ASYMMETRIC)
     mean, log_std = tf.constant([[0.5, -1.0]]), tf.constant([[0.0, np.log(2.0)]], tf.float32)

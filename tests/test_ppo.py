@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import kppo
+from kppo._tf import tf
 from kppo import PPO, BaseCallback, CheckpointCallback, EvalCallback, StopTrainingOnRewardThreshold
 from tests.benchmark_stats import load_stats
 
@@ -176,6 +177,20 @@ def test_box_actions_stay_in_bounds(env_id):
     for deterministic in (True, False):
         actions = model.predict(obs, deterministic=deterministic)[0]
         assert all(model.action_space.contains(a) for a in actions)
+
+
+def test_unsquashed_box_actions_are_clipped_to_the_bounds_as_sb3_does():
+    """SB3's PPO sends clip(action, low, high) (no rescale) unless squash_output; kppo.train's default rescales."""
+    model = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32, n_epochs=1, use_sde=True)
+    assert model.config.box_actions == "clip"
+    np.testing.assert_array_equal(model.agent.dist.to_env(tf.constant([[1.5], [-3.0]])).numpy(), [[1.5], [-2.0]])
+    model.learn(64)
+    assert model.policy.act_scaling.rescale is False
+    squashed = PPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True), use_sde=True)
+    assert squashed.config.box_actions == "rescale"
+    assert kppo.Config().box_actions == "rescale"
+    with pytest.raises(ValueError, match=r"box_actions: expected 'rescale' or 'clip' .*, got 'clip'"):
+        kppo.Config(squash=True, box_actions="clip")
 
 
 #: SB3 2.9.2 (torch 2.13, one thread) on the setting below, seeds 0-14, 20 deterministic episodes each, measured
