@@ -217,8 +217,9 @@ def test_gymnasium_cartpole_fixed_setting_learns_as_sb3_does():
 
 @pytest.mark.slow
 def test_pendulum_rl_zoo_setting_with_gsde():
-    """RL-Zoo's PPO Pendulum-v1 setting (gSDE). Measured 2026-11-30, seeds 0-3: -103.9, -204.3, -189.1, -162.6
-    (mean -165.0; SB3 measured here: -192)."""
+    """RL-Zoo's PPO Pendulum-v1 setting (gSDE). Measured 2026-11-30 with actions rescaled from [-1, 1], seeds 0-3:
+    -103.9, -204.3, -189.1, -162.6 (mean -165.0; SB3 measured here: -192); passes with SB3's clipped actions too
+    (2026-12-01)."""
     finals = []
     for seed in range(4):
         env = kppo.make_vec_env("Pendulum-v1", n_envs=4, seed=seed)
