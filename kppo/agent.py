@@ -72,12 +72,17 @@ def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
     return agent.critic(agent.memory(obs, memory)[0][1])
 
 
-def merge_steps(agent: Agent, params):
-    """Replayed actor params [T, B, ...] -> [T * B, ...]; gSDE's log-std (the same [L, A] at every step) stays one."""
+def merge_steps(agent: Agent, params, order: tf.Tensor | None = None):
+    """Replayed actor params [T, B, ...] -> [T * B, ...] (then the rows `order` picks, when given); gSDE's log-std
+    (the same [L, A] at every step) stays one."""
+
+    def merge(x: tf.Tensor) -> tf.Tensor:
+        return merge_leading(x) if order is None else tf.gather(merge_leading(x), order)
+
     if agent.dist.state_dependent:
         mean, latent, log_std = params
-        return merge_leading(mean), merge_leading(latent), log_std[0]
-    return tf.nest.map_structure(merge_leading, params)
+        return merge(mean), merge(latent), log_std[0]
+    return tf.nest.map_structure(merge, params)
 
 
 def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple, restart: tf.Tensor | None = None,

@@ -110,7 +110,7 @@ class Config:
     use_sde: bool = _f(False, "generalized State-Dependent Exploration (Box actions): noise = latent @ eps.")
     sde_sample_freq: int = _f(-1, "gSDE: redraw the exploration matrices every N steps (-1: once per rollout).")
     full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
-    recurrent: str | None = _f(None, "Recurrent policy: 'lstm' (an LSTM before the actor's MLP, sb3-contrib's MlpLstmPolicy; TF-native envs) or null. Minibatches are whole env sequences: num_minibatches must divide num_envs.")
+    recurrent: str | None = _f(None, "Recurrent policy: 'lstm' (an LSTM before the actor's MLP, sb3-contrib's MlpLstmPolicy) or null; minibatches: lstm_batching.")
     lstm_hidden_size: int = _f(256, "Units of the LSTM (recurrent='lstm'; sb3-contrib's default 256).")
     lstm_sequence_length: int = _f(0, "recurrent: update on chunks of this many steps of one env, each replayed from the memory stored at its first step (0: whole rollouts, purejaxrl's ppo_rnn); must divide num_steps.")
     lstm_batching: str = _f("sequences", "recurrent minibatches: 'sequences' (whole env sequences or lstm_sequence_length chunks, shuffled; purejaxrl) or 'rotated' (sb3-contrib: each epoch the env-major rollout rotated by a random offset and cut, in order, into num_minibatches windows of consecutive steps).")

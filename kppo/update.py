@@ -150,11 +150,7 @@ def replay_window(agent: Agent, mb: Batch, steps: int) -> tuple[Batch, tf.Tensor
     time_major = lambda x: swap_leading(tf.gather(x, gathered))  # noqa: E731  [W, ...] -> [L, S, ...]
     params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start),
                                tuple(tf.gather(m, gathered[:, 0]) for m in mb.memory))
-    params = merge_steps(agent, params)
-    pick = lambda x: tf.gather(x, index)  # noqa: E731
-    params = (pick(params[0]), pick(params[1]), params[2]) if agent.dist.state_dependent else tf.nest.map_structure(
-        pick, params)
-    return flat, params, pick(tf.reshape(values, [-1]))
+    return flat, merge_steps(agent, params, index), tf.gather(tf.reshape(values, [-1]), index)
 
 
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:

@@ -18,8 +18,8 @@ from kppo.config import Config
 from kppo.host_rollout import StepHook
 from kppo.losses import explained_variance
 from kppo.rollout import RolloutSettings
-from kppo.types import Diagnostics, EvalTrajectory, Rollout, RunnerState
-from kppo.update import UpdateSettings, UpdateStats
+from kppo.types import Batch, Diagnostics, EvalTrajectory, Rollout, RunnerState
+from kppo.update import UpdateSettings, UpdateStats, flatten
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
 
@@ -86,6 +86,11 @@ def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = F
 def rollout_settings(config: Config) -> RolloutSettings:
     return RolloutSettings(config.num_steps, config.gamma, config.gae_lambda, config.normalize_obs,
                            config.normalize_reward, config.sde_sample_freq, config.action_masks)
+
+
+def update_batch(config: Config, rollout: Rollout) -> Batch:
+    """The rollout as `config`'s update reads it (`update.flatten`; a recurrent agent's sequences, chunks or rows)."""
+    return flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated")
 
 
 def update_settings(config: Config, schedule: ScheduleVariables | None = None) -> UpdateSettings:

@@ -21,10 +21,11 @@ from kppo.envs.gymnasium import GymVecEnv, make_vec_env
 from kppo.host_policy import host_actor
 from kppo.host_rollout import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
 from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, ScheduleVariables, add_diagnostics, iteration_step,
-                               jit_update, make_learning_rate_fn, rollout_settings, root_keys, update_settings)
+                               jit_update, make_learning_rate_fn, rollout_settings, root_keys, update_batch,
+                               update_settings)
 from kppo.runners.replicated import make_sharded_update
 from kppo.types import MeanStd, RunnerState
-from kppo.update import flatten, ppo_update
+from kppo.update import ppo_update
 
 
 class Start(NamedTuple):
@@ -94,7 +95,7 @@ def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | 
     if strategy is None:
         compiled_update = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True),
                                       autograph=False)
-        update = lambda rollout, key: compiled_update(flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated"), key)  # noqa: E731
+        update = lambda rollout, key: compiled_update(update_batch(config, rollout), key)  # noqa: E731
     else:
         update = make_sharded_update(agent, config, strategy)
     learning_rate_fn = make_learning_rate_fn(config, agent, host_scheduled=schedule is not None)

@@ -14,9 +14,10 @@ from kppo.config import Config
 from kppo.envs.base import VecEnv
 from kppo.rollout import collect_rollout, current_mask, evaluate, initial_rollout_state
 from kppo.runners.base import (EvalMetricsFn, Iterations, Runner, iteration_step, jit_update, make_learning_rate_fn,
-                               maybe_compile, rollout_settings, root_keys, update_settings, zero_diagnostics)
+                               maybe_compile, rollout_settings, root_keys, update_batch, update_settings,
+                               zero_diagnostics)
 from kppo.types import RunnerState
-from kppo.update import flatten, ppo_update
+from kppo.update import ppo_update
 
 
 def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]:
@@ -70,7 +71,7 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
 
     def run_iterations(state: RunnerState, num_iterations: tf.Tensor):
         def body(i, state, total):
-            state, diag = iteration_step(learning_rate_fn, collect, lambda r, k: update(flatten(r, config.lstm_sequence_length, config.lstm_batching == "rotated"), k),
+            state, diag = iteration_step(learning_rate_fn, collect, lambda r, k: update(update_batch(config, r), k),
                                           state)
             return i + 1, state, tf.nest.map_structure(tf.add, total, diag)
 
