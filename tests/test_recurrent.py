@@ -75,6 +75,9 @@ def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     _, params, _ = replay_window(agent, window._replace(restart=tf.zeros([32], tf.bool)), 64)  # one sequence
     moved = np.abs(agent.dist.log_prob(params, window.action).numpy() - window.log_prob.numpy())
     assert moved[16:20].max() > 1e-7 and moved[:16].max() == 0.0  # that env's first steps acted on the other's memory
+    long = tf.nest.map_structure(lambda x: x[40:136], batch)  # longer than a rollout: envs 0-2 side by side
+    _, params, _ = replay_window(agent, long, 64)
+    np.testing.assert_array_equal(agent.dist.log_prob(params, long.action).numpy(), long.log_prob.numpy())
     grid, index = window_segments(tf.constant(np.arange(48, 80) % 64 == 0), 64)  # rows 48..79 enter env 1 at 64
     np.testing.assert_array_equal(grid.numpy(), [list(range(16)) + [-1] * 16, list(range(16, 32)) + [-1] * 16])
     np.testing.assert_array_equal(index.numpy(), [2 * j for j in range(16)] + [2 * j + 1 for j in range(16)])
