@@ -74,7 +74,12 @@ def test_every_space_kind_trains_and_predicts_inside_the_space(env, changes):
             actions = result.policy.get_action(np.stack(batch), rng=rng)
             single = result.policy.get_action(batch[0], rng=rng)
         assert all(result.action_space.contains(np.asarray(a).astype(result.action_space.dtype)) for a in actions)
-        np.testing.assert_array_equal(single, actions[0])
+        if np.issubdtype(np.asarray(single).dtype, np.floating):
+            # A matmul over 1 row and over 5 may take different oneDNN kernels: equal up to float rounding (CI's
+            # CPU differed by 1 ulp); a wrong row, normalization or squash differs by far more.
+            np.testing.assert_allclose(single, actions[0], rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(single, actions[0])
 
 
 def test_gymnasium_cartpole_learns_a_little():
