@@ -2,13 +2,54 @@
 
 The stacked outputs are preallocated tensors written row by row (`tf.tensor_scatter_nd_update`, an in-place
 dynamic-update-slice under XLA), not TensorArrays: `tf.vectorized_map` turns TensorArrays inside a loop into
-TensorLists that XLA cannot compile, and populations vectorize whole training iterations."""
+TensorLists that XLA cannot compile, and populations vectorize whole training iterations.
+
+`while_loop` is the one `tf.while_loop` of kppo's loops (`scan` and the update's minibatch loop). Under
+`vectorizing(anchor)` it ties the loop's initial values to `anchor`, a tensor of the vectorized inputs (see there)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
 
 from kppo._tf import tf
+
+_vectorized = threading.local()  # .anchor: set while a function for tf.vectorized_map traces (per thread)
+
+
+@contextlib.contextmanager
+def vectorizing(anchor: tf.Tensor) -> Iterator[None]:
+    """Traces the enclosed code for `tf.vectorized_map`, with `anchor` (a scalar computed from the vectorized inputs,
+    e.g. a member's key) standing for "per member".
+
+    tf.vectorized_map (pfor) converts a `tf.while_loop` by converting its body. When an initial value does not depend
+    on the vectorized inputs (the zeros of a scan's output buffers, an update's sums) but the body makes it per-member,
+    pfor finds the mismatch only after converting the body, converts it again, abandons that, and starts over: three
+    conversions of every loop body. Tying every initial value but the loop counter to `anchor` makes them per-member
+    from the start, so each body is converted once (8-member CartPole population, this machine: its iteration traces
+    in 2.8 s instead of 4.9 s, its evaluation in 0.8 s instead of 2.1 s)."""
+    previous = getattr(_vectorized, "anchor", None)
+    _vectorized.anchor = anchor
+    try:
+        yield
+    finally:
+        _vectorized.anchor = previous
+
+
+def _per_member(x: tf.Tensor, anchor: tf.Tensor) -> tf.Tensor:
+    """`x`, bit for bit, as a value that depends on `anchor` (a select between x and itself)."""
+    return tf.where(tf.equal(anchor, anchor), x, x)
+
+
+def while_loop(cond: Callable, body: Callable, loop_vars: tuple, maximum_iterations: int) -> tuple:
+    """`tf.while_loop` whose first loop variable is a counter shared by every member; under `vectorizing`, the other
+    initial values are tied to the anchor."""
+    anchor = getattr(_vectorized, "anchor", None)
+    if anchor is not None:
+        counter, *rest = loop_vars
+        loop_vars = (counter, *tf.nest.map_structure(lambda x: _per_member(x, anchor), rest))
+    return tf.while_loop(cond, body, loop_vars, maximum_iterations=maximum_iterations)
 
 
 def _spec(t: tf.Tensor) -> tf.TensorSpec:
@@ -52,7 +93,7 @@ def scan(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None
         carry, y = body(carry, x_at(i))
         return i + 1, carry, tf.nest.map_structure(lambda b, v: write(b, v, i), buffers, y)
 
-    _, carry, buffers = tf.while_loop(
+    _, carry, buffers = while_loop(
         lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, buffers), maximum_iterations=steps
     )
     return carry, buffers

@@ -12,7 +12,7 @@ from kppo import losses
 from kppo._tf import tf
 from kppo.agent import Agent, merge_steps, replay, with_weights
 from kppo.distribute import clip_and_scale, minibatch_moments
-from kppo.loops import merge_leading, swap_leading
+from kppo.loops import merge_leading, swap_leading, while_loop
 from kppo.optimizers import AdamState, adam_step
 from kppo.types import Batch, LossInfo, Rollout
 
@@ -230,7 +230,7 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
         return k + 1, carry, stats, tf.logical_or(stopped, tf.logical_not(applied))
 
     start = (tf.constant(0), carry, zero_stats(), tf.constant(False))
-    _, carry, stats, _ = tf.while_loop(cond, body, start, maximum_iterations=total)
+    _, carry, stats, _ = while_loop(cond, body, start, maximum_iterations=total)
     return carry, stats
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: `variant` runs a pure function eagerly, under tf.function, and under XLA (rlax's all_variants).
+"""Shared fixtures: `variant` runs a pure function eagerly, under tf.function, and under XLA (rlax's all_variants);
+`pfor_conversions` lists the function bodies tf.vectorized_map converts.
 
 tests/replicated needs 2 logical CPU devices, configured before TensorFlow initializes, so it runs only in its own
 process: tests/test_distribute.py starts `python -m pytest tests/replicated/...` with KPPO_REPLICATED=1."""
@@ -20,3 +21,16 @@ def variant(request):
         return tf.function(fn, jit_compile=request.param == "xla")
 
     return wrap
+
+
+@pytest.fixture
+def pfor_conversions(monkeypatch):
+    """The names of the functions (loop bodies and conditions) that tf.vectorized_map (pfor) converts while the test
+    traces, one entry per conversion."""
+    from tensorflow.python.ops.parallel_for import pfor
+
+    converted = []
+    convert = pfor._convert_function_call
+    monkeypatch.setattr(pfor, "_convert_function_call",
+                        lambda func, *args: converted.append(func.name) or convert(func, *args))
+    return converted

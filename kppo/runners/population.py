@@ -20,6 +20,7 @@ from kppo._tf import tf
 from kppo.agent import Agent, make_agent, with_weights
 from kppo.config import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
+from kppo.loops import vectorizing
 from kppo.optimizers import AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout import collect_rollout, evaluate
 from kppo.runners.base import (Iterations, Runner, diagnostics, learning_rate, rollout_settings, start_iteration,
@@ -136,6 +137,10 @@ def make_member_iterations(population: Population) -> Callable:
 
     def member_iteration(elems):  # one member's iteration: what iteration_step computes, on tensor weights
         (params, adam, state), values = elems
+        with vectorizing(state.key[0]):
+            return member_iteration_traced(params, adam, state, values)
+
+    def member_iteration_traced(params, adam, state, values):
         rollout_kw = rollout_settings(config)._replace(gamma=values.gamma, gae_lambda=values.gae_lambda)
         update_kw = update_settings(config)._replace(clip_range=values.clip_range, ent_coef=values.ent_coef,
                                                      vf_coef=values.vf_coef, max_grad_norm=values.max_grad_norm)
@@ -173,8 +178,9 @@ def make_member_evaluation(population: Population) -> Callable:
 
     def member(elems):
         params, stats, key = elems
-        return with_weights(agent, params, lambda: evaluate(env, agent, stats, key, config.num_eval_envs,
-                                                              config.normalize_obs, config.action_masks)[0])
+        with vectorizing(key[0]):
+            return with_weights(agent, params, lambda: evaluate(env, agent, stats, key, config.num_eval_envs,
+                                                                  config.normalize_obs, config.action_masks)[0])
 
     def run(stats, keys):
         params, _ = population.weights.read()

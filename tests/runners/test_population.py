@@ -46,6 +46,15 @@ def test_every_member_computes_what_a_single_run_with_its_seed_and_values_comput
         assert np.any(steps < 3 * 3 * 4)
 
 
+def test_tracing_a_population_converts_each_loop_once(pfor_conversions):
+    base = kppo.Config(**SMALL, **GRAPH)
+    runner, _ = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
+    runner.run_iterations(runner.state, 1)
+    runner.evaluate(runner.state.rollout.obs_stats, 0, 0, None)
+    # rollout, GAE and minibatch loops, the evaluation's: a condition and a body each, converted once (not 3 times)
+    assert len(pfor_conversions) == 8 and len(set(pfor_conversions)) == 8, pfor_conversions
+
+
 def test_a_members_result_does_not_depend_on_another_members_values():
     base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
     first = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
