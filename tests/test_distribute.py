@@ -20,8 +20,8 @@ def _pytest(target: str, *args: str, timeout: int = 900) -> None:
     path = REPLICATED.relative_to(ROOT) / target
     env = {**os.environ, "KPPO_REPLICATED": "1"}
     env.pop("TF_CONFIG", None)
-    out = subprocess.run([sys.executable, "-m", "pytest", str(path), "-q", "--tb=short", *args], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    argv = [sys.executable, "-m", "pytest", str(path), "-q", "--tb=short", "-n", "0", *args]  # -n 0: no xdist workers
+    out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     command = " ".join(["pytest", str(path), *args])
     assert out.returncode == 0, f"{command} exited {out.returncode}:\n" + (out.stdout + out.stderr)[-6000:]
 
