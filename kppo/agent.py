@@ -20,7 +20,7 @@ from kppo.envs.spaces import flat_dim
 from kppo._tf import tf
 from kppo.loops import merge_leading, scan
 from kppo.networks import Actor, Critic, MemoryCells, make_networks
-from kppo.optimizers import make_optimizer
+from kppo.optimizers import AdamState, adam_state_of, assign_adam_state, make_optimizer
 from kppo.policy import ObsScaling, Policy
 from kppo.types import MeanStd
 
@@ -102,16 +102,17 @@ def replay(agent: Agent, obs: tf.Tensor, episode_start: tf.Tensor, memory: tuple
     return outputs
 
 
-def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space) -> Agent:
+def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space, lstm_biases: int = 2) -> Agent:
     """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
-    Adam (epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update, `config.adam_style`) with its slots built."""
+    Adam (epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update, `config.adam_style`) with its slots built.
+    `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of agents saved before (`load_agent`)."""
     widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
     latent_dim = widths[-1] if widths else observation_dim
     dist = make_distribution(action_space, config.squash, config.use_sde, latent_dim, config.full_std,
                              config.box_actions == "rescale")
     if config.action_masks and not dist.mask_size:
         raise ValueError(f"action_masks: expected a Discrete or MultiDiscrete action space, got {action_space}")
-    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed)
+    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases)
     optimizer = make_optimizer(config.adam_style, config.learning_rate)
     agent = Agent(dist, actor, critic, optimizer, memory)
     optimizer.build(agent.variables)
@@ -160,5 +161,37 @@ def load_agent(path: str | Path) -> SavedAgent:
     config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
     observation_dim = flat_dim(observation_space)
     agent = make_agent(config, observation_dim, action_space)
-    obs_stats, return_stats = checkpoint.restore(path, agent, [observation_dim])
+    try:
+        obs_stats, return_stats = checkpoint.restore(path, agent, [observation_dim])
+    except ValueError:
+        if agent.memory is None:
+            raise
+        try:  # a recurrent agent saved with one bias per LSTM cell (kppo before its two-bias, torch-like cells)
+            legacy = make_agent(config, observation_dim, action_space, lstm_biases=1)
+            obs_stats, return_stats = checkpoint.restore(path, legacy, [observation_dim])
+        except ValueError:
+            pass
+        else:
+            move_one_bias_cells(legacy, agent)
+            return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
+        raise
     return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
+
+
+def move_one_bias_cells(legacy: Agent, agent: Agent) -> None:
+    """Copies an agent whose LSTM cells have one bias (`legacy`) into `agent`, whose cells have torch's two: the old
+    bias becomes `input_bias` and `recurrent_bias` starts at zero, so the cells compute what they computed; Adam's
+    moments move with their weights (zero for the new bias), and its step count and learning rate come along."""
+    old_adam = adam_state_of(legacy.optimizer, legacy.variables)
+    old = iter(zip(legacy.variables, old_adam.m, old_adam.v))
+    m, v = [], []
+    for variable in agent.variables:
+        if variable.path.endswith("recurrent_bias"):
+            value = first = second = tf.zeros_like(variable)
+        else:
+            value, first, second = next(old)
+        variable.assign(value)
+        m.append(first)
+        v.append(second)
+    assign_adam_state(agent.optimizer, agent.variables, AdamState(m, v, old_adam.steps))
+    agent.optimizer.learning_rate.assign(legacy.optimizer.learning_rate)

@@ -227,16 +227,22 @@ class TorchLSTMCell(keras.layers.Layer):
     x @ kernel + h @ recurrent_kernel + input_bias + recurrent_bias; c' = sig(f) c + sig(i) tanh(g), h' = sig(o) tanh(c').
     Every weight starts U(+-1/sqrt(units)), no forget-gate offset. The two biases are torch's b_ih and b_hh: the
     forward pass only sees their sum, but Adam steps each, so the sum learns at twice the step of one bias, as in
-    sb3-contrib (and both count in the global gradient norm). Called as Keras' LSTMCell: (x, [h, c]) -> (h', (h', c'))."""
+    sb3-contrib (and both count in the global gradient norm). Called as Keras' LSTMCell: (x, [h, c]) -> (h', (h', c')).
+    `biases=1`: one `bias`, the layout of Keras' LSTMCell, which kppo used before; only for reading agents saved then
+    (`kppo.agent.load_agent` moves them into a two-bias cell)."""
 
-    def __init__(self, units: int, seed: int = 0, **kwargs: Any):
+    def __init__(self, units: int, seed: int = 0, biases: int = 2, **kwargs: Any):
         super().__init__(**kwargs)
-        self.units, self.seed = int(units), int(seed)
+        self.units, self.seed, self.biases = int(units), int(seed), int(biases)
+
+    @property
+    def bias_names(self) -> list[str]:
+        return ["input_bias", "recurrent_bias"] if self.biases == 2 else ["bias"]
 
     def build(self, input_shape):
         bound = 1.0 / math.sqrt(self.units)
         shapes = {"kernel": (int(input_shape[-1]), 4 * self.units), "recurrent_kernel": (self.units, 4 * self.units),
-                  "input_bias": (4 * self.units,), "recurrent_bias": (4 * self.units,)}
+                  **{name: (4 * self.units,) for name in self.bias_names}}
         for k, (name, shape) in enumerate(shapes.items()):
             setattr(self, name, self.add_weight(
                 shape=shape, initializer=keras.initializers.RandomUniform(-bound, bound, seed=self.seed + k), name=name))
@@ -244,15 +250,16 @@ class TorchLSTMCell(keras.layers.Layer):
 
     def call(self, inputs, states):
         h, c = states
-        z = (keras.ops.matmul(inputs, self.kernel) + keras.ops.matmul(h, self.recurrent_kernel) + self.input_bias
-             + self.recurrent_bias)
+        z = keras.ops.matmul(inputs, self.kernel) + keras.ops.matmul(h, self.recurrent_kernel)
+        for name in self.bias_names:
+            z = z + getattr(self, name)
         i, f, g, o = keras.ops.split(z, 4, axis=-1)
         c = keras.ops.sigmoid(f) * c + keras.ops.sigmoid(i) * keras.ops.tanh(g)
         h = keras.ops.sigmoid(o) * keras.ops.tanh(c)
         return h, (h, c)
 
     def get_config(self):
-        return {**super().get_config(), "units": self.units, "seed": self.seed}
+        return {**super().get_config(), "units": self.units, "seed": self.seed, "biases": self.biases}
 
 
 class MemoryCells(keras.Model):
@@ -261,10 +268,10 @@ class MemoryCells(keras.Model):
     torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
     covers the MLPs and heads only)."""
 
-    def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, **kwargs: Any):
+    def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, biases: int = 2, **kwargs: Any):
         super().__init__(**kwargs)
         self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
-        self.cells = [TorchLSTMCell(self.units, seed + 10 * i, name=f"{role}_lstm")
+        self.cells = [TorchLSTMCell(self.units, seed + 10 * i, biases, name=f"{role}_lstm")
                       for i, role in enumerate(["actor", "critic"][:1 + self.critic_cell])]
 
     def build(self, input_shape):
@@ -285,9 +292,10 @@ class MemoryCells(keras.Model):
         return {**super().get_config(), "units": self.units, "critic_cell": self.critic_cell, "seed": self.seed}
 
 
-def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic, MemoryCells | None]:
+def make_networks(config, obs_dim: int, dist, seed: int, lstm_biases: int = 2) -> tuple[Actor, Critic,
+                                                                                      MemoryCells | None]:
     """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
-    read when `config.recurrent` (else None)."""
+    read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`)."""
     common = dict(
         num_hidden_layers=config.num_hidden_layers,
         num_hidden_units=config.num_hidden_units,
@@ -310,7 +318,8 @@ def make_networks(config, obs_dim: int, dist, seed: int) -> tuple[Actor, Critic,
     critic = Critic(seed=seed * 1000 + 500, hidden_units=config.critic_hidden_units, name="critic", **common)
     memory = None
     if config.recurrent is not None:
-        memory = MemoryCells(config.lstm_hidden_size, config.enable_critic_lstm, seed * 1000 + 800, name="memory")
+        memory = MemoryCells(config.lstm_hidden_size, config.enable_critic_lstm, seed * 1000 + 800, lstm_biases,
+                             name="memory")
         memory.build((None, obs_dim))
     actor.build((None, obs_dim if memory is None else memory.units))
     critic.build((None, memory.units if memory is not None and memory.critic_cell else obs_dim))

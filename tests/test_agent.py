@@ -1,5 +1,7 @@
 """The agent bundle (`kppo.agent`): construction from a Config, its policy, and loading a saved agent."""
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from kppo.agent import load_agent, make_agent, make_policy
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Box(-2, 2, (2,), np.float32)
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def test_make_agent_is_a_function_of_the_config_seed():
@@ -38,3 +41,36 @@ def test_a_saved_agent_loads_with_its_statistics_and_acts_the_same(tmp_path):
 def test_loading_something_else_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="expected a kppo agent directory"):
         load_agent(tmp_path)
+
+
+def test_a_recurrent_agent_saved_with_one_bias_per_lstm_cell_loads_and_acts_as_it_did(tmp_path):
+    """tests/fixtures/legacy: a RecurrentPPO saved by kppo before its two-bias LSTM cells (record_one_bias_recurrent.py,
+    run with that kppo) loads, acts exactly as it did then, keeps Adam's moments and steps, and trains on."""
+    legacy = FIXTURES / "legacy"
+    recorded = np.load(legacy / "one_bias_recurrent.npz")
+    model = kppo.RecurrentPPO.load(legacy / "one_bias_recurrent")
+    state = None
+    for step, obs in enumerate(recorded["obs"]):
+        action, state = model.predict(obs, state=state, deterministic=True)
+        np.testing.assert_array_equal(action, recorded["actions"][step])
+        np.testing.assert_allclose(state[0][0], recorded["h"][step], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(state[1][0], recorded["c"][step], rtol=1e-6, atol=1e-7)
+    agent, optimizer = model.agent, model.agent.optimizer
+    old_names = [str(name) for name in recorded["names"]]
+    for variable in agent.variables:
+        index = optimizer._get_variable_index(variable)
+        moments = optimizer._momentums[index].numpy(), optimizer._velocities[index].numpy()
+        if variable.path.endswith("recurrent_bias"):  # torch's second bias starts at zero, its moments too
+            assert not np.any(variable.numpy()) and not np.any(moments[0]) and not np.any(moments[1])
+            continue
+        k = old_names.index(variable.path.replace("input_bias", "bias"))
+        np.testing.assert_array_equal(moments[0], recorded[f"m{k}"])
+        np.testing.assert_array_equal(moments[1], recorded[f"v{k}"])
+    assert int(optimizer.iterations.numpy()) == int(recorded["steps"])
+    model.set_env(gym.make("CartPole-v1"))
+    model.learn(32)  # trains on as a two-bias agent
+    assert int(optimizer.iterations.numpy()) > int(recorded["steps"])
+    model.save(tmp_path / "again")
+    np.testing.assert_array_equal(kppo.RecurrentPPO.load(tmp_path / "again").predict(recorded["obs"][0],
+                                                                                     deterministic=True)[0],
+                                  model.predict(recorded["obs"][0], deterministic=True)[0])
