@@ -1,5 +1,6 @@
 """The agent bundle (`kppo.agent`): construction from a Config, its policy, and loading a saved agent."""
 
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -74,3 +75,13 @@ def test_a_recurrent_agent_saved_with_one_bias_per_lstm_cell_loads_and_acts_as_i
     np.testing.assert_array_equal(kppo.RecurrentPPO.load(tmp_path / "again").predict(recorded["obs"][0],
                                                                                      deterministic=True)[0],
                                   model.predict(recorded["obs"][0], deterministic=True)[0])
+
+
+def test_a_recurrent_agent_that_fits_neither_cell_layout_gets_the_usual_one_line_error(tmp_path):
+    agent_dir = tmp_path / "agent"
+    shutil.copytree(FIXTURES / "legacy" / "one_bias_recurrent", agent_dir)
+    config = kppo.Config.from_yaml(agent_dir / "config.yaml")
+    config.replace(lstm_hidden_size=16).to_yaml(agent_dir / "config.yaml")
+    with pytest.raises(ValueError, match=r"^weights: could not restore .* into this network \(Received incompatible "
+                                         r"tensor with shape \(8, 8\)"):
+        load_agent(agent_dir)
