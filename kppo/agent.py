@@ -163,19 +163,24 @@ def load_agent(path: str | Path) -> SavedAgent:
     agent = make_agent(config, observation_dim, action_space)
     try:
         obs_stats, return_stats = checkpoint.restore(path, agent, [observation_dim])
-    except ValueError:
+    except ValueError as err:
         if agent.memory is None:
             raise
-        try:  # a recurrent agent saved with one bias per LSTM cell (kppo before its two-bias, torch-like cells)
-            legacy = make_agent(config, observation_dim, action_space, lstm_biases=1)
-            obs_stats, return_stats = checkpoint.restore(path, legacy, [observation_dim])
-        except ValueError:
-            pass
-        else:
-            move_one_bias_cells(legacy, agent)
-            return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
-        raise
+        obs_stats, return_stats = _restore_one_bias_cells(path, config, observation_dim, action_space, agent, err)
     return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
+
+
+def _restore_one_bias_cells(path: str | Path, config: Config, observation_dim: int, action_space: gym.spaces.Space,
+                            agent: Agent, err: ValueError) -> tuple[MeanStd, MeanStd]:
+    """A recurrent agent saved with one bias per LSTM cell (kppo before its two-bias, torch-like cells) restored into
+    `agent` (`move_one_bias_cells`); raises `err`, the two-bias layout's error, when the file fits neither."""
+    legacy = make_agent(config, observation_dim, action_space, lstm_biases=1)
+    try:
+        stats = checkpoint.restore(path, legacy, [observation_dim])
+    except ValueError:
+        raise err from None
+    move_one_bias_cells(legacy, agent)
+    return stats
 
 
 def move_one_bias_cells(legacy: Agent, agent: Agent) -> None:
