@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo import checkpoint
-from kppo.agent import Agent, SavedAgent, make_policy
+from kppo.agent import Agent, SavedAgent, make_agent, make_policy, move_one_bias_cells
 from kppo.callbacks import make_callback
 from kppo.checkpoint import TrainingCheckpointer
 from kppo.config import Config, Sweep
@@ -207,7 +207,7 @@ def train(
         on_eval = _print_metrics
     if resume and checkpoint_dir is not None and not isinstance(runner.env, VecEnv):
         raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
-    runner, checkpointer, rows = _checkpointing(runner, checkpoint_dir, resume, "this config")
+    runner, checkpointer, rows = _checkpointing(runner, config, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
     hooks = Hooks(callback=None if callback is None else make_callback(callback), on_eval=on_eval,
                   on_progress=on_progress, should_stop=should_stop)
@@ -229,7 +229,7 @@ def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
     return {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
 
 
-def _checkpointing(runner: Runner, checkpoint_dir: Any, resume: bool, fits: str,
+def _checkpointing(runner: Runner, config: Config, checkpoint_dir: Any, resume: bool, fits: str,
                    weights: Any = None) -> tuple[Runner, TrainingCheckpointer | None, list[dict]]:
     """(runner, checkpointer or None, metric rows so far): with `resume`, the runner starts from the newest readable
     checkpoint that fits `fits` and the rows are restored."""
@@ -240,7 +240,7 @@ def _checkpointing(runner: Runner, checkpoint_dir: Any, resume: bool, fits: str,
     if resume:
         if checkpointer is None:
             raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
-        (state, rows), _ = restore_newest(checkpointer, "resume", fits)
+        (state, rows), _ = restore_run(checkpointer, runner, config, "resume", fits)
         runner = runner._replace(state=state)
     return runner, checkpointer, rows
 
@@ -257,7 +257,8 @@ def _train_population(env: Any, configs: list[Config], on_eval, on_progress, che
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs)
-    runner, checkpointer, rows = _checkpointing(runner, checkpoint_dir, resume, "this population", population.weights)
+    runner, checkpointer, rows = _checkpointing(runner, base, checkpoint_dir, resume, "this population",
+                                                population.weights)
     if on_eval is None and base.verbose >= 1:
         on_eval = _print_population
     hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)
@@ -290,6 +291,27 @@ def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) ->
     return restored, unreadable
 
 
+def restore_run(checkpointer: TrainingCheckpointer, runner: Runner, config: Config, field: str,
+                fits: str) -> tuple[tuple[Any, list], list[str]]:
+    """`restore_newest` into the runner's agent; a recurrent run checkpointed while kppo's LSTM cells had one bias is
+    read into a one-bias twin of the agent and moved into it (`kppo.agent.move_one_bias_cells`). The two-bias
+    layout's error when the checkpoints fit neither."""
+    try:
+        return restore_newest(checkpointer, field, fits)
+    except ValueError as err:
+        if runner.agent.memory is None:
+            raise
+        inputs = int(runner.agent.memory.cells[0].kernel.shape[0])
+        legacy = make_agent(config, inputs, runner.action_space, lstm_biases=1)
+        try:
+            restored = restore_newest(TrainingCheckpointer(checkpointer.manager.directory, legacy, runner.state),
+                                      field, fits)
+        except ValueError:
+            raise err from None
+        move_one_bias_cells(legacy, runner.agent)
+        return restored
+
+
 def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
     """The agent in the newest readable checkpoint of a run directory (config.yaml + checkpoints/), e.g. of a run that
     was interrupted before it wrote agent/. Its `metadata` holds `checkpoint` (the path), `iteration`,
@@ -301,7 +323,8 @@ def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
     runner = make_runner(None, config)
     try:
         checkpointer = TrainingCheckpointer(run_dir / "checkpoints", runner.agent, runner.state, strategy=runner.strategy)
-        (state, _), unreadable = restore_newest(checkpointer, "checkpoints", repr(str(run_dir / "config.yaml")))
+        (state, _), unreadable = restore_run(checkpointer, runner, config, "checkpoints",
+                                             repr(str(run_dir / "config.yaml")))
         state = runner.view(state)
     finally:
         runner.close()

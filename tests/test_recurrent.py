@@ -1,15 +1,19 @@
 """Recurrent (LSTM) agents on TF-native envs: the memory restarts at episode starts, the update replays whole env
 sequences and sees the rollout's log-probabilities exactly, and an LSTM learns CartPole without velocities."""
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import kppo
 from kppo import envs
 from kppo._tf import tf
-from kppo.agent import initial_memory, make_agent, replay
+from kppo.agent import initial_memory, make_agent, make_policy, replay
 from kppo.rollout import collect_rollout, initial_rollout_state
 from kppo.runners.base import rollout_settings, update_settings
+from kppo.training import load_run_checkpoint
 from kppo.update import flatten, minibatch_loss, replay_window, rotated_indices, rows, window_segments
 
 SMALL = dict(recurrent="lstm", lstm_hidden_size=16, num_hidden_units=16, num_envs=4, num_steps=64, num_minibatches=2)
@@ -190,3 +194,25 @@ def test_gsde_with_an_lstm_trains_on_both_paths_from_the_replayed_log_probs(back
     result = kppo.train("Pendulum-v1", config)
     assert np.isfinite(result.metrics["train/total_loss"]).all()
     assert float(result.metrics["train/mean_approxkl"][0]) < 0.05
+
+
+def test_a_run_checkpointed_with_one_bias_lstm_cells_is_read_and_resumes(tmp_path):
+    """tests/fixtures/legacy/one_bias_recurrent_run: a recurrent run stopped after 2 of 6 iterations by kppo before its
+    two-bias LSTM cells (record_one_bias_recurrent_run.py, run with that kppo). Its newest checkpoint loads into the
+    agent it was (same actions as then) and the run resumes to its end, checkpointing in today's layout."""
+    legacy = Path(__file__).resolve().parent / "fixtures" / "legacy"
+    recorded = np.load(legacy / "one_bias_recurrent_run.npz")
+    run = tmp_path / "run"
+    shutil.copytree(legacy / "one_bias_recurrent_run", run)
+    saved = load_run_checkpoint(run)
+    assert saved.metadata["iteration"] == int(recorded["iteration"])
+    policy = make_policy(saved.agent, saved.obs_stats, saved.config.normalize_obs, saved.observation_space,
+                         saved.action_space)
+    state = None
+    for step, obs in enumerate(recorded["obs"]):
+        action, state = policy.predict(obs, state=state, deterministic=True)
+        np.testing.assert_array_equal(action, recorded["actions"][step])
+    config = kppo.Config.from_yaml(run / "config.yaml")
+    result = kppo.train(config.env, config, checkpoint_dir=run / "checkpoints", resume=True)
+    assert int(result.runner_state.iteration) == config.num_iterations == 6
+    assert load_run_checkpoint(run).metadata["iteration"] == 6  # the new checkpoints: two biases, read directly
