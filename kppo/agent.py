@@ -161,26 +161,27 @@ def load_agent(path: str | Path) -> SavedAgent:
     config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
     observation_dim = flat_dim(observation_space)
     agent = make_agent(config, observation_dim, action_space)
-    try:
-        obs_stats, return_stats = checkpoint.restore(path, agent, [observation_dim])
-    except ValueError as err:
-        if agent.memory is None:
-            raise
-        obs_stats, return_stats = _restore_one_bias_cells(path, config, observation_dim, action_space, agent, err)
+    obs_stats, return_stats = read_any_cells(lambda into: checkpoint.restore(path, into, [observation_dim]), agent,
+                                             config, action_space)
     return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
 
 
-def _restore_one_bias_cells(path: str | Path, config: Config, observation_dim: int, action_space: gym.spaces.Space,
-                            agent: Agent, err: ValueError) -> tuple[MeanStd, MeanStd]:
-    """A recurrent agent saved with one bias per LSTM cell (kppo before its two-bias, torch-like cells) restored into
-    `agent` (`move_one_bias_cells`); raises `err`, the two-bias layout's error, when the file fits neither."""
-    legacy = make_agent(config, observation_dim, action_space, lstm_biases=1)
+def read_any_cells(read: Callable[[Agent], Any], agent: Agent, config: Config, action_space: gym.spaces.Space) -> Any:
+    """`read(agent)` (a restore into `agent`); for a recurrent agent whose files hold one bias per LSTM cell (kppo
+    before its two-bias, torch-like cells), `read` into a one-bias twin, moved into `agent` (`move_one_bias_cells`).
+    A file that fits neither layout raises the two-bias layout's ValueError."""
     try:
-        stats = checkpoint.restore(path, legacy, [observation_dim])
-    except ValueError:
-        raise err from None
-    move_one_bias_cells(legacy, agent)
-    return stats
+        return read(agent)
+    except ValueError as err:
+        if agent.memory is None:
+            raise
+        twin = make_agent(config, int(agent.memory.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
+        try:
+            result = read(twin)
+        except ValueError:
+            raise err from None
+        move_one_bias_cells(twin, agent)
+        return result
 
 
 def move_one_bias_cells(legacy: Agent, agent: Agent) -> None:

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo import checkpoint
-from kppo.agent import Agent, SavedAgent, make_agent, make_policy, move_one_bias_cells
+from kppo.agent import Agent, SavedAgent, make_policy, read_any_cells
 from kppo.callbacks import make_callback
 from kppo.checkpoint import TrainingCheckpointer
 from kppo.config import Config, Sweep
@@ -293,23 +293,15 @@ def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) ->
 
 def restore_run(checkpointer: TrainingCheckpointer, runner: Runner, config: Config, field: str,
                 fits: str) -> tuple[tuple[Any, list], list[str]]:
-    """`restore_newest` into the runner's agent; a recurrent run checkpointed while kppo's LSTM cells had one bias is
-    read into a one-bias twin of the agent and moved into it (`kppo.agent.move_one_bias_cells`). The two-bias
-    layout's error when the checkpoints fit neither."""
-    try:
-        return restore_newest(checkpointer, field, fits)
-    except ValueError as err:
-        if runner.agent.memory is None:
-            raise
-        inputs = int(runner.agent.memory.cells[0].kernel.shape[0])
-        legacy = make_agent(config, inputs, runner.action_space, lstm_biases=1)
-        try:
-            restored = restore_newest(TrainingCheckpointer(checkpointer.manager.directory, legacy, runner.state),
-                                      field, fits)
-        except ValueError:
-            raise err from None
-        move_one_bias_cells(legacy, runner.agent)
-        return restored
+    """`restore_newest` into the runner's agent, a run checkpointed while kppo's LSTM cells had one bias included
+    (`kppo.agent.read_any_cells`)."""
+
+    def read(agent: Agent):
+        reader = (checkpointer if agent is runner.agent
+                  else TrainingCheckpointer(checkpointer.manager.directory, agent, runner.state))
+        return restore_newest(reader, field, fits)
+
+    return read_any_cells(read, runner.agent, config, runner.action_space)
 
 
 def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:

@@ -137,10 +137,6 @@ def make_member_iterations(population: Population) -> Callable:
 
     def member_iteration(elems):  # one member's iteration: what iteration_step computes, on tensor weights
         (params, adam, state), values = elems
-        with vectorizing(state.key[0]):
-            return member_iteration_traced(params, adam, state, values)
-
-    def member_iteration_traced(params, adam, state, values):
         rollout_kw = rollout_settings(config)._replace(gamma=values.gamma, gae_lambda=values.gae_lambda)
         update_kw = update_settings(config)._replace(clip_range=values.clip_range, ent_coef=values.ent_coef,
                                                      vf_coef=values.vf_coef, max_grad_norm=values.max_grad_norm)
@@ -148,10 +144,11 @@ def make_member_iterations(population: Population) -> Callable:
         def collect(rollout_state, key):
             return with_weights(agent, params, lambda: collect_rollout(env, agent, rollout_kw, rollout_state, key))
 
-        lr = learning_rate(config, state.iteration, values.learning_rate)
-        state, rollout, key_update, lr = start_iteration(lambda _: lr, collect, state)
-        (params, adam), stats = functional_update(agent, update_kw, config.adam_style, params, adam,
-                                                  flatten(rollout), key_update, lr)
+        with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
+            lr = learning_rate(config, state.iteration, values.learning_rate)
+            state, rollout, key_update, lr = start_iteration(lambda _: lr, collect, state)
+            (params, adam), stats = functional_update(agent, update_kw, config.adam_style, params, adam,
+                                                      flatten(rollout), key_update, lr)
         return (params, adam, state), diagnostics(rollout, stats, lr)
 
     def run(state, n):
