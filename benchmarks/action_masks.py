@@ -35,8 +35,18 @@ import time
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 ENV_ID = "Taxi-v4"
-PPO_ARGS = dict(n_steps=256, batch_size=256, n_epochs=4, learning_rate=3e-4, gamma=0.99, gae_lambda=0.95,
-                clip_range=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5)
+PPO_ARGS = dict(
+    n_steps=256,
+    batch_size=256,
+    n_epochs=4,
+    learning_rate=3e-4,
+    gamma=0.99,
+    gae_lambda=0.95,
+    clip_range=0.2,
+    ent_coef=0.01,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+)
 N_ENVS, EVAL_EPISODES = 8, 20
 FRAMEWORKS = ("kppo_masked", "kppo_plain", "sb3_contrib", "sb3_plain")
 
@@ -83,8 +93,11 @@ def worker_kppo(masked: bool, seed: int, timesteps: int, eval_every: int) -> dic
     def evaluate(m):
         return float(kppo.evaluate_policy(m, eval_env, n_eval_episodes=EVAL_EPISODES)[0])
 
-    return {"framework": "kppo_masked" if masked else "kppo_plain", "version": kppo.__version__,
-            **_train_in_chunks(model, evaluate, timesteps, eval_every)}
+    return {
+        "framework": "kppo_masked" if masked else "kppo_plain",
+        "version": kppo.__version__,
+        **_train_in_chunks(model, evaluate, timesteps, eval_every),
+    }
 
 
 def worker_sb3_plain(seed: int, timesteps: int, eval_every: int) -> dict:
@@ -104,8 +117,11 @@ def worker_sb3_plain(seed: int, timesteps: int, eval_every: int) -> dict:
     def evaluate(m):
         return float(evaluate_policy(m, eval_env, n_eval_episodes=EVAL_EPISODES, warn=False)[0])
 
-    return {"framework": "sb3_plain", "version": stable_baselines3.__version__,
-            **_train_in_chunks(model, evaluate, timesteps, eval_every)}
+    return {
+        "framework": "sb3_plain",
+        "version": stable_baselines3.__version__,
+        **_train_in_chunks(model, evaluate, timesteps, eval_every),
+    }
 
 
 def worker_sb3_contrib(seed: int, timesteps: int, eval_every: int) -> dict:
@@ -119,8 +135,9 @@ def worker_sb3_contrib(seed: int, timesteps: int, eval_every: int) -> dict:
     from stable_baselines3.common.monitor import Monitor
 
     torch.set_num_threads(1)
-    env = make_vec_env(ENV_ID, n_envs=N_ENVS, seed=seed, wrapper_class=ActionMasker,
-                       wrapper_kwargs={"action_mask_fn": taxi_mask})
+    env = make_vec_env(
+        ENV_ID, n_envs=N_ENVS, seed=seed, wrapper_class=ActionMasker, wrapper_kwargs={"action_mask_fn": taxi_mask}
+    )
     model = MaskablePPO("MlpPolicy", env, seed=seed, device="cpu", **PPO_ARGS)
     eval_env = ActionMasker(Monitor(gym.make(ENV_ID)), taxi_mask)
     eval_env.reset(seed=10_000 + seed)
@@ -128,8 +145,11 @@ def worker_sb3_contrib(seed: int, timesteps: int, eval_every: int) -> dict:
     def evaluate(m):
         return float(evaluate_policy(m, eval_env, n_eval_episodes=EVAL_EPISODES, warn=False)[0])
 
-    return {"framework": "sb3_contrib", "version": sb3_contrib.__version__,
-            **_train_in_chunks(model, evaluate, timesteps, eval_every)}
+    return {
+        "framework": "sb3_contrib",
+        "version": sb3_contrib.__version__,
+        **_train_in_chunks(model, evaluate, timesteps, eval_every),
+    }
 
 
 def run_worker(name: str, seed: int, timesteps: int, eval_every: int) -> None:
@@ -143,8 +163,18 @@ def run_worker(name: str, seed: int, timesteps: int, eval_every: int) -> None:
 
 
 def _launch(name: str, python: str, seed: int, args) -> dict:
-    cmd = [python, os.path.abspath(__file__), "--worker", name, "--seed", str(seed), "--timesteps",
-           str(args.timesteps), "--eval-every", str(args.eval_every)]
+    cmd = [
+        python,
+        os.path.abspath(__file__),
+        "--worker",
+        name,
+        "--seed",
+        str(seed),
+        "--timesteps",
+        str(args.timesteps),
+        "--eval-every",
+        str(args.eval_every),
+    ]
     env = {**os.environ, "PYTHONPATH": os.path.dirname(_HERE), "TF_CPP_MIN_LOG_LEVEL": "2"}
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=os.path.dirname(_HERE))
     if out.returncode != 0:
@@ -166,8 +196,11 @@ def table(results: list[dict], frameworks: list[str]) -> str:
             low, high = stats.bootstrap_mean_ci(values)
             cells.append(f"{sum(values) / len(values):.1f} [{low:.1f}, {high:.1f}]")
         speed = sorted(r["steps_per_s"] for r in rows)[len(rows) // 2]
-        p = "" if name == "kppo_masked" or "kppo_masked" not in finals else \
-            f"{stats.permutation_test(finals['kppo_masked'], finals[name]).p_value:.3f}"
+        p = (
+            ""
+            if name == "kppo_masked" or "kppo_masked" not in finals
+            else f"{stats.permutation_test(finals['kppo_masked'], finals[name]).p_value:.3f}"
+        )
         lines.append(f"| {name} | {len(rows)} | " + " | ".join(cells) + f" | {speed:,.0f} | {p} |")
     return "\n".join(lines)
 
@@ -193,13 +226,18 @@ def main(argv=None) -> int:
         for name in frameworks:
             python = args.python_peers if name.startswith("sb3") else args.python_kppo
             results.append(_launch(name, python, seed, args))
-            print(f"{name} seed {seed}: {results[-1]['curve']} ({results[-1]['steps_per_s']:,.0f} steps/s)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{name} seed {seed}: {results[-1]['curve']} ({results[-1]['steps_per_s']:,.0f} steps/s)",
+                file=sys.stderr,
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-    print(f"{ENV_ID}, {args.timesteps:,} steps, {len(args.seeds)} seeds, {time.strftime('%Y-%m-%d')}, "
-          f"{_load('population').cpu_model()} ({os.cpu_count()} CPUs)\n")
+    print(
+        f"{ENV_ID}, {args.timesteps:,} steps, {len(args.seeds)} seeds, {time.strftime('%Y-%m-%d')}, "
+        f"{_load('population').cpu_model()} ({os.cpu_count()} CPUs)\n"
+    )
     print(table(results, frameworks))
     return 0
 

@@ -136,8 +136,9 @@ def worker_sb3(timesteps: int, seed: int, eval_episodes: int) -> dict:
 
     eval_env = Monitor(gym.make(ENV_ID))
     eval_env.reset(seed=seed + 10_000)
-    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
-                                 return_episode_rewards=True)
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+    )
     return dict(
         import_s=t1 - t0,
         setup_s=t2 - t1,
@@ -379,13 +380,24 @@ def _worker_env(name: str) -> dict:
 
 
 def _launch(name: str, python: str, args) -> dict:
-    cmd = [python, os.path.abspath(__file__), "--worker", name, "--timesteps", str(args.timesteps),
-           "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes)]
+    cmd = [
+        python,
+        os.path.abspath(__file__),
+        "--worker",
+        name,
+        "--timesteps",
+        str(args.timesteps),
+        "--seed",
+        str(args.seed),
+        "--eval-episodes",
+        str(args.eval_episodes),
+    ]
     print(f"[bench] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=_worker_env(name),
-                              timeout=args.timeout)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=_worker_env(name), timeout=args.timeout
+        )
     except subprocess.TimeoutExpired:
         return dict(framework=name, error=f"timed out after {args.timeout}s")
     wall = time.perf_counter() - start
@@ -434,31 +446,67 @@ def summarize(results: list, frameworks: list, stat: str = "median") -> tuple[li
             # a budget that fits in the first (compiled) call leaves no timed steps: no throughput to compare
             row["kppo_sps_ratio"] = kp["steps_per_s"] / row["steps_per_s"] if row["steps_per_s"] else None
 
-    header = ["framework", "n", "env_steps", "import_s", "compile_s", "run_s", "total_s", "steps/s",
-              "peak_rss_mb", "final_return", "kppo total_s / this", "kppo steps/s / this"]
+    header = [
+        "framework",
+        "n",
+        "env_steps",
+        "import_s",
+        "compile_s",
+        "run_s",
+        "total_s",
+        "steps/s",
+        "peak_rss_mb",
+        "final_return",
+        "kppo total_s / this",
+        "kppo steps/s / this",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        cells = [r["framework"], str(r["n"]), f"{r['env_steps']:,}", _fmt(r["import_s"]), _fmt(r["compile_s"]),
-                 _fmt(r["run_s"]), _fmt(r["total_s"]), _fmt(r["steps_per_s"], 0), _fmt(r["peak_rss_mb"], 0),
-                 _fmt(r["final_return"], 1), _fmt(r["kppo_total_ratio"]), _fmt(r["kppo_sps_ratio"])]
+        cells = [
+            r["framework"],
+            str(r["n"]),
+            f"{r['env_steps']:,}",
+            _fmt(r["import_s"]),
+            _fmt(r["compile_s"]),
+            _fmt(r["run_s"]),
+            _fmt(r["total_s"]),
+            _fmt(r["steps_per_s"], 0),
+            _fmt(r["peak_rss_mb"], 0),
+            _fmt(r["final_return"], 1),
+            _fmt(r["kppo_total_ratio"]),
+            _fmt(r["kppo_sps_ratio"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return rows, "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset of kppo,sb3,rejax")
     p.add_argument("--repeats", type=int, default=1, help="runs per framework; the order alternates per repeat")
-    p.add_argument("--timesteps", type=int, default=500_000,
-                   help=f"environment steps; rounded down to whole rollouts of {ROLLOUT}")
+    p.add_argument(
+        "--timesteps", type=int, default=500_000, help=f"environment steps; rounded down to whole rollouts of {ROLLOUT}"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-episodes", type=int, default=10, help="deterministic episodes for final_return")
-    p.add_argument("--python-peers", default=sys.executable,
-                   help="interpreter for the sb3 and rejax workers (default: the one running this script)")
-    p.add_argument("--python-kppo", default=sys.executable,
-                   help="interpreter for the kppo worker (default: the one running this script)")
-    p.add_argument("--stat", choices=("median", "min", "mean"), default="median",
-                   help="how repeats are combined in the table; 'min' takes each column's best value")
+    p.add_argument(
+        "--python-peers",
+        default=sys.executable,
+        help="interpreter for the sb3 and rejax workers (default: the one running this script)",
+    )
+    p.add_argument(
+        "--python-kppo",
+        default=sys.executable,
+        help="interpreter for the kppo worker (default: the one running this script)",
+    )
+    p.add_argument(
+        "--stat",
+        choices=("median", "min", "mean"),
+        default="median",
+        help="how repeats are combined in the table; 'min' takes each column's best value",
+    )
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds before a worker is killed")
     p.add_argument("--json", default=None, help="write the raw results and the summary here")
     p.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
@@ -490,25 +538,49 @@ def main(argv=None) -> int:
                 notes.append(msg)
                 print(f"[bench] {msg}\n{res.get('stderr_tail', '')}", file=sys.stderr, flush=True)
             else:
-                print(f"[bench] {f}: run_s={res['run_s']:.2f} total_s={res['total_s']:.2f} "
-                      f"return={res['final_return']:.1f}", file=sys.stderr, flush=True)
+                print(
+                    f"[bench] {f}: run_s={res['run_s']:.2f} total_s={res['total_s']:.2f} "
+                    f"return={res['final_return']:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     rows, table = summarize(results, available, args.stat)
-    print(f"\nPPO {ENV_ID}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.timesteps:,} steps "
-          f"({args.timesteps // ROLLOUT} rollouts; requested {requested:,}), {NUM_EPOCHS} epochs x "
-          f"{NUM_MINIBATCHES} minibatches of {BATCH_SIZE}, seed {args.seed}, {args.stat} of {args.repeats} repeat(s), "
-          f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})\n")
+    print(
+        f"\nPPO {ENV_ID}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.timesteps:,} steps "
+        f"({args.timesteps // ROLLOUT} rollouts; requested {requested:,}), {NUM_EPOCHS} epochs x "
+        f"{NUM_MINIBATCHES} minibatches of {BATCH_SIZE}, seed {args.seed}, {args.stat} of {args.repeats} repeat(s), "
+        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})\n"
+    )
     print(table)
     for n in notes:
         print(f"\nNote: {n}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(dict(setting=dict(env=ENV_ID, num_envs=NUM_ENVS, num_steps=NUM_STEPS, timesteps=args.timesteps,
-                                        requested_timesteps=requested, num_epochs=NUM_EPOCHS,
-                                        num_minibatches=NUM_MINIBATCHES, batch_size=BATCH_SIZE,
-                                        learning_rate=LEARNING_RATE, seed=args.seed, repeats=args.repeats,
-                                        cpu_count=os.cpu_count(), stat=args.stat),
-                           summary=rows, runs=results, notes=notes), fh, indent=2)
+            json.dump(
+                dict(
+                    setting=dict(
+                        env=ENV_ID,
+                        num_envs=NUM_ENVS,
+                        num_steps=NUM_STEPS,
+                        timesteps=args.timesteps,
+                        requested_timesteps=requested,
+                        num_epochs=NUM_EPOCHS,
+                        num_minibatches=NUM_MINIBATCHES,
+                        batch_size=BATCH_SIZE,
+                        learning_rate=LEARNING_RATE,
+                        seed=args.seed,
+                        repeats=args.repeats,
+                        cpu_count=os.cpu_count(),
+                        stat=args.stat,
+                    ),
+                    summary=rows,
+                    runs=results,
+                    notes=notes,
+                ),
+                fh,
+                indent=2,
+            )
     return 0 if all("error" not in r for r in results) else 1
 
 

@@ -20,9 +20,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ("cartpole", "gym", "replicas", "replicas_gym", "ppo")
-GYM = dict(verbose=0, env="Pendulum-v1", env_backend="gymnasium", total_timesteps=16 * 256 * 2, eval_freq=2,
-           num_eval_envs=2, use_sde=True, sde_sample_freq=4, normalize_obs=True, normalize_reward=True,
-           num_minibatches=8, num_epochs=2)
+GYM = dict(
+    verbose=0,
+    env="Pendulum-v1",
+    env_backend="gymnasium",
+    total_timesteps=16 * 256 * 2,
+    eval_freq=2,
+    num_eval_envs=2,
+    use_sde=True,
+    sde_sample_freq=4,
+    normalize_obs=True,
+    normalize_reward=True,
+    num_minibatches=8,
+    num_epochs=2,
+)
 
 
 def digest(agent) -> str:
@@ -43,13 +54,26 @@ def run(name: str) -> dict:
     pendulum = kppo.Config.from_yaml(ROOT / "configs" / "pendulum.yaml").replace(**GYM)
     mirrored = dict(distribute="mirrored", devices=("/cpu:0", "/cpu:1"))
     if name == "ppo":
-        model = kppo.PPO("MlpPolicy", "Pendulum-v1", n_steps=256, batch_size=64, n_epochs=3, use_sde=True, seed=0,
-                         learning_rate=lambda p: 1e-3 * p, clip_range=lambda p: 0.2 * p, target_kl=0.05)
+        model = kppo.PPO(
+            "MlpPolicy",
+            "Pendulum-v1",
+            n_steps=256,
+            batch_size=64,
+            n_epochs=3,
+            use_sde=True,
+            seed=0,
+            learning_rate=lambda p: 1e-3 * p,
+            clip_range=lambda p: 0.2 * p,
+            target_kl=0.05,
+        )
         model.learn(1024)
         return {"run": name, "n_updates": model._n_updates, "digest": digest(model.agent)}
-    config = {"cartpole": cartpole, "gym": pendulum,
-              "replicas": cartpole.replace(**mirrored, total_timesteps=16 * 128 * 8, eval_freq=2),
-              "replicas_gym": pendulum.replace(**mirrored, target_kl=0.02)}[name]
+    config = {
+        "cartpole": cartpole,
+        "gym": pendulum,
+        "replicas": cartpole.replace(**mirrored, total_timesteps=16 * 128 * 8, eval_freq=2),
+        "replicas_gym": pendulum.replace(**mirrored, target_kl=0.02),
+    }[name]
     result = kppo.train(config=config, seed=0)
     returns = [round(float(x), 4) for x in result.metrics["eval/mean_returns"]]
     return {"run": name, "eval": returns, "digest": digest(result.agent)}

@@ -43,14 +43,19 @@ def main() -> None:
     for envs in args.envs:
         out = subprocess.run(
             [sys.executable, "-c", WORKER, str(envs), str(args.steps), str(args.iterations), args.distribute],
-            capture_output=True, text=True, timeout=args.timeout,
+            capture_output=True,
+            text=True,
+            timeout=args.timeout,
         )
         if out.returncode != 0:
-            print(f"| {envs:,} | failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode} |")
+            failure = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode
+            print(f"| {envs:,} | failed: {failure} |")
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {r['envs']:,} | {r['device']} | {r['devices']} | {r['compile_s']:.1f} | {r['steps_per_s']:,.0f} |",
-              flush=True)
+        print(
+            f"| {r['envs']:,} | {r['device']} | {r['devices']} | {r['compile_s']:.1f} | {r['steps_per_s']:,.0f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -24,10 +24,10 @@ KIT = """
 import json, sys
 for name in ("tensorflow", "kppo"):
     sys.modules[name] = None
-from export.evaluate import run_episodes
-from export.latency import measure
-from export.micro_check import check
-from export.runtime import Controller
+from kppo_runtime.evaluate import run_episodes
+from kppo_runtime.latency import measure
+from kppo_runtime.micro_check import check
+from kppo_runtime.runtime import Controller
 path, episodes, micro, env_id = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
 c = Controller(path)
 out = {"returns": run_episodes(c, env_id, episodes, 1000), **measure(c, 5000)}

@@ -60,7 +60,12 @@ def _load_cartpole_helpers():
 
 _cp = _load_cartpole_helpers()
 _rss_mb, _versions, _worker_env, _fmt, REPO_ROOT = (
-    _cp._rss_mb, _cp._versions, _cp._worker_env, _cp._fmt, _cp.REPO_ROOT)
+    _cp._rss_mb,
+    _cp._versions,
+    _cp._worker_env,
+    _cp._fmt,
+    _cp.REPO_ROOT,
+)
 
 # --------------------------------------------------------------------------------------------------
 # The tasks. "lr" is ("constant", value) or ("linear", start) for lambda p: start * p (p = progress remaining).
@@ -71,8 +76,17 @@ TASKS = {
         n_envs=16,
         timesteps=500_000,
         lr=("linear", 2.5e-4),
-        ppo=dict(n_steps=128, batch_size=512, n_epochs=4, gamma=0.99, gae_lambda=0.95, clip_range=0.2,
-                 ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5),
+        ppo=dict(
+            n_steps=128,
+            batch_size=512,
+            n_epochs=4,
+            gamma=0.99,
+            gae_lambda=0.95,
+            clip_range=0.2,
+            ent_coef=0.01,
+            vf_coef=0.5,
+            max_grad_norm=0.5,
+        ),
         net_arch=dict(pi=[64, 64], vf=[64, 64]),
         sde=None,
     ),
@@ -81,8 +95,17 @@ TASKS = {
         n_envs=4,
         timesteps=100_000,
         lr=("constant", 1e-3),
-        ppo=dict(n_steps=1024, batch_size=64, n_epochs=10, gamma=0.9, gae_lambda=0.95, clip_range=0.2,
-                 ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5),
+        ppo=dict(
+            n_steps=1024,
+            batch_size=64,
+            n_epochs=10,
+            gamma=0.9,
+            gae_lambda=0.95,
+            clip_range=0.2,
+            ent_coef=0.0,
+            vf_coef=0.5,
+            max_grad_norm=0.5,
+        ),
         net_arch=dict(pi=[64, 64], vf=[64, 64]),
         sde=dict(use_sde=True, sde_sample_freq=4),
     ),
@@ -91,8 +114,17 @@ TASKS = {
         n_envs=1,
         timesteps=1_000_000,
         lr=("constant", 2.0633e-05),
-        ppo=dict(n_steps=512, batch_size=64, n_epochs=20, gamma=0.98, gae_lambda=0.92, clip_range=0.1,
-                 ent_coef=0.000401762, vf_coef=0.58096, max_grad_norm=0.8),
+        ppo=dict(
+            n_steps=512,
+            batch_size=64,
+            n_epochs=20,
+            gamma=0.98,
+            gae_lambda=0.92,
+            clip_range=0.1,
+            ent_coef=0.000401762,
+            vf_coef=0.58096,
+            max_grad_norm=0.8,
+        ),
         net_arch=dict(pi=[256, 256], vf=[256, 256]),
         activation="relu",
         policy=dict(log_std_init=-2.0, ortho_init=False),
@@ -158,8 +190,9 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
 
     env_id, n_envs = task["env_id"], task["n_envs"]
     kwargs = dict(task["ppo"], learning_rate=_learning_rate(task["lr"]), seed=seed, verbose=0)
-    policy_kwargs = dict(net_arch=task["net_arch"], activation_fn=task.get("activation", "tanh"),
-                         **task.get("policy", {}))
+    policy_kwargs = dict(
+        net_arch=task["net_arch"], activation_fn=task.get("activation", "tanh"), **task.get("policy", {})
+    )
 
     def make_env():
         env = kppo.make_vec_env(env_id, n_envs=n_envs, seed=seed)
@@ -178,7 +211,7 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
             sde_note = f"{type(exc).__name__}: {exc}"
             try:
                 env.close()
-            except Exception:  # noqa: BLE001 - already closed by the failed constructor
+            except Exception:
                 pass
             sde_attempt_s = time.perf_counter() - t1
             t1 = time.perf_counter()
@@ -193,8 +226,9 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
 
     eval_env = gym.wrappers.RecordEpisodeStatistics(gym.make(env_id))  # the policy normalizes observations itself
     eval_env.reset(seed=seed + EVAL_SEED_OFFSET)
-    returns, _ = kppo.evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
-                                      return_episode_rewards=True)
+    returns, _ = kppo.evaluate_policy(
+        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+    )
     eval_env.close()
     return dict(
         import_s=t1 - t0 - sde_attempt_s,
@@ -208,8 +242,10 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
         sde_attempt_s=sde_attempt_s,
         sde_note=sde_note,
         eval_on=f"gymnasium {env_id} (kppo.evaluate_policy, deterministic)",
-        threads=dict(intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
-                     inter_op=tf.config.threading.get_inter_op_parallelism_threads()),
+        threads=dict(
+            intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
+            inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
+        ),
         versions=_versions("kppo", "tensorflow", "keras", "tensorflow-probability", "gymnasium", "numpy"),
         kppo_source_sha=_source_sha(os.path.dirname(os.path.abspath(kppo.__file__))),
     )
@@ -255,8 +291,9 @@ def worker_sb3(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_mo
     if task.get("normalize"):  # frozen statistics of training, raw rewards (Monitor's) reported
         eval_env = VecNormalize(DummyVecEnv([lambda: monitor]), training=False, norm_reward=False)
         eval_env.obs_rms = env.obs_rms
-    returns, _ = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True,
-                                 return_episode_rewards=True)
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=eval_episodes, deterministic=True, return_episode_rewards=True
+    )
     eval_env.close()
     return dict(
         import_s=t1 - t0,
@@ -297,13 +334,28 @@ def run_worker(name: str, task_name: str, timesteps: int, seed: int, eval_episod
 
 
 def _launch(name: str, task_name: str, python: str, timesteps: int, args) -> dict:
-    cmd = [python, os.path.abspath(__file__), "--worker", name, "--task", task_name, "--timesteps", str(timesteps),
-           "--seed", str(args.seed), "--eval-episodes", str(args.eval_episodes), "--kppo-sde", args.kppo_sde]
+    cmd = [
+        python,
+        os.path.abspath(__file__),
+        "--worker",
+        name,
+        "--task",
+        task_name,
+        "--timesteps",
+        str(timesteps),
+        "--seed",
+        str(args.seed),
+        "--eval-episodes",
+        str(args.eval_episodes),
+        "--kppo-sde",
+        args.kppo_sde,
+    ]
     print(f"[bench] {task_name}/{name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=_worker_env(name),
-                              timeout=args.timeout)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO_ROOT, env=_worker_env(name), timeout=args.timeout
+        )
     except subprocess.TimeoutExpired:
         return dict(framework=name, task=task_name, error=f"timed out after {args.timeout}s")
     wall = time.perf_counter() - start
@@ -343,13 +395,36 @@ def summarize(results: list, frameworks: list, task_sde: bool = False) -> tuple[
             row["kppo_sps_ratio"] = kp["steps_per_s"] / sb3["steps_per_s"]
             row["kppo_total_ratio"] = kp["total_s"] / sb3["total_s"]
 
-    header = ["framework", "n", "env_steps", "import_s", "setup_s", "learn_s", "total_s", "steps/s", "peak_rss_mb",
-              "final_return", "steps/s kppo / sb3", "total_s kppo / sb3"]
+    header = [
+        "framework",
+        "n",
+        "env_steps",
+        "import_s",
+        "setup_s",
+        "learn_s",
+        "total_s",
+        "steps/s",
+        "peak_rss_mb",
+        "final_return",
+        "steps/s kppo / sb3",
+        "total_s kppo / sb3",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        cells = [r["label"], str(r["n"]), f"{r['env_steps']:,}", _fmt(r["import_s"]), _fmt(r["setup_s"]),
-                 _fmt(r["learn_s"]), _fmt(r["total_s"]), _fmt(r["steps_per_s"], 0), _fmt(r["peak_rss_mb"], 0),
-                 _fmt(r["final_return"], 1), _fmt(r["kppo_sps_ratio"]), _fmt(r["kppo_total_ratio"])]
+        cells = [
+            r["label"],
+            str(r["n"]),
+            f"{r['env_steps']:,}",
+            _fmt(r["import_s"]),
+            _fmt(r["setup_s"]),
+            _fmt(r["learn_s"]),
+            _fmt(r["total_s"]),
+            _fmt(r["steps_per_s"], 0),
+            _fmt(r["peak_rss_mb"], 0),
+            _fmt(r["final_return"], 1),
+            _fmt(r["kppo_sps_ratio"]),
+            _fmt(r["kppo_total_ratio"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return rows, "\n".join(lines)
 
@@ -359,31 +434,48 @@ def _describe(task_name: str, timesteps: int) -> str:
     ppo = t["ppo"]
     kind, lr = t["lr"]
     rollouts = -(-timesteps // _rollout(t))
-    return (f"PPO {t['env_id']} ({task_name}): {t['n_envs']} envs x {ppo['n_steps']} steps, {timesteps:,} steps "
-            f"requested ({rollouts} rollouts = {rollouts * _rollout(t):,} steps), {ppo['n_epochs']} epochs, "
-            f"batch {ppo['batch_size']}, lr {lr:g}{' linearly annealed' if kind == 'linear' else ''}, "
-            f"gamma {ppo['gamma']}, gae_lambda {ppo['gae_lambda']}, clip {ppo['clip_range']}, "
-            f"ent_coef {ppo['ent_coef']}" + (f", {', '.join(f'{k}={v}' for k, v in t['sde'].items())} (SB3)"
-                                             if t["sde"] else ""))
+    return (
+        f"PPO {t['env_id']} ({task_name}): {t['n_envs']} envs x {ppo['n_steps']} steps, {timesteps:,} steps "
+        f"requested ({rollouts} rollouts = {rollouts * _rollout(t):,} steps), {ppo['n_epochs']} epochs, "
+        f"batch {ppo['batch_size']}, lr {lr:g}{' linearly annealed' if kind == 'linear' else ''}, "
+        f"gamma {ppo['gamma']}, gae_lambda {ppo['gae_lambda']}, clip {ppo['clip_range']}, "
+        f"ent_coef {ppo['ent_coef']}"
+        + (f", {', '.join(f'{k}={v}' for k, v in t['sde'].items())} (SB3)" if t["sde"] else "")
+    )
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated subset of {','.join(TASKS)}")
     p.add_argument("--frameworks", default=",".join(FRAMEWORKS), help="comma-separated subset of kppo,sb3")
     p.add_argument("--repeats", type=int, default=1, help="runs per framework and task; the order alternates")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--timesteps-scale", type=float, default=1.0,
-                   help="multiply every task's step budget (e.g. 0.1 for a smoke run)")
+    p.add_argument(
+        "--timesteps-scale",
+        type=float,
+        default=1.0,
+        help="multiply every task's step budget (e.g. 0.1 for a smoke run)",
+    )
     p.add_argument("--eval-episodes", type=int, default=10, help="deterministic episodes for final_return")
-    p.add_argument("--kppo-sde", choices=("auto", "off"), default="auto",
-                   help="pendulum, kppo: 'auto' tries use_sde=True and falls back to use_sde=False + "
-                        "squash_output=True on NotImplementedError; 'off' runs the fallback directly")
-    p.add_argument("--python-peers", default=sys.executable,
-                   help="interpreter for the sb3 worker (default: the one running this script)")
-    p.add_argument("--python-kppo", default=sys.executable,
-                   help="interpreter for the kppo worker (default: the one running this script)")
+    p.add_argument(
+        "--kppo-sde",
+        choices=("auto", "off"),
+        default="auto",
+        help="pendulum, kppo: 'auto' tries use_sde=True and falls back to use_sde=False + "
+        "squash_output=True on NotImplementedError; 'off' runs the fallback directly",
+    )
+    p.add_argument(
+        "--python-peers",
+        default=sys.executable,
+        help="interpreter for the sb3 worker (default: the one running this script)",
+    )
+    p.add_argument(
+        "--python-kppo",
+        default=sys.executable,
+        help="interpreter for the kppo worker (default: the one running this script)",
+    )
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds before a worker is killed")
     p.add_argument("--json", default=None, help="write the raw results and the summaries here")
     p.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
@@ -405,7 +497,7 @@ def main(argv=None) -> int:
             p.error(f"unknown {kind}(s): {', '.join(unknown)} (choose from {', '.join(known)})")
     if args.timesteps_scale <= 0:
         p.error("--timesteps-scale: expected a positive number")
-    budgets = {t: max(1, int(round(TASKS[t]["timesteps"] * args.timesteps_scale))) for t in tasks}
+    budgets = {t: max(1, round(TASKS[t]["timesteps"] * args.timesteps_scale)) for t in tasks}
     pythons = {f: args.python_kppo if f == "kppo" else args.python_peers for f in frameworks}
 
     available, notes = _cp._available(frameworks, pythons, REQUIRED_MODULES)
@@ -423,18 +515,23 @@ def main(argv=None) -> int:
                     notes.append(msg)
                     print(f"[bench] {msg}\n{res.get('stderr_tail', '')}", file=sys.stderr, flush=True)
                 else:
-                    print(f"[bench] {task_name}/{f}: learn_s={res['learn_s']:.2f} total_s={res['total_s']:.2f} "
-                          f"steps/s={res['steps_per_s']:.0f} return={res['final_return']:.1f}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"[bench] {task_name}/{f}: learn_s={res['learn_s']:.2f} total_s={res['total_s']:.2f} "
+                        f"steps/s={res['steps_per_s']:.0f} return={res['final_return']:.1f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
 
     summaries = {}
     for task_name in tasks:
         task_results = [r for r in results if r.get("task") == task_name]
         rows, table = summarize(task_results, available, bool(TASKS[task_name]["sde"]))
         summaries[task_name] = rows
-        print(f"\n{_describe(task_name, budgets[task_name])}; seed {args.seed}, median of {args.repeats} "
-              f"repeat(s), one thread per framework, {os.cpu_count()} CPUs "
-              f"({platform.processor() or platform.machine()})\n")
+        print(
+            f"\n{_describe(task_name, budgets[task_name])}; seed {args.seed}, median of {args.repeats} "
+            f"repeat(s), one thread per framework, {os.cpu_count()} CPUs "
+            f"({platform.processor() or platform.machine()})\n"
+        )
         print(table)
         sde_notes = {r["sde_note"] for r in task_results if r.get("sde_note")}
         for n in sorted(sde_notes):
@@ -444,11 +541,24 @@ def main(argv=None) -> int:
         print(f"\nNote: {n}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(dict(setting=dict(tasks={t: dict(TASKS[t], timesteps=budgets[t]) for t in tasks},
-                                        timesteps_scale=args.timesteps_scale, seed=args.seed, repeats=args.repeats,
-                                        eval_episodes=args.eval_episodes, kppo_sde=args.kppo_sde,
-                                        cpu_count=os.cpu_count()),
-                           summary=summaries, runs=results, notes=notes), fh, indent=2)
+            json.dump(
+                dict(
+                    setting=dict(
+                        tasks={t: dict(TASKS[t], timesteps=budgets[t]) for t in tasks},
+                        timesteps_scale=args.timesteps_scale,
+                        seed=args.seed,
+                        repeats=args.repeats,
+                        eval_episodes=args.eval_episodes,
+                        kppo_sde=args.kppo_sde,
+                        cpu_count=os.cpu_count(),
+                    ),
+                    summary=summaries,
+                    runs=results,
+                    notes=notes,
+                ),
+                fh,
+                indent=2,
+            )
     return 0 if all("error" not in r for r in results) else 1
 
 

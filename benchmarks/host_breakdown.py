@@ -4,8 +4,8 @@ acting, bookkeeping), the one compiled call after the rollout, and the update pe
 compiled as a TensorFlow graph and with XLA.
 
 The host runner is built as `kppo.train` builds it (one CPU thread for TensorFlow); timers are wrapped around
-`GymVecEnv.step`, the numpy acting functions of `kppo.host_rollout` and the post-rollout call, so nothing in kppo is
-changed for the measurement. Settings: those of `benchmarks/gym_ppo.py` (CartPole 16 envs x 128, Pendulum with gSDE
+`GymVecEnv.step`, the numpy acting functions of `kppo.rollout.gymnasium` and the post-rollout call, so nothing in kppo
+is changed for the measurement. Settings: those of `benchmarks/gym_ppo.py` (CartPole 16 envs x 128, Pendulum with gSDE
 4 x 1024) and RL-Zoo's HalfCheetah-v5 PPO setting (1 env x 512 steps, batch 64, 20 epochs, 2x256, normalization).
 
 Usage (from the repository root):
@@ -23,8 +23,17 @@ import time
 
 TASKS = {
     "cartpole": dict(env="CartPole-v1", num_envs=16, num_steps=128, num_epochs=4, num_minibatches=4),
-    "pendulum": dict(env="Pendulum-v1", num_envs=4, num_steps=1024, num_epochs=10, num_minibatches=64, use_sde=True,
-                     sde_sample_freq=4, gamma=0.9, learning_rate=1e-3),
+    "pendulum": dict(
+        env="Pendulum-v1",
+        num_envs=4,
+        num_steps=1024,
+        num_epochs=10,
+        num_minibatches=64,
+        use_sde=True,
+        sde_sample_freq=4,
+        gamma=0.9,
+        learning_rate=1e-3,
+    ),
     "halfcheetah": "configs/halfcheetah.yaml",
 }
 SECONDS, CALLS = collections.Counter(), collections.Counter()
@@ -38,15 +47,16 @@ def _timed(name, fn):
         finally:
             SECONDS[name] += time.perf_counter() - start
             CALLS[name] += 1
+
     wrapper.timed = True
     return wrapper
 
 
 def _install_timers() -> None:
     """Timers around the env step, numpy acting, the post-rollout call and the whole rollout (once per process)."""
-    import kppo.host_rollout as host_rollout
-    import kppo.runners.host as host_runner
-    from kppo.envs.gymnasium import GymVecEnv
+    import kppo.rollout.gymnasium as host_rollout
+    import kppo.training.runners.host as host_runner
+    from kppo.gym_envs.vector import GymVecEnv
 
     if getattr(GymVecEnv.step, "timed", False):
         return
@@ -66,7 +76,7 @@ def _install_timers() -> None:
 
 def measure(task: str, jit_update: bool, iterations: int) -> dict:
     import kppo
-    import kppo.runners.host as host_runner
+    import kppo.training.runners.host as host_runner
     from kppo._tf import tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -91,11 +101,19 @@ def measure(task: str, jit_update: bool, iterations: int) -> dict:
     act = SECONDS["act"] / steps
     env = SECONDS["env"] / steps
     gradient_steps = config.num_epochs * config.num_minibatches
-    return dict(task=task, jit_update=jit_update, iteration_ms=iteration * 1e3, env_us=env * 1e6, act_us=act * 1e6,
-                bookkeeping_us=(loop / config.num_steps - env - act) * 1e6, step_us=loop / config.num_steps * 1e6,
-                finish_ms=finish * 1e3, update_ms=(iteration - rollout) * 1e3,
-                gradient_step_us=(iteration - rollout) / gradient_steps * 1e6,
-                env_steps_per_s=config.num_envs * config.num_steps / iteration)
+    return dict(
+        task=task,
+        jit_update=jit_update,
+        iteration_ms=iteration * 1e3,
+        env_us=env * 1e6,
+        act_us=act * 1e6,
+        bookkeeping_us=(loop / config.num_steps - env - act) * 1e6,
+        step_us=loop / config.num_steps * 1e6,
+        finish_ms=finish * 1e3,
+        update_ms=(iteration - rollout) * 1e3,
+        gradient_step_us=(iteration - rollout) / gradient_steps * 1e6,
+        env_steps_per_s=config.num_envs * config.num_steps / iteration,
+    )
 
 
 def main(argv=None) -> int:
@@ -108,15 +126,21 @@ def main(argv=None) -> int:
         for jit_update in (False, True):
             rows.append(measure(task, jit_update, args.iterations))
             print(rows[-1], file=sys.stderr, flush=True)
-    print(f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, one TensorFlow thread, "
-          f"{args.iterations} iterations after one to compile\n")
-    print("| task | update | env step µs | acting µs | bookkeeping µs | per vector step µs | post-rollout call ms "
-          "| update ms | per gradient step µs | env steps/s |")
+    print(
+        f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, one TensorFlow thread, "
+        f"{args.iterations} iterations after one to compile\n"
+    )
+    print(
+        "| task | update | env step µs | acting µs | bookkeeping µs | per vector step µs | post-rollout call ms "
+        "| update ms | per gradient step µs | env steps/s |"
+    )
     print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for r in rows:
-        print(f"| {r['task']} | {'XLA' if r['jit_update'] else 'graph'} | {r['env_us']:.0f} | {r['act_us']:.0f} | "
-              f"{r['bookkeeping_us']:.0f} | {r['step_us']:.0f} | {r['finish_ms']:.1f} | {r['update_ms']:.0f} | "
-              f"{r['gradient_step_us']:.0f} | {r['env_steps_per_s']:,.0f} |")
+        print(
+            f"| {r['task']} | {'XLA' if r['jit_update'] else 'graph'} | {r['env_us']:.0f} | {r['act_us']:.0f} | "
+            f"{r['bookkeeping_us']:.0f} | {r['step_us']:.0f} | {r['finish_ms']:.1f} | {r['update_ms']:.0f} | "
+            f"{r['gradient_step_us']:.0f} | {r['env_steps_per_s']:,.0f} |"
+        )
     return 0
 
 

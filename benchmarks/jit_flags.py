@@ -14,7 +14,7 @@ WORKER = """
 import json, sys, time
 import kppo
 from kppo._tf import tf
-from kppo.runners.native import build_native, make_iterations_fn
+from kppo.training.runners.native import build_native, make_iterations_fn
 env, jit_rollout, jit_update, iterations = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", int(sys.argv[4])
 config = kppo.Config(env=env, jit_rollout=jit_rollout, jit_update=jit_update)
 run = build_native(env, config)
@@ -42,15 +42,23 @@ def main() -> None:
         for jit_rollout, jit_update in combos if repeat % 2 == 0 else combos[::-1]:
             out = subprocess.run(
                 [sys.executable, "-c", WORKER, args.env, str(jit_rollout), str(jit_update), str(args.iterations)],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"| jit_rollout | jit_update | compile s (first call) | ms / iteration | steps/s |   ({args.env}, best of {args.repeats})")
+    print(
+        "| jit_rollout | jit_update | compile s (first call) | ms / iteration | steps/s |"
+        f"   ({args.env}, best of {args.repeats})"
+    )
     print("|---|---|---|---|---|")
     for r, u in [(True, False), (True, True), (False, False), (False, True)]:
         runs = [x for x in rows if x["jit_rollout"] == r and x["jit_update"] == u]
         best = min(runs, key=lambda x: x["ms_per_iteration"])
-        print(f"| {r} | {u} | {min(x['compile_s'] for x in runs):.2f} | {best['ms_per_iteration']:.1f} | {best['steps_per_s']:,.0f} |")
+        print(
+            f"| {r} | {u} | {min(x['compile_s'] for x in runs):.2f} | {best['ms_per_iteration']:.1f} "
+            f"| {best['steps_per_s']:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Trains a config for several seeds and prints the final deterministic evaluation per seed (markdown table).
 
-    python benchmarks/learning.py configs/cartpole.yaml --seeds 0 1 2 3 4 [--threshold 475]
+python benchmarks/learning.py configs/cartpole.yaml --seeds 0 1 2 3 4 [--threshold 475]
 """
 
 import argparse
@@ -20,9 +20,14 @@ def main() -> None:
     args = parser.parse_args()
     config = kppo.Config.from_yaml(args.config)
     finals = []
-    print(f"{config.env}: {config.total_timesteps:,} steps, {config.num_eval_envs} deterministic eval episodes, "
-          f"{time.strftime('%Y-%m-%d')}, {platform.machine()} x {__import__('os').cpu_count()} CPUs\n")
-    print("| seed | final eval mean +- std | best round | compile s | run s | steps/s |" + (" reached |" if args.threshold is not None else ""))
+    print(
+        f"{config.env}: {config.total_timesteps:,} steps, {config.num_eval_envs} deterministic eval episodes, "
+        f"{time.strftime('%Y-%m-%d')}, {platform.machine()} x {__import__('os').cpu_count()} CPUs\n"
+    )
+    print(
+        "| seed | final eval mean +- std | best round | compile s | run s | steps/s |"
+        + (" reached |" if args.threshold is not None else "")
+    )
     print("|---|---|---|---|---|---|" + ("---|" if args.threshold is not None else ""))
     for seed in args.seeds:
         result = kppo.train(config=config, seed=seed)
@@ -30,8 +35,10 @@ def main() -> None:
         final = float(m["eval/mean_returns"][-1])
         finals.append(final)
         steps_per_s = m["train/total_steps"][-1] / t["total_s"]
-        row = (f"| {seed} | {final:.1f} +- {m['eval/std_returns'][-1]:.1f} | {m['eval/mean_returns'].max():.1f} | "
-               f"{t['compile_s']:.1f} | {t['run_s']:.1f} | {steps_per_s:,.0f} |")
+        row = (
+            f"| {seed} | {final:.1f} +- {m['eval/std_returns'][-1]:.1f} | {m['eval/mean_returns'].max():.1f} | "
+            f"{t['compile_s']:.1f} | {t['run_s']:.1f} | {steps_per_s:,.0f} |"
+        )
         if args.threshold is not None:
             row += f" {'yes' if final >= args.threshold else 'no'} |"
         print(row, flush=True)

@@ -13,8 +13,8 @@ them.
 Parts:
   sequential   seeds 0..N-1, one `kppo.train("cartpole", seed=s)` process each, one after the other
   population   one `kppo.train("cartpole", seed=[0, ..., N-1])` process
-  rejax        (--parts rejax, --rejax-python): rejax's PPO at the same setting, `jax.jit(jax.vmap(train))` over 1, N and the curve's
-               sizes of keys, full budget (no evaluation inside its run), one process each
+  rejax        (--parts rejax, --rejax-python): rejax's PPO at the same setting, `jax.jit(jax.vmap(train))` over 1, N
+               and the curve's sizes of keys, full budget (no evaluation inside its run), one process each
   curve        populations of each size in --curve for --curve-iterations iterations: compile time and the steps/s of
                the training calls after the first (all members' steps; the one evaluation round comes after)
 """
@@ -54,8 +54,11 @@ def worker(kind: str, members: int, seed: int, iterations: int | None) -> dict:
     returns = result.metrics["eval/mean_returns"][-1]
     (t0, s0), (t1, s1) = calls[0], calls[-1]  # after the first call (which compiles) to the last
     steady = (s1 - s0) * (1 if kind == "single" else members) / max(t1 - t0, 1e-9)
-    return {"final_returns": np.atleast_1d(returns).astype(float).tolist(), "timings": result.timings,
-            "steps_per_s": steady}
+    return {
+        "final_returns": np.atleast_1d(returns).astype(float).tolist(),
+        "timings": result.timings,
+        "steps_per_s": steady,
+    }
 
 
 def worker_rejax(members: int, iterations: int | None) -> dict:
@@ -75,9 +78,11 @@ def worker_rejax(members: int, iterations: int | None) -> dict:
     states, _ = train(keys)
     jax.block_until_ready(states)
     done = time.perf_counter()
-    return {"timings": {"compile_s": compiled - start, "run_s": done - compiled, "total_s": done - start},
-            "steps_per_s": members * (iterations or 244) * ROLLOUT / (done - compiled),
-            "versions": {"jax": jax.__version__}}
+    return {
+        "timings": {"compile_s": compiled - start, "run_s": done - compiled, "total_s": done - start},
+        "steps_per_s": members * (iterations or 244) * ROLLOUT / (done - compiled),
+        "versions": {"jax": jax.__version__},
+    }
 
 
 def run_worker(python: str, *args: str) -> dict:
@@ -95,10 +100,16 @@ def main() -> int:
     parser.add_argument("--members", type=int, default=8)
     parser.add_argument("--curve", default="", help="population sizes for the speed curve, e.g. 1,2,4,8,16,64")
     parser.add_argument("--curve-iterations", type=int, default=48)
-    parser.add_argument("--iterations", help="iterations of the sequential and population runs (default: the whole "
-                                             "fixed setting, 244)", default="-")
-    parser.add_argument("--parts", default="sequential,population,curve",
-                        help="comma list of sequential, population, curve, rejax (rejax needs --rejax-python)")
+    parser.add_argument(
+        "--iterations",
+        help="iterations of the sequential and population runs (default: the whole fixed setting, 244)",
+        default="-",
+    )
+    parser.add_argument(
+        "--parts",
+        default="sequential,population,curve",
+        help="comma list of sequential, population, curve, rejax (rejax needs --rejax-python)",
+    )
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--rejax-python", help="also time rejax populations (jax.vmap over keys) with this interpreter")
     parser.add_argument("--json")
@@ -123,16 +134,19 @@ def main() -> int:
         sequential_wall = sum(r["process_wall_s"] for r in runs)
         finals = [r["final_returns"][0] for r in runs]
         walls = ", ".join(f"{r['process_wall_s']:.1f}" for r in runs)
-        print(f"sequential: {sequential_wall:.1f} s in all ({walls}), "
-              f"final returns mean {sum(finals) / len(finals):.1f}")
+        print(
+            f"sequential: {sequential_wall:.1f} s in all ({walls}), final returns mean {sum(finals) / len(finals):.1f}"
+        )
     if "population" in parts:
         population = run_worker(args.python, "population", str(args.members), "0", args.iterations)
         report["population"] = population
         finals = population["final_returns"]
         timings = population["timings"]
-        print(f"population: {population['process_wall_s']:.1f} s (compile {timings['compile_s']:.1f}, run "
-              f"{timings['run_s']:.1f}), final returns {', '.join(f'{x:.1f}' for x in finals)}, mean "
-              f"{sum(finals) / len(finals):.1f}")
+        print(
+            f"population: {population['process_wall_s']:.1f} s (compile {timings['compile_s']:.1f}, run "
+            f"{timings['run_s']:.1f}), final returns {', '.join(f'{x:.1f}' for x in finals)}, mean "
+            f"{sum(finals) / len(finals):.1f}"
+        )
         if sequential_wall is not None:
             report["ratio"] = population["process_wall_s"] / sequential_wall
             print(f"population / sequential wall: {report['ratio']:.2f}")
@@ -141,8 +155,10 @@ def main() -> int:
         point = run_worker(args.python, "population", str(size), "0", str(args.curve_iterations))
         timings, steps_per_s = point["timings"], point["steps_per_s"]
         report["curve"].append({"members": size, **point})
-        print(f"  {size:>3} members: compile {timings['compile_s']:5.1f} s, {steps_per_s:>9,.0f} steps/s "
-              f"({steps_per_s / size:>7,.0f} per member), process {point['process_wall_s']:.1f} s")
+        print(
+            f"  {size:>3} members: compile {timings['compile_s']:5.1f} s, {steps_per_s:>9,.0f} steps/s "
+            f"({steps_per_s / size:>7,.0f} per member), process {point['process_wall_s']:.1f} s"
+        )
     if "rejax" in parts:
         if not args.rejax_python:
             parser.error("--parts rejax needs --rejax-python")
@@ -151,8 +167,10 @@ def main() -> int:
             point = run_worker(args.rejax_python, "rejax", str(size), "0", args.iterations)
             timings = point["timings"]
             report["rejax"].append({"members": size, **point})
-            print(f"  rejax {size:>3} members: process {point['process_wall_s']:.1f} s, compile "
-                  f"{timings['compile_s']:.1f} s, {point['steps_per_s']:>9,.0f} steps/s (jax {point['versions']['jax']})")
+            print(
+                f"  rejax {size:>3} members: process {point['process_wall_s']:.1f} s, compile "
+                f"{timings['compile_s']:.1f} s, {point['steps_per_s']:>9,.0f} steps/s (jax {point['versions']['jax']})"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -29,11 +29,31 @@ import time
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMEWORKS = ("kppo_lstm", "sb3_contrib_lstm", "kppo_mlp", "sb3_mlp")
 TASKS = {
-    "cartpole_novel": dict(env_id="CartPole-v1", keep=[0, 2], n_envs=8, timesteps=100_000, linear=True,
-                           ppo=dict(n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, ent_coef=0.0)),
-    "pendulum_novel": dict(env_id="Pendulum-v1", keep=[0, 1], n_envs=4, timesteps=100_000, linear=False,
-                           ppo=dict(n_steps=1024, batch_size=128, n_epochs=10, gamma=0.9, gae_lambda=0.95,
-                                    ent_coef=0.0, use_sde=True, sde_sample_freq=4)),
+    "cartpole_novel": dict(
+        env_id="CartPole-v1",
+        keep=[0, 2],
+        n_envs=8,
+        timesteps=100_000,
+        linear=True,
+        ppo=dict(n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, ent_coef=0.0),
+    ),
+    "pendulum_novel": dict(
+        env_id="Pendulum-v1",
+        keep=[0, 1],
+        n_envs=4,
+        timesteps=100_000,
+        linear=False,
+        ppo=dict(
+            n_steps=1024,
+            batch_size=128,
+            n_epochs=10,
+            gamma=0.9,
+            gae_lambda=0.95,
+            ent_coef=0.0,
+            use_sde=True,
+            sde_sample_freq=4,
+        ),
+    ),
 }
 EVAL_EPISODES = 20
 
@@ -91,8 +111,12 @@ def worker(name: str, task_name: str, seed: int) -> dict:
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
         policy_kwargs["activation_fn"] = "relu"
-        venv = kppo.VecNormalize(kppo.make_vec_env(lambda: make_env(task), n_envs=task["n_envs"], seed=seed),
-                                 norm_obs=True, norm_reward=False, gamma=task["ppo"]["gamma"])
+        venv = kppo.VecNormalize(
+            kppo.make_vec_env(lambda: make_env(task), n_envs=task["n_envs"], seed=seed),
+            norm_obs=True,
+            norm_reward=False,
+            gamma=task["ppo"]["gamma"],
+        )
         cls, version = (kppo.RecurrentPPO, kppo.__version__) if recurrent else (kppo.PPO, kppo.__version__)
     else:
         import sb3_contrib
@@ -103,12 +127,23 @@ def worker(name: str, task_name: str, seed: int) -> dict:
 
         torch.set_num_threads(1)
         policy_kwargs["activation_fn"] = torch.nn.ReLU
-        venv = VecNormalize(make_vec_env(lambda: make_env(task), n_envs=task["n_envs"], seed=seed), norm_obs=True,
-                            norm_reward=False, gamma=task["ppo"]["gamma"])
+        venv = VecNormalize(
+            make_vec_env(lambda: make_env(task), n_envs=task["n_envs"], seed=seed),
+            norm_obs=True,
+            norm_reward=False,
+            gamma=task["ppo"]["gamma"],
+        )
         cls = sb3_contrib.RecurrentPPO if recurrent else stable_baselines3.PPO
         version = sb3_contrib.__version__ if recurrent else stable_baselines3.__version__
-    model = cls("MlpLstmPolicy" if recurrent else "MlpPolicy", venv, seed=seed, policy_kwargs=policy_kwargs,
-                **task["ppo"], **_schedules(task), **({} if name.startswith("kppo") else {"device": "cpu"}))
+    model = cls(
+        "MlpLstmPolicy" if recurrent else "MlpPolicy",
+        venv,
+        seed=seed,
+        policy_kwargs=policy_kwargs,
+        **task["ppo"],
+        **_schedules(task),
+        **({} if name.startswith("kppo") else {"device": "cpu"}),
+    )
     start = time.perf_counter()
     model.learn(task["timesteps"])
     learn_s = time.perf_counter() - start
@@ -123,9 +158,16 @@ def worker(name: str, task_name: str, seed: int) -> dict:
         return model.predict(obs, deterministic=True)[0], None
 
     returns = _play(predict, task, seed, recurrent)
-    return {"framework": name, "task": task_name, "seed": seed, "version": version, "learn_s": learn_s,
-            "steps_per_s": model.num_timesteps / learn_s, "mean_return": sum(returns) / len(returns),
-            "returns": returns}
+    return {
+        "framework": name,
+        "task": task_name,
+        "seed": seed,
+        "version": version,
+        "learn_s": learn_s,
+        "steps_per_s": model.num_timesteps / learn_s,
+        "mean_return": sum(returns) / len(returns),
+        "returns": returns,
+    }
 
 
 def _launch(name: str, task: str, seed: int, python: str) -> dict:
@@ -139,8 +181,10 @@ def _launch(name: str, task: str, seed: int, python: str) -> dict:
 
 def table(results: list[dict]) -> str:
     stats = _load("stats")
-    lines = ["| task | framework | seeds | mean return | 95% CI | per seed | steps/s | p vs kppo LSTM |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| task | framework | seeds | mean return | 95% CI | per seed | steps/s | p vs kppo LSTM |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for task in dict.fromkeys(r["task"] for r in results):
         ours = [r["mean_return"] for r in results if r["task"] == task and r["framework"] == "kppo_lstm"]
         for name in FRAMEWORKS:
@@ -151,8 +195,10 @@ def table(results: list[dict]) -> str:
             low, high = stats.bootstrap_mean_ci(finals)
             speed = sorted(r["steps_per_s"] for r in rows)[len(rows) // 2]
             p = "" if name == "kppo_lstm" or not ours else f"{stats.permutation_test(ours, finals).p_value:.3f}"
-            lines.append(f"| {task} | {name} ({rows[0]['version']}) | {len(rows)} | {sum(finals) / len(finals):.1f} | "
-                         f"[{low:.1f}, {high:.1f}] | {' / '.join(f'{v:.1f}' for v in finals)} | {speed:,.0f} | {p} |")
+            lines.append(
+                f"| {task} | {name} ({rows[0]['version']}) | {len(rows)} | {sum(finals) / len(finals):.1f} | "
+                f"[{low:.1f}, {high:.1f}] | {' / '.join(f'{v:.1f}' for v in finals)} | {speed:,.0f} | {p} |"
+            )
     return "\n".join(lines)
 
 
@@ -177,8 +223,12 @@ def main(argv=None) -> int:
             for name in args.frameworks.split(","):
                 python = args.python_kppo if name.startswith("kppo") else args.python_peers
                 results.append(_launch(name, task, seed, python))
-                print(f"{task} {name} seed {seed}: {results[-1]['mean_return']:.1f} "
-                      f"({results[-1]['steps_per_s']:,.0f} steps/s)", file=sys.stderr, flush=True)
+                print(
+                    f"{task} {name} seed {seed}: {results[-1]['mean_return']:.1f} "
+                    f"({results[-1]['steps_per_s']:,.0f} steps/s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if args.json:
                     with open(args.json, "w") as f:
                         json.dump(results, f, indent=1)

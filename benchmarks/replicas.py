@@ -24,8 +24,9 @@ if replicas > 1:
 result = kppo.train("CartPole-v1", config, seed=0)
 t = result.timings
 steps = int(result.metrics["train/total_steps"][-1])
+final_return = float(result.metrics["eval/mean_returns"][-1])
 print(json.dumps({"replicas": replicas, "compile_s": t["compile_s"], "run_s": t["run_s"], "total_s": t["total_s"],
-                  "steps_per_s_total": steps / t["total_s"], "final_return": float(result.metrics["eval/mean_returns"][-1])}))
+                  "steps_per_s_total": steps / t["total_s"], "final_return": final_return}))
 """
 
 
@@ -36,14 +37,20 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for replicas in (1, args.replicas):
-        out = subprocess.run([sys.executable, "-c", WORKER, str(replicas), str(args.timesteps)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", WORKER, str(replicas), str(args.timesteps)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     print("| replicas | compile s | run s | total s | steps/s (end to end) | final return |")
     print("|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['replicas']} | {r['compile_s']:.1f} | {r['run_s']:.1f} | {r['total_s']:.1f} | "
-              f"{r['steps_per_s_total']:,.0f} | {r['final_return']:.1f} |")
+        print(
+            f"| {r['replicas']} | {r['compile_s']:.1f} | {r['run_s']:.1f} | {r['total_s']:.1f} | "
+            f"{r['steps_per_s_total']:,.0f} | {r['final_return']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

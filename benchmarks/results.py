@@ -35,8 +35,12 @@ DOC = ROOT / "docs" / "results.md"
 FIGURES = ROOT / "docs" / "figures"
 FRAMEWORKS = ("kppo", "kppo_ppo", "sb3", "kppo_ppo_sb3init")
 OPTIONAL = ("kppo_ppo_sb3init",)  # in the table only where records exist
-LABELS = {"kppo": "kppo (configs/)", "kppo_ppo": "kppo.PPO (zoo args)", "sb3": "SB3 (zoo args)",
-          "kppo_ppo_sb3init": "kppo.PPO from SB3's initial weights"}
+LABELS = {
+    "kppo": "kppo (configs/)",
+    "kppo_ppo": "kppo.PPO (zoo args)",
+    "sb3": "SB3 (zoo args)",
+    "kppo_ppo_sb3init": "kppo.PPO from SB3's initial weights",
+}
 COLORS = {"kppo": "tab:blue", "kppo_ppo": "tab:green", "sb3": "tab:orange", "kppo_ppo_sb3init": "tab:red"}
 SB3_INIT = ROOT / "bench_out" / "sb3_init"  # SB3's initial weights per task and seed (`sb3-init`; deterministic)
 SB3_ACTIVATIONS = {"relu": "ReLU", "tanh": "Tanh"}  # the zoo's activation_fn names -> torch.nn classes
@@ -70,43 +74,145 @@ class Task:
 
 TASKS = {
     "cartpole": Task(
-        "CartPole-v1", "configs/cartpole_100k.yaml", 500.0, 100_000, 10, 64,
-        dict(n_envs=8, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20, ent_coef=0.0,
-             learning_rate="lin_0.001", clip_range="lin_0.2"),
+        "CartPole-v1",
+        "configs/cartpole_100k.yaml",
+        500.0,
+        100_000,
+        10,
+        64,
+        dict(
+            n_envs=8,
+            n_steps=32,
+            batch_size=256,
+            gae_lambda=0.8,
+            gamma=0.98,
+            n_epochs=20,
+            ent_coef=0.0,
+            learning_rate="lin_0.001",
+            clip_range="lin_0.2",
+        ),
     ),
     "acrobot": Task(
-        "Acrobot-v1", "configs/acrobot.yaml", -73.5, 1_000_000, 10, 64,
+        "Acrobot-v1",
+        "configs/acrobot.yaml",
+        -73.5,
+        1_000_000,
+        10,
+        64,
         dict(normalize=True, n_envs=16, n_steps=256, gae_lambda=0.94, gamma=0.99, n_epochs=4, ent_coef=0.0),
     ),
     "mountaincar_continuous": Task(
-        "MountainCarContinuous-v0", "configs/mountaincar_continuous.yaml", 88.3, 20_000, 10, 32,
-        dict(normalize=True, n_envs=1, batch_size=256, n_steps=8, gamma=0.9999, learning_rate=7.77e-05,
-             ent_coef=0.00429, clip_range=0.1, n_epochs=10, gae_lambda=0.9, max_grad_norm=5, vf_coef=0.19,
-             use_sde=True, policy_kwargs=dict(log_std_init=-3.29, ortho_init=False)),
+        "MountainCarContinuous-v0",
+        "configs/mountaincar_continuous.yaml",
+        88.3,
+        20_000,
+        10,
+        32,
+        dict(
+            normalize=True,
+            n_envs=1,
+            batch_size=256,
+            n_steps=8,
+            gamma=0.9999,
+            learning_rate=7.77e-05,
+            ent_coef=0.00429,
+            clip_range=0.1,
+            n_epochs=10,
+            gae_lambda=0.9,
+            max_grad_norm=5,
+            vf_coef=0.19,
+            use_sde=True,
+            policy_kwargs=dict(log_std_init=-3.29, ortho_init=False),
+        ),
     ),
     "pendulum": Task(
-        "Pendulum-v1", "configs/pendulum_100k.yaml", -172.0, 100_000, 10, 32,
-        dict(normalize=True, n_envs=4, n_steps=1024, gae_lambda=0.95, gamma=0.9, n_epochs=10, ent_coef=0.0,
-             learning_rate=1e-3, clip_range=0.2, use_sde=True, sde_sample_freq=4),
+        "Pendulum-v1",
+        "configs/pendulum_100k.yaml",
+        -172.0,
+        100_000,
+        10,
+        32,
+        dict(
+            normalize=True,
+            n_envs=4,
+            n_steps=1024,
+            gae_lambda=0.95,
+            gamma=0.9,
+            n_epochs=10,
+            ent_coef=0.0,
+            learning_rate=1e-3,
+            clip_range=0.2,
+            use_sde=True,
+            sde_sample_freq=4,
+        ),
     ),
     "lunarlander_continuous": Task(
-        "LunarLanderContinuous-v3", "configs/lunarlander_continuous.yaml", 270.9, 1_000_000, 10, 10,
-        dict(normalize=True, n_envs=16, n_steps=1024, batch_size=64, gae_lambda=0.98, gamma=0.999, n_epochs=4,
-             ent_coef=0.01),
+        "LunarLanderContinuous-v3",
+        "configs/lunarlander_continuous.yaml",
+        270.9,
+        1_000_000,
+        10,
+        10,
+        dict(
+            normalize=True,
+            n_envs=16,
+            n_steps=1024,
+            batch_size=64,
+            gae_lambda=0.98,
+            gamma=0.999,
+            n_epochs=4,
+            ent_coef=0.01,
+        ),
     ),
     "halfcheetah": Task(
-        "HalfCheetah-v5", "configs/halfcheetah.yaml", 5819.0, 1_000_000, 20, 10,
-        dict(normalize=True, n_envs=1, batch_size=64, n_steps=512, gamma=0.98, learning_rate=2.0633e-05,
-             ent_coef=0.000401762, clip_range=0.1, n_epochs=20, gae_lambda=0.92, max_grad_norm=0.8, vf_coef=0.58096,
-             policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="relu",
-                                net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+        "HalfCheetah-v5",
+        "configs/halfcheetah.yaml",
+        5819.0,
+        1_000_000,
+        20,
+        10,
+        dict(
+            normalize=True,
+            n_envs=1,
+            batch_size=64,
+            n_steps=512,
+            gamma=0.98,
+            learning_rate=2.0633e-05,
+            ent_coef=0.000401762,
+            clip_range=0.1,
+            n_epochs=20,
+            gae_lambda=0.92,
+            max_grad_norm=0.8,
+            vf_coef=0.58096,
+            policy_kwargs=dict(
+                log_std_init=-2, ortho_init=False, activation_fn="relu", net_arch=dict(pi=[256, 256], vf=[256, 256])
+            ),
+        ),
     ),
     "hopper": Task(
-        "Hopper-v5", "configs/hopper.yaml", 2410.0, 1_000_000, 20, 10,
-        dict(normalize=True, n_envs=1, batch_size=32, n_steps=512, gamma=0.999, learning_rate=9.80828e-05,
-             ent_coef=0.00229519, clip_range=0.2, n_epochs=5, gae_lambda=0.99, max_grad_norm=0.7, vf_coef=0.835671,
-             policy_kwargs=dict(log_std_init=-2, ortho_init=False, activation_fn="relu",
-                                net_arch=dict(pi=[256, 256], vf=[256, 256]))),
+        "Hopper-v5",
+        "configs/hopper.yaml",
+        2410.0,
+        1_000_000,
+        20,
+        10,
+        dict(
+            normalize=True,
+            n_envs=1,
+            batch_size=32,
+            n_steps=512,
+            gamma=0.999,
+            learning_rate=9.80828e-05,
+            ent_coef=0.00229519,
+            clip_range=0.2,
+            n_epochs=5,
+            gae_lambda=0.99,
+            max_grad_norm=0.7,
+            vf_coef=0.835671,
+            policy_kwargs=dict(
+                log_std_init=-2, ortho_init=False, activation_fn="relu", net_arch=dict(pi=[256, 256], vf=[256, 256])
+            ),
+        ),
     ),
 }
 
@@ -147,7 +253,10 @@ def _zoo_schedules(hp: dict) -> dict:
     for key, value in hp.items():
         if isinstance(value, str) and value.startswith("lin_"):
             start = float(value[4:])
-            value = lambda progress, start=start: progress * start
+
+            def value(progress, start=start):
+                return progress * start
+
         out[key] = value
     return out
 
@@ -197,9 +306,16 @@ def _learn_and_evaluate(model, task: Task, base: type, play) -> dict:
     model.learn(task.budget, callback=Rounds())
     returns = evaluate()
     wall = time.perf_counter() - start
-    return {"final_mean": curve["eval_mean"][-1], "final_std": curve["eval_std"][-1], "episodes": task.eval_episodes,
-            "returns": returns, "curve": curve, "total_steps": int(model.num_timesteps), "wall_s": wall,
-            "steps_per_s": model.num_timesteps / wall}
+    return {
+        "final_mean": curve["eval_mean"][-1],
+        "final_std": curve["eval_std"][-1],
+        "episodes": task.eval_episodes,
+        "returns": returns,
+        "curve": curve,
+        "total_steps": int(model.num_timesteps),
+        "wall_s": wall,
+        "steps_per_s": model.num_timesteps / wall,
+    }
 
 
 def _sb3_model(task: Task, seed: int):
@@ -250,8 +366,9 @@ def run_sb3(task: Task, seed: int) -> dict:
     def play() -> list[float]:
         if normalize:
             eval_env.obs_rms = env.obs_rms.copy()
-        return evaluate_policy(model, eval_env, n_eval_episodes=task.eval_episodes, deterministic=True,
-                               return_episode_rewards=True)[0]
+        return evaluate_policy(
+            model, eval_env, n_eval_episodes=task.eval_episodes, deterministic=True, return_episode_rewards=True
+        )[0]
 
     record = _learn_and_evaluate(model, task, BaseCallback, play)
     record["versions"] = {"stable_baselines3": stable_baselines3.__version__, "torch": torch.__version__}
@@ -278,9 +395,11 @@ def run_kppo_ppo(task: Task, seed: int, sb3_init: bool = False) -> dict:
         env = kppo.VecNormalize(env, gamma=hp.get("gamma", 0.99))
     model = kppo.PPO("MlpPolicy", env, seed=seed, verbose=0, **_zoo_schedules(hp))  # activation_fn: kppo's names
     if sb3_init:
-        path = SB3_INIT / f"{[n for n, t in TASKS.items() if t is task][0]}-seed{seed}.npz"
+        path = SB3_INIT / f"{next(n for n, t in TASKS.items() if t is task)}-seed{seed}.npz"
         if not path.is_file():
-            raise SystemExit(f"{path}: run `.venv-bench/bin/python benchmarks/results.py sb3-init TASK --seeds ...` first")
+            raise SystemExit(
+                f"{path}: run `.venv-bench/bin/python benchmarks/results.py sb3-init TASK --seeds ...` first"
+            )
         reference = _load_module("_kppo_sb3_reference", ROOT / "tests" / "sb3_reference.py")
         reference.set_weights(model.agent, dict(__import__("numpy").load(path)))
     # A plain env: the policy normalizes observations itself, with the training statistics frozen outside learn's
@@ -289,8 +408,9 @@ def run_kppo_ppo(task: Task, seed: int, sb3_init: bool = False) -> dict:
     eval_env.reset(seed=seed + 10_000)
 
     def play() -> list[float]:
-        return kppo.evaluate_policy(model, eval_env, n_eval_episodes=task.eval_episodes, deterministic=True,
-                                    return_episode_rewards=True)[0]
+        return kppo.evaluate_policy(
+            model, eval_env, n_eval_episodes=task.eval_episodes, deterministic=True, return_episode_rewards=True
+        )[0]
 
     record = _learn_and_evaluate(model, task, kppo.BaseCallback, play)
     eval_env.close()
@@ -299,8 +419,12 @@ def run_kppo_ppo(task: Task, seed: int, sb3_init: bool = False) -> dict:
     return record
 
 
-RUNNERS = {"kppo": run_kppo, "kppo_ppo": run_kppo_ppo, "sb3": run_sb3,
-           "kppo_ppo_sb3init": lambda task, seed: run_kppo_ppo(task, seed, sb3_init=True)}
+RUNNERS = {
+    "kppo": run_kppo,
+    "kppo_ppo": run_kppo_ppo,
+    "sb3": run_sb3,
+    "kppo_ppo_sb3init": lambda task, seed: run_kppo_ppo(task, seed, sb3_init=True),
+}
 
 
 def run(task_names: list[str], framework: str, seeds: list[int], records: Path) -> None:
@@ -308,13 +432,23 @@ def run(task_names: list[str], framework: str, seeds: list[int], records: Path) 
         task = TASKS[name]
         for seed in seeds:
             record = RUNNERS[framework](task, seed)
-            record.update(task=name, env_id=task.env_id, framework=framework, seed=seed, budget=task.budget,
-                          date=time.strftime("%Y-%m-%d"), machine=_machine())
+            record.update(
+                task=name,
+                env_id=task.env_id,
+                framework=framework,
+                seed=seed,
+                budget=task.budget,
+                date=time.strftime("%Y-%m-%d"),
+                machine=_machine(),
+            )
             path = records / name / f"{framework}-seed{seed}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(record, indent=1) + "\n")
-            print(f"{name} {framework} seed {seed}: {record['final_mean']:.1f} +- {record['final_std']:.1f} "
-                  f"in {record['wall_s']:.0f} s -> {path}", flush=True)
+            print(
+                f"{name} {framework} seed {seed}: {record['final_mean']:.1f} +- {record['final_std']:.1f} "
+                f"in {record['wall_s']:.0f} s -> {path}",
+                flush=True,
+            )
 
 
 def load(records: Path) -> dict[tuple[str, str], list[dict]]:
@@ -328,25 +462,38 @@ def load(records: Path) -> dict[tuple[str, str], list[dict]]:
 
 def summarize(rows: list[dict], zoo: float) -> dict:
     """`stats.summarize` of a (task, framework)'s records: final returns over seeds, 95% interval, timings."""
-    return stats.summarize([r["final_mean"] for r in rows], zoo, [r["wall_s"] for r in rows],
-                           [r["steps_per_s"] for r in rows])
+    return stats.summarize(
+        [r["final_mean"] for r in rows], zoo, [r["wall_s"] for r in rows], [r["steps_per_s"] for r in rows]
+    )
 
 
 def _cells(s: dict, versus: dict | None) -> list[str]:
     ci = "—" if s["ci"] is None else "[{:.1f}, {:.1f}]".format(*s["ci"])
     mark = "**reached**" if s["reached"] else "not reached"
-    cells = [str(s["seeds"]), f"{s['mean']:.1f}", ci, f"{s['std']:.1f}", " / ".join(f"{x:.1f}" for x in s["per_seed"]),
-             f"{mark} ({s['seeds_reached']}/{s['seeds']} seeds)", "—", "—", "—"]
+    cells = [
+        str(s["seeds"]),
+        f"{s['mean']:.1f}",
+        ci,
+        f"{s['std']:.1f}",
+        " / ".join(f"{x:.1f}" for x in s["per_seed"]),
+        f"{mark} ({s['seeds_reached']}/{s['seeds']} seeds)",
+        "—",
+        "—",
+        "—",
+    ]
     if versus is not None:
         test, inside, ratio = versus["test"], {None: "n/a", True: "yes", False: "no"}[versus["inside"]], versus["ratio"]
         cells[-3:] = [f"{test.p_value:.2g} (min {test.p_min:.2g})", inside, "n/a" if ratio is None else f"{ratio:.2f}"]
-    return cells + [f"{s['wall_s']:.0f}", f"{s['steps_per_s']:,.0f}"]
+    return [*cells, f"{s['wall_s']:.0f}", f"{s['steps_per_s']:,.0f}"]
 
 
 def table(results: dict[tuple[str, str], list[dict]]) -> str:
     """One row per task and framework; the comparison columns test each kppo framework against SB3."""
-    lines = ["| task | budget | RL-Zoo PPO | framework | seeds | mean | 95% CI of the mean | std | per seed | vs zoo | "
-             "p vs SB3 | in SB3's CI | mean / SB3's | wall s | steps/s |", "|---" * 15 + "|"]
+    lines = [
+        "| task | budget | RL-Zoo PPO | framework | seeds | mean | 95% CI of the mean | std | per seed | vs zoo | "
+        "p vs SB3 | in SB3's CI | mean / SB3's | wall s | steps/s |",
+        "|---" * 15 + "|",
+    ]
     for name, task in TASKS.items():
         sb3 = results.get((name, "sb3"))
         reference = summarize(sb3, task.zoo) if sb3 else None
@@ -423,8 +570,9 @@ def main() -> None:
     r.add_argument("--framework", choices=FRAMEWORKS, default="kppo")
     r.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     r.add_argument("--records", type=Path, default=RECORDS)
-    i = sub.add_parser("sb3-init", help="(peers' virtualenv) SB3's initial weights per task and seed, for "
-                                        "--framework kppo_ppo_sb3init")
+    i = sub.add_parser(
+        "sb3-init", help="(peers' virtualenv) SB3's initial weights per task and seed, for --framework kppo_ppo_sb3init"
+    )
     i.add_argument("tasks", nargs="+", choices=sorted(TASKS))
     i.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p = sub.add_parser("report", help="write the table into docs/results.md and the figures")

@@ -62,8 +62,9 @@ class Permutation(NamedTuple):
     n_splits: int  # splits enumerated, or permutations drawn
 
 
-def permutation_test(a, b, exact_limit: int = EXACT_LIMIT, n_permutations: int = N_PERMUTATIONS,
-                     seed: int = SEED) -> Permutation:
+def permutation_test(
+    a, b, exact_limit: int = EXACT_LIMIT, n_permutations: int = N_PERMUTATIONS, seed: int = SEED
+) -> Permutation:
     """Two-sided permutation test of equal means: statistic |mean(a) - mean(b)| over the splits of the pooled values.
 
     Exact when the pooled n choose len(a) splits number at most `exact_limit`: p = (splits with a statistic >= the
@@ -93,8 +94,9 @@ def permutation_test(a, b, exact_limit: int = EXACT_LIMIT, n_permutations: int =
     if exact:
         members = np.array(list(itertools.combinations(range(pooled.size), k)))  # [n_splits, k]: a's indices
     else:
-        members = np.random.default_rng(seed).permuted(np.tile(np.arange(pooled.size), (n_permutations, 1)),
-                                                        axis=1)[:, :k]
+        members = np.random.default_rng(seed).permuted(np.tile(np.arange(pooled.size), (n_permutations, 1)), axis=1)[
+            :, :k
+        ]
         n_splits = n_permutations
     sums = pooled[members].sum(axis=1)
     stats = np.abs(sums / k - (pooled.sum() - sums) / b.size)

@@ -23,7 +23,7 @@ TASKS = {"cartpole": ("CartPole-v1", 16), "pendulum": ("Pendulum-v1", 4), "halfc
 def step_us(env_id: str, num_envs: int, vectorization: str, steps: int) -> float:
     import numpy as np
 
-    from kppo.envs.gymnasium import make_vec_env
+    from kppo.gym_envs.vector import make_vec_env
 
     vec_env = make_vec_env(env_id, num_envs, vectorization=vectorization, seed=0)
     try:
@@ -47,17 +47,24 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    print(f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"{args.steps} vector steps, median of {args.repeats}\n")
+    print(
+        f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{args.steps} vector steps, median of {args.repeats}\n"
+    )
     print("| task | envs | sync µs/step | async µs/step | async / sync | faster |")
     print("|---|--:|--:|--:|--:|---|")
     for task in args.tasks.split(","):
         env_id, num_envs = TASKS[task]
-        times = {kind: statistics.median(step_us(env_id, num_envs, kind, args.steps) for _ in range(args.repeats))
-                 for kind in ("sync", "async")}
+        times = {
+            kind: statistics.median(step_us(env_id, num_envs, kind, args.steps) for _ in range(args.repeats))
+            for kind in ("sync", "async")
+        }
         ratio = times["async"] / times["sync"]
-        print(f"| {env_id} | {num_envs} | {times['sync']:.0f} | {times['async']:.0f} | {ratio:.2f} | "
-              f"{'async' if ratio < 1 else 'sync'} |", flush=True)
+        print(
+            f"| {env_id} | {num_envs} | {times['sync']:.0f} | {times['async']:.0f} | {ratio:.2f} | "
+            f"{'async' if ratio < 1 else 'sync'} |",
+            flush=True,
+        )
     return 0
 
 

@@ -1,6 +1,6 @@
 """Train PPO on the TF-native CartPole-v1 with the default (fixed) setting and evaluate the final policy.
 
-    python examples/train_cartpole.py
+python examples/train_cartpole.py
 """
 
 import gymnasium as gym

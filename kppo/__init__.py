@@ -1,27 +1,45 @@
-"""kppo: PPO for TensorFlow/Keras with compiled rollouts and updates, TF-native environments, and export."""
+"""kppo: PPO for TensorFlow/Keras with compiled rollouts and updates, TF-native environments, and export.
 
-from kppo._tf import tf  # noqa: F401  (imports TensorFlow quietly before anything else)
-from kppo.callbacks import (
-    BaseCallback,
-    CallbackList,
-    CheckpointCallback,
-    EvalCallback,
-    StopTrainingOnMaxEpisodes,
-    StopTrainingOnRewardThreshold,
-)
-from kppo.config import Config, Sweep
-from kppo.envs.action_masks import ActionMasker
-from kppo.evaluation import evaluate_policy
-from kppo.exporter import export
-from kppo.metrics import METRICS
-from kppo.policy import ActScaling, ObsScaling, Policy
-from kppo.maskable import MaskablePPO
-from kppo.ppo import PPO, make_vec_env
-from kppo.recurrent_ppo import RecurrentPPO
-from kppo.training import PopulationResult, PPOResult, train
-from kppo.vec_normalize import VecNormalize
+The public names below load on first use (PEP 562), so `import kppo` and `kppo --help` do not start TensorFlow;
+the first of them to load imports TensorFlow quietly (`kppo._tf`) before anything else. Public subpackages:
+`kppo.envs` (TF-native tasks and the `Task` contract), `kppo.callbacks` (SB3's callback API) and `kppo.config`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kppo.version import __version__
 
+#: public name -> the module that defines it
+_EXPORTS = {
+    "ActScaling": "kppo.agent.policy",
+    "ActionMasker": "kppo.gym_envs.action_masks",
+    "BaseCallback": "kppo.callbacks",
+    "CallbackList": "kppo.callbacks",
+    "CheckpointCallback": "kppo.callbacks",
+    "Config": "kppo.config.options",
+    "EvalCallback": "kppo.callbacks",
+    "METRICS": "kppo.training.metrics",
+    "MaskablePPO": "kppo.sb3.maskable_ppo",
+    "ObsScaling": "kppo.agent.policy",
+    "PPO": "kppo.sb3.ppo",
+    "PPOResult": "kppo.training.train",
+    "Policy": "kppo.agent.policy",
+    "PopulationResult": "kppo.training.train",
+    "RecurrentPPO": "kppo.sb3.recurrent_ppo",
+    "StopTrainingOnMaxEpisodes": "kppo.callbacks",
+    "StopTrainingOnRewardThreshold": "kppo.callbacks",
+    "Sweep": "kppo.config.options",
+    "VecNormalize": "kppo.sb3.vec_normalize",
+    "evaluate_policy": "kppo.gym_envs.evaluation",
+    "export": "kppo.exporter.artifact",
+    "make_vec_env": "kppo.sb3.ppo",
+    "train": "kppo.training.train",
+}
+_SUBPACKAGES = ("agent", "callbacks", "cli", "config", "core", "envs", "exporter", "gym_envs", "rollout", "sb3",
+                "training", "update")
 
 __all__ = [
     "ActScaling",
@@ -49,3 +67,39 @@ __all__ = [
     "make_vec_env",
     "train",
 ]
+
+if TYPE_CHECKING:
+    from kppo.agent.policy import ActScaling, ObsScaling, Policy
+    from kppo.callbacks import (
+        BaseCallback,
+        CallbackList,
+        CheckpointCallback,
+        EvalCallback,
+        StopTrainingOnMaxEpisodes,
+        StopTrainingOnRewardThreshold,
+    )
+    from kppo.config.options import Config, Sweep
+    from kppo.exporter.artifact import export
+    from kppo.gym_envs.action_masks import ActionMasker
+    from kppo.gym_envs.evaluation import evaluate_policy
+    from kppo.sb3.maskable_ppo import MaskablePPO
+    from kppo.sb3.ppo import PPO, make_vec_env
+    from kppo.sb3.recurrent_ppo import RecurrentPPO
+    from kppo.sb3.vec_normalize import VecNormalize
+    from kppo.training.metrics import METRICS
+    from kppo.training.train import PopulationResult, PPOResult, train
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        importlib.import_module("kppo._tf")  # TensorFlow's start-up noise silenced before any module imports it
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"kppo.{name}")
+    raise AttributeError(f"module 'kppo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS, *_SUBPACKAGES])

@@ -31,6 +31,7 @@ def pfor_conversions(monkeypatch):
 
     converted = []
     convert = pfor._convert_function_call
-    monkeypatch.setattr(pfor, "_convert_function_call",
-                        lambda func, *args: converted.append(func.name) or convert(func, *args))
+    monkeypatch.setattr(
+        pfor, "_convert_function_call", lambda func, *args: converted.append(func.name) or convert(func, *args)
+    )
     return converted

@@ -18,14 +18,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench(script: str, *args: str, timeout: int = 300) -> str:
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT, capture_output=True,
-                         text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
 
 def _rows(table: str, first_cell: str) -> list[list[str]]:
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("|")
+    ]
     return [row for row in rows if row[0] == first_cell]
 
 
@@ -38,16 +45,28 @@ def test_cartpole_benchmark_runs_kppo():
 @pytest.mark.slow
 def test_population_benchmark_runs_sequential_population_and_curve(tmp_path):
     out = tmp_path / "population.json"
-    _bench("population.py", "--members", "2", "--iterations", "2", "--curve", "1,2", "--curve-iterations", "2",
-           "--json", str(out))
+    _bench(
+        "population.py",
+        "--members",
+        "2",
+        "--iterations",
+        "2",
+        "--curve",
+        "1,2",
+        "--curve-iterations",
+        "2",
+        "--json",
+        str(out),
+    )
     report = json.loads(out.read_text())
     assert len(report["sequential"]) == 2 and len(report["population"]["final_returns"]) == 2
     assert [point["members"] for point in report["curve"]] == [1, 2] and report["ratio"] > 0
 
 
 def test_gym_benchmark_runs_kppo():
-    (row,) = _rows(_bench("gym_ppo.py", "--frameworks", "kppo", "--tasks", "cartpole", "--timesteps-scale", "0.01"),
-                   "kppo")
+    (row,) = _rows(
+        _bench("gym_ppo.py", "--frameworks", "kppo", "--tasks", "cartpole", "--timesteps-scale", "0.01"), "kppo"
+    )
     assert int(row[2].replace(",", "")) > 0
 
 
@@ -73,8 +92,10 @@ def test_replicas_benchmark_runs_one_and_two_replicas():
 @pytest.mark.slow
 def test_learning_benchmark_reports_every_seed(tmp_path):
     config = tmp_path / "tiny.yaml"
-    config.write_text("env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\ntotal_timesteps: 256\neval_freq: 1\n"
-                      "num_eval_envs: 2\nnum_hidden_units: 8\n")
+    config.write_text(
+        "env: CartPole-v1\nnum_envs: 4\nnum_steps: 16\ntotal_timesteps: 256\neval_freq: 1\n"
+        "num_eval_envs: 2\nnum_hidden_units: 8\n"
+    )
     table = _bench("learning.py", str(config), "--seeds", "0", "1", "--threshold", "10")
     assert _rows(table, "0") and _rows(table, "1")
 
@@ -94,12 +115,18 @@ def test_vectorization_benchmark_compares_sync_and_async():
 def test_digests_runs_and_names_unknown_runs():
     line = _bench("digests.py", "ppo").strip().splitlines()[-1]
     assert '"run": "ppo"' in line and '"digest": "' in line
-    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "digests.py"), "nope"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "digests.py"), "nope"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "digests: expected runs among" in bad.stderr
 
 
 # --- benchmarks/results.py and benchmarks/stats.py: the statistics of the results table -----------------------------
+
 
 def _load(name: str):
     """A benchmarks/ script as a module (registered first: results.py holds a dataclass)."""
@@ -217,8 +244,16 @@ def test_results_zoo_schedules_translate_lin_strings_only():
 
 def _record(task: str, framework: str, seed: int, final: float) -> dict:
     curve = {"steps": [50, 100], "eval_mean": [final / 2, final], "eval_std": [0.0, 0.0]}
-    return dict(task=task, framework=framework, seed=seed, final_mean=final, final_std=0.0, curve=curve,
-                wall_s=10.0, steps_per_s=100.0)
+    return dict(
+        task=task,
+        framework=framework,
+        seed=seed,
+        final_mean=final,
+        final_std=0.0,
+        curve=curve,
+        wall_s=10.0,
+        steps_per_s=100.0,
+    )
 
 
 def test_results_report_table_and_figures(tmp_path):
@@ -231,8 +266,17 @@ def test_results_report_table_and_figures(tmp_path):
             path.write_text(json.dumps(_record("mountaincar_continuous", framework, seed, final)))
     doc = tmp_path / "results.md"
     doc.write_text("before\n<!-- RESULTS-TABLE -->\nold\n<!-- /RESULTS-TABLE -->\nafter\n")
-    out = _bench("results.py", "report", "--records", str(records), "--doc", str(doc), "--figures",
-                 str(tmp_path / "figures"), timeout=120)
+    out = _bench(
+        "results.py",
+        "report",
+        "--records",
+        str(records),
+        "--doc",
+        str(doc),
+        "--figures",
+        str(tmp_path / "figures"),
+        timeout=120,
+    )
     text = doc.read_text()
     assert text.startswith("before\n<!-- RESULTS-TABLE -->\n| task |")
     assert text.endswith("<!-- /RESULTS-TABLE -->\nafter\n")
@@ -258,7 +302,8 @@ def test_results_kppo_ppo_runs_a_tiny_budget(tmp_path):
         "results = sys.modules['results'] = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(results)\n"
         "task = dataclasses.replace(results.TASKS['cartpole'], budget=1024, eval_rounds=2, eval_episodes=2)\n"
-        "print(json.dumps(results.run_kppo_ppo(task, 0)))\n")
+        "print(json.dumps(results.run_kppo_ppo(task, 0)))\n"
+    )
     out = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     record = json.loads(out.stdout.strip().splitlines()[-1])

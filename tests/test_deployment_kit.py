@@ -1,8 +1,13 @@
-"""The deployment kit in export/ runs artifacts without TensorFlow and reproduces the Python policy's episodes."""
+"""The deployment kit (export/, the distribution kppo-runtime, imported as kppo_runtime) runs artifacts without
+TensorFlow and reproduces the Python policy's episodes. It runs from its installation (`pip install -e ./export`), in
+processes where importing TensorFlow or kppo fails."""
 
+import importlib.metadata
 import json
+import re
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import gymnasium as gym
@@ -17,6 +22,16 @@ BLOCK_TF = (
     "for name in ('tensorflow', 'keras', 'tf_keras', 'tensorflow_probability', 'kppo'):\n"
     "    sys.modules[name] = None  # any import of these now raises ImportError\n"
 )
+SCRIPTS = Path(sysconfig.get_path("scripts"))  # where pip put the kit's console scripts
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _installed_kit():
+    """The kit is a distribution of its own: the tests run the installed one (not the export/ folder on sys.path)."""
+    try:
+        importlib.metadata.distribution("kppo-runtime")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail("the deployment kit is not installed: pip install -e ./export", pytrace=False)
 
 
 def _python_returns(policy, env_id, seeds):
@@ -53,7 +68,7 @@ def test_kit_reproduces_the_python_policy_without_tensorflow(env_id, changes, tm
     got = _kit(
         "import json\n"
         "try:\n    import tensorflow\n    blocked = False\nexcept ImportError:\n    blocked = True\n"
-        "from export.evaluate import run_episodes\nfrom export.runtime import Controller\n"
+        "from kppo_runtime.evaluate import run_episodes\nfrom kppo_runtime.runtime import Controller\n"
         f"returns = [run_episodes(Controller({str(exported.path)!r}), {env_id!r}, 1, s)[0] for s in {seeds}]\n"
         "print(json.dumps({'blocked': blocked, 'tf_loaded': 'tensorflow' in sys.modules and sys.modules['tensorflow'] "
         "is not None, 'returns': returns}))\n"
@@ -66,7 +81,7 @@ def test_latency_and_controller_errors(tmp_path):
     result = kppo.train("Pendulum-v1", kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1))
     exported = kppo.export(result, tmp_path / "p.tflite")
     got = _kit(
-        "import json\nfrom export.latency import measure\nfrom export.runtime import Controller\n"
+        "import json\nfrom kppo_runtime.latency import measure\nfrom kppo_runtime.runtime import Controller\n"
         f"c = Controller({str(exported.path)!r})\n"
         "r = measure(c, 200)\n"
         "try:\n    c.act([1.0, 2.0])\n    err = ''\nexcept ValueError as e:\n    err = str(e)\n"
@@ -81,7 +96,8 @@ def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
     result = kppo.train("Pendulum-v1", kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1,
                                                    squash=True, normalize_obs=True))
     exported = kppo.export(result, tmp_path / "p.tflite", quantize=quantize)
-    got = _kit(f"import json\nfrom export.micro_check import check\nprint(json.dumps(check({str(exported.path)!r}, 100)))\n")
+    got = _kit("import json\nfrom kppo_runtime.micro_check import check\n"
+               f"print(json.dumps(check({str(exported.path)!r}, 100)))\n")
     assert 0 < got["arena_bytes"] <= 16 * 1024
     # float32: the same arithmetic up to float rounding; int8: TFLite Micro and LiteRT may round a value on either
     # side of a quantization step (one step of the output is ~1e-3 of Pendulum's [-2, 2] torque)
@@ -90,7 +106,7 @@ def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
 
 
 def _micro_check_cli(path, *args) -> subprocess.CompletedProcess:
-    code = f"from export.micro_check import main\nsys.exit(main([{str(path)!r}, *{list(args)!r}]))\n"
+    code = f"from kppo_runtime.micro_check import main\nsys.exit(main([{str(path)!r}, *{list(args)!r}]))\n"
     return subprocess.run([sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
 
@@ -131,7 +147,7 @@ def test_a_tflite_micro_crash_is_a_one_line_reason_not_the_end_of_the_check(cart
     """An arena of 256 bytes makes this TFLite Micro build dereference a failed allocation (SIGSEGV)."""
     _, exported = cartpole
     got = _kit(
-        "import json\nimport numpy as np\nfrom export.micro_check import run_isolated\n"
+        "import json\nimport numpy as np\nfrom kppo_runtime.micro_check import run_isolated\n"
         f"model = open({str(exported.path)!r}, 'rb').read()\n"
         "out, reason = run_isolated(model, 256, np.zeros((2, 4), np.float32))\n"
         "ok, _ = run_isolated(model, 64 * 1024, np.zeros((2, 4), np.float32))\n"
@@ -146,7 +162,8 @@ def test_int8_cartpole_keeps_the_closed_loop_return(tmp_path):
     """The issue's numbers: the default CartPole run, int8 vs float32 over 30 episodes (README: within 3%)."""
     result = kppo.train("CartPole-v1", kppo.Config(), seed=0)
     paths = [kppo.export(result, tmp_path / f"{q or 'float32'}.tflite", quantize=q).path for q in (None, "int8")]
-    got = _kit("import json\nfrom export.evaluate import run_episodes\nfrom export.runtime import Controller\n"
+    got = _kit("import json\nfrom kppo_runtime.evaluate import run_episodes\n"
+               "from kppo_runtime.runtime import Controller\n"
                f"paths = {list(map(str, paths))}\n"
                "print(json.dumps([run_episodes(Controller(p), 'CartPole-v1', 30, 0) for p in paths]))\n")
     float32, int8 = (np.mean(r) for r in got)
@@ -162,8 +179,8 @@ def test_kit_runs_a_discrete_observation_policy_without_tensorflow(tmp_path):
     seeds = list(range(20))
     want = _python_returns(result.policy, "FrozenLake-v1", seeds)
     got = _kit(
-        "import json\nfrom export.evaluate import run_episodes\nfrom export.micro_check import check\n"
-        "from export.runtime import Controller\n"
+        "import json\nfrom kppo_runtime.evaluate import run_episodes\nfrom kppo_runtime.micro_check import check\n"
+        "from kppo_runtime.runtime import Controller\n"
         f"paths, seeds = {paths}, {seeds}\n"
         "returns = [[run_episodes(Controller(p), 'FrozenLake-v1', 1, s)[0] for s in seeds] for p in paths]\n"
         "c = Controller(paths[0])\n"
@@ -181,14 +198,15 @@ def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_pa
     """The kit's controller takes the mask; TFLite Micro runs the masked artifact (random masks) as LiteRT does."""
     import functools
 
-    from tests.masked_envs import MaskedChoiceEnv
+    from tests.helpers.masked_envs import MaskedChoiceEnv
 
     model = kppo.MaskablePPO("MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64,
                              n_epochs=2, seed=0)
     model.learn(128)
     exported = kppo.export(model, tmp_path / "masked.tflite", quantize=quantize)
     got = _kit(
-        "import json\nimport numpy as np\nfrom export.micro_check import check\nfrom export.runtime import Controller\n"
+        "import json\nimport numpy as np\nfrom kppo_runtime.micro_check import check\n"
+        "from kppo_runtime.runtime import Controller\n"
         f"c = Controller({str(exported.path)!r})\n"
         "actions = [c.act(np.eye(7, dtype=np.float32)[i], np.eye(7)[[i % 3, 3 + i % 4]].sum(0)).tolist() "
         "for i in range(7)]\n"
@@ -207,9 +225,41 @@ def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_pa
 def test_the_kit_refuses_a_mask_for_an_unmasked_artifact(cartpole):
     _, exported = cartpole
     got = _kit(
-        "import json\nfrom export.runtime import Controller\n"
+        "import json\nfrom kppo_runtime.runtime import Controller\n"
         f"c = Controller({str(exported.path)!r})\n"
         "try:\n    c.act([0.0] * 4, [1, 1])\n    err = ''\nexcept ValueError as e:\n    err = str(e)\n"
         "print(json.dumps({'err': err}))\n"
     )
     assert got["err"] == "mask: expected None (the artifact takes no mask), got a mask"
+
+
+def test_the_controller_needs_neither_gymnasium_nor_tflite_micro():
+    """A device that only acts installs numpy + ai-edge-litert: gymnasium and tflite-micro are extras (eval, micro),
+    imported by evaluate and micro_check only."""
+    requires = importlib.metadata.requires("kppo-runtime")
+    hard = {re.match(r"[\w.-]+", r).group() for r in requires if "extra ==" not in r}
+    assert hard == {"numpy", "ai-edge-litert"}, requires
+    got = _kit(
+        "import json\n"
+        "for name in ('gymnasium', 'gym', 'tflite_micro'):\n    sys.modules[name] = None\n"
+        "import kppo_runtime.runtime, kppo_runtime.latency, kppo_runtime.micro_check\n"
+        "try:\n    import kppo_runtime.evaluate\n    err = ''\nexcept ImportError as e:\n    err = str(e)\n"
+        "print(json.dumps({'err': err}))\n"
+    )
+    assert got["err"].startswith("kppo_runtime.evaluate needs gymnasium: pip install \"kppo-runtime[eval]\"")
+
+
+def test_the_kit_commands_run_from_their_console_scripts_and_with_python_m(cartpole):
+    _, exported = cartpole
+    path = str(exported.path)
+
+    def run(*command):
+        out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip().splitlines()[-1]
+
+    assert run(SCRIPTS / "kppo-latency", path, "--calls", "100").startswith("median ")
+    assert run(SCRIPTS / "kppo-evaluate", path, "--env", "CartPole-v1", "--episodes", "1").startswith("CartPole-v1: ")
+    assert json.loads(run(SCRIPTS / "kppo-micro-check", path, "--observations", "20"))["observations"] == 20
+    assert run(sys.executable, "-m", "kppo_runtime.evaluate", path, "--env", "CartPole-v1", "--episodes", "1") \
+        .startswith("CartPole-v1: ")

@@ -27,8 +27,12 @@ What a training loop does with a callback (as SB3's `learn`):
 """
 
 from kppo.callbacks.base import BaseCallback, CallbackList, ConvertCallback, EventCallback, make_callback
-from kppo.callbacks.builtin import (CheckpointCallback, EvalCallback, StopTrainingOnMaxEpisodes,
-                                    StopTrainingOnRewardThreshold)
+from kppo.callbacks.builtin import (
+    CheckpointCallback,
+    EvalCallback,
+    StopTrainingOnMaxEpisodes,
+    StopTrainingOnRewardThreshold,
+)
 
 __all__ = [
     "BaseCallback",

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from kppo.callbacks.base import BaseCallback, EventCallback, optional_callback
-from kppo.evaluation import EvalEnv, evaluate_policy, resolve_env
+from kppo.gym_envs.evaluation import EvalEnv, evaluate_policy, resolve_env
 
 
 class CheckpointCallback(BaseCallback):

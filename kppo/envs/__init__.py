@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from kppo._tf import tf
-from kppo.envs.acrobot import Acrobot
+from kppo.envs.tasks.acrobot import Acrobot
 from kppo.envs.base import StepResult, Task, VecEnv
-from kppo.envs.cartpole import CartPole, CartPoleNoVel
-from kppo.envs.mountain_car import MountainCar, MountainCarContinuous
-from kppo.envs.pendulum import Pendulum
+from kppo.envs.tasks.cartpole import CartPole, CartPoleNoVel
+from kppo.envs.tasks.mountain_car import MountainCar, MountainCarContinuous
+from kppo.envs.tasks.pendulum import Pendulum
 from kppo.envs.wrappers import (
     EnvState,
     EpisodeStatistics,
@@ -78,6 +78,7 @@ def make(
 
 
 __all__ = [
+    "TASKS",
     "Acrobot",
     "CartPole",
     "CartPoleNoVel",
@@ -90,7 +91,6 @@ __all__ = [
     "OffsetStep",
     "Pendulum",
     "StepResult",
-    "TASKS",
     "Task",
     "TimeLimitAutoReset",
     "VecEnv",

@@ -13,7 +13,7 @@ An *environment* (what `train` consumes) adds the episode bookkeeping and follow
 
 Auto-reset happens on the same step: where `terminated | truncated`, `obs` is the first observation of the
 next episode and `final_obs` the last observation of the finished one (used to bootstrap truncated
-episodes, see `kppo.gae`). Everything is a `tf.Tensor` or a NamedTuple of them, so an environment runs
+episodes, see `kppo.core.gae`). Everything is a `tf.Tensor` or a NamedTuple of them, so an environment runs
 eagerly, inside `tf.function` and under XLA. `key` is a stateless-RNG seed, an int32 tensor of shape [2]; the same
 key gives the same samples within one execution mode (XLA and non-XLA kernels draw different streams on CPU).
 
@@ -102,7 +102,7 @@ class VecEnv(abc.ABC):
         return None
 
     @property
-    def unwrapped(self) -> "VecEnv":
+    def unwrapped(self) -> VecEnv:
         return self
 
 

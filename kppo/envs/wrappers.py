@@ -153,9 +153,8 @@ def wrap(
     episode_statistics: bool = True,
 ) -> VecEnv:
     """Turns a `Task` into a trainable `VecEnv`: time limit + auto-reset, then the optional wrappers."""
-    env: VecEnv = TimeLimitAutoReset(task, max_episode_steps)
-    if fixed_init:
-        env = FixedInit(env)
+    limited = TimeLimitAutoReset(task, max_episode_steps)
+    env: VecEnv = FixedInit(limited) if fixed_init else limited
     if offset_step:
         env = OffsetStep(env)
     if episode_statistics:

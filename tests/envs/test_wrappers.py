@@ -25,7 +25,7 @@ def _run(env, num_envs, num_steps, action_fn):
 def test_same_step_auto_reset_returns_final_obs():
     env = kppo.envs.make("CartPole-v1", max_episode_steps=5, episode_statistics=False)
     task = env.unwrapped.task
-    (state, _), results = _run(env, 4, 5, lambda t: tf.zeros([4], tf.int32))
+    (_state, _), results = _run(env, 4, 5, lambda t: tf.zeros([4], tf.int32))
     last, before = results[-1], results[-2].state
     next_task_state, _, _ = task.transition(before.task, tf.zeros([4], tf.int32))
     assert last.truncated.numpy().all() and not last.terminated.numpy().any()

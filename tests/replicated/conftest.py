@@ -10,6 +10,7 @@ from kppo._tf import tf
 _cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(_cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
+
 @pytest.fixture(autouse=True)
 def collect_garbage():
     """The test's runners, strategies and traced functions sit in reference cycles; left for later, they slow every

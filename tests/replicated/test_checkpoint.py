@@ -20,8 +20,9 @@ WORKER = Path(__file__).with_name("worker.py")
 
 
 def _worker(*args: str, env: dict | None = None) -> dict:
-    out = subprocess.run([sys.executable, str(WORKER), *args], cwd=ROOT, capture_output=True, text=True,
-                         timeout=600, env=env)
+    out = subprocess.run(
+        [sys.executable, str(WORKER), *args], cwd=ROOT, capture_output=True, text=True, timeout=600, env=env
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -42,8 +43,13 @@ def test_a_two_replica_run_resumes_bit_identical_in_a_fresh_process(tmp_path):
     config = resume_config()
     full = resume_digest(kppo.train("Pendulum-v1", config, seed=0))
     calls = []
-    stopped = kppo.train("Pendulum-v1", config, seed=0, checkpoint_dir=str(tmp_path),
-                         should_stop=lambda: calls.append(1) or len(calls) == 4)
+    stopped = kppo.train(
+        "Pendulum-v1",
+        config,
+        seed=0,
+        checkpoint_dir=str(tmp_path),
+        should_stop=lambda: calls.append(1) or len(calls) == 4,
+    )
     assert stopped.interrupted and int(stopped.runner_state.iteration) == 4
     resumed = _worker("resume", str(tmp_path))
     assert resumed["iteration"] == 6
@@ -60,8 +66,16 @@ def test_two_worker_processes_train_in_sync_and_the_chiefs_checkpoint_restores(t
     for index in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         env = {**os.environ, "TF_CONFIG": tf_config}
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), "cluster", checkpoint_dir, "multi_worker", "new"],
-                                      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), "cluster", checkpoint_dir, "multi_worker", "new"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     outs = []
     try:
         for proc in procs:
@@ -77,6 +91,7 @@ def test_two_worker_processes_train_in_sync_and_the_chiefs_checkpoint_restores(t
     assert outs[0]["iteration"] == 4
     assert outs[0]["count"] == pytest.approx(1e-4 + 8 + 8 * 16 * 4)  # both workers' samples, counted once
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir() if p.name.startswith(".worker")) == []
-    got = _worker("cluster", checkpoint_dir, "mirrored", "resume",
-                  env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"})
+    got = _worker(
+        "cluster", checkpoint_dir, "mirrored", "resume", env={k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    )
     assert got["digest"] == outs[0]["digest"] and got["iteration"] == 4

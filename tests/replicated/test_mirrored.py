@@ -20,12 +20,12 @@ def _replicas_identical(agent) -> bool:
 
 
 def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_normalization():
-    from kppo.agent import make_agent
-    from kppo.config import Config
-    from kppo.distribute import make_strategy
-    from kppo.runners.base import update_settings
-    from kppo.types import Batch
-    from kppo.update import minibatch_step
+    from kppo.agent.agent import make_agent
+    from kppo.config.options import Config
+    from kppo.core.distribute import make_strategy
+    from kppo.training.runners.base import update_settings
+    from kppo.core.types import Batch
+    from kppo.update.ppo import minibatch_step
 
     config = Config(num_hidden_units=16, max_grad_norm=0.01, normalize_advantage=True, learning_rate=1e-2)
     space = gym.spaces.Discrete(3)
@@ -36,8 +36,15 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
     rng_adv, rng_ret = rng.normal(size=n), rng.normal(size=n) + 1
 
     def batch(agent):
-        return Batch(obs, action, agent.dist.log_prob(agent.actor(obs), action) - 0.1, agent.critic(obs),
-                     tf.constant(rng_adv, tf.float32), tf.constant(rng_ret, tf.float32), tf.zeros([len(obs), 0], tf.bool))
+        return Batch(
+            obs,
+            action,
+            agent.dist.log_prob(agent.actor(obs), action) - 0.1,
+            agent.critic(obs),
+            tf.constant(rng_adv, tf.float32),
+            tf.constant(rng_ret, tf.float32),
+            tf.zeros([len(obs), 0], tf.bool),
+        )
 
     single = make_agent(config, 4, space)
     strategy = make_strategy("mirrored", DEVICES)  # the one kppo runs use in this process
@@ -52,9 +59,12 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
         norms.append(float(norm))
     shards = strategy.experimental_distribute_values_from_function(
         lambda ctx: tf.nest.map_structure(
-            lambda x: x[ctx.replica_id_in_sync_group * 32:(ctx.replica_id_in_sync_group + 1) * 32], full))
-    step = tf.function(lambda b: strategy.run(lambda s: minibatch_step(mirrored, update_settings(config), s)[1],
-                                              args=(b,)))
+            lambda x: x[ctx.replica_id_in_sync_group * 32 : (ctx.replica_id_in_sync_group + 1) * 32], full
+        )
+    )
+    step = tf.function(
+        lambda b: strategy.run(lambda s: minibatch_step(mirrored, update_settings(config), s)[1], args=(b,))
+    )
     for _ in range(3):
         step(shards)
     diff = max(float(np.max(np.abs(a.numpy() - b.numpy()))) for a, b in zip(mirrored.variables, single.variables))
@@ -65,8 +75,16 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
 
 
 def test_two_replicas_train_and_stay_identical():
-    config = kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=8, num_steps=32,
-                         total_timesteps=8 * 32 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16)
+    config = kppo.Config(
+        distribute="mirrored",
+        devices=DEVICES,
+        num_envs=8,
+        num_steps=32,
+        total_timesteps=8 * 32 * 6,
+        eval_freq=2,
+        num_eval_envs=4,
+        num_hidden_units=16,
+    )
     result = kppo.train("CartPole-v1", config, seed=0)
     assert _replicas_identical(result.agent)
     assert bool(np.all(np.isfinite(result.metrics["train/total_loss"])))
@@ -77,20 +95,28 @@ def test_two_replicas_train_and_stay_identical():
 def test_initial_and_restored_states_sit_where_the_training_step_leaves_them():
     """Each replica's values on its own device, shared values as one tensor: otherwise the step's multi-device
     function is placed and optimized a second time on its second call (7.5 s for 2 CPU replicas, measured)."""
-    from kppo.distribute import from_replica_values, replica_values
-    from kppo.runners import make_runner
+    from kppo.core.distribute import from_replica_values, replica_values
+    from kppo.training.runners import make_runner
 
-    config = kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=8, num_steps=8, num_epochs=1,
-                         num_minibatches=2, total_timesteps=8 * 8 * 2, eval_freq=1, num_eval_envs=4,
-                         num_hidden_units=8)
+    config = kppo.Config(
+        distribute="mirrored",
+        devices=DEVICES,
+        num_envs=8,
+        num_steps=8,
+        num_epochs=1,
+        num_minibatches=2,
+        total_timesteps=8 * 8 * 2,
+        eval_freq=1,
+        num_eval_envs=4,
+        num_hidden_units=8,
+    )
     runner = make_runner("CartPole-v1", config, None)
 
     def layout(state):
         return [[t.backing_device for t in getattr(x, "values", (x,))] for x in tf.nest.flatten(state)]
 
     stepped = runner.run_iterations(runner.state, 1).state
-    restored = from_replica_values(runner.strategy,
-                                   tf.function(lambda s: replica_values(runner.strategy, s))(stepped))
+    restored = from_replica_values(runner.strategy, tf.function(lambda s: replica_values(runner.strategy, s))(stepped))
     initial, stepped, restored = layout(runner.state), layout(stepped), layout(restored)
     assert initial == stepped == restored
     assert any(len(devices) == 2 and devices[0] != devices[1] for devices in stepped)
@@ -99,11 +125,22 @@ def test_initial_and_restored_states_sit_where_the_training_step_leaves_them():
 def test_normalization_moments_are_merged_across_replicas():
     """Each replica adds only its shard's samples; after every rollout the moments are merged, so both replicas
     hold the same moments, counting every env's samples exactly once."""
-    from kppo.runners import make_runner
+    from kppo.training.runners import make_runner
 
-    config = kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=8, num_steps=16,
-                         total_timesteps=8 * 16 * 3, eval_freq=1, num_eval_envs=4, num_hidden_units=16, num_epochs=2,
-                         num_minibatches=2, normalize_obs=True, normalize_reward=True)
+    config = kppo.Config(
+        distribute="mirrored",
+        devices=DEVICES,
+        num_envs=8,
+        num_steps=16,
+        total_timesteps=8 * 16 * 3,
+        eval_freq=1,
+        num_eval_envs=4,
+        num_hidden_units=16,
+        num_epochs=2,
+        num_minibatches=2,
+        normalize_obs=True,
+        normalize_reward=True,
+    )
     runner = make_runner("Pendulum-v1", config)
     state = runner.run_iterations(runner.state, 3).state
     stats = (state.rollout.obs_stats, state.rollout.return_stats)
@@ -126,14 +163,23 @@ def test_target_kl_stops_the_update_on_every_replica():
     """target_kl=1e-8: the first minibatch (policy = rollout policy, KL ~ 0) is applied and a later one soon exceeds
     1.5e-8 and stops the update (of 4 epochs x 4 minibatches = 16 steps), on one device and on two replicas alike;
     without target_kl all 16 run; the replicas stay identical."""
-    from kppo.runners import make_runner
+    from kppo.training.runners import make_runner
 
-    base = kppo.Config(num_envs=8, num_steps=32, total_timesteps=8 * 32 * 4, eval_freq=1, num_eval_envs=4,
-                       num_hidden_units=16, num_epochs=4, num_minibatches=4, target_kl=1e-8)
+    base = kppo.Config(
+        num_envs=8,
+        num_steps=32,
+        total_timesteps=8 * 32 * 4,
+        eval_freq=1,
+        num_eval_envs=4,
+        num_hidden_units=16,
+        num_epochs=4,
+        num_minibatches=4,
+        target_kl=1e-8,
+    )
     single = float(kppo.train("CartPole-v1", base, seed=0).metrics["train/minibatch_steps"][-1])
     config = base.replace(distribute="mirrored", devices=DEVICES)
     runner = make_runner("CartPole-v1", config)
-    state, diag = runner.run_iterations(runner.state, 4)[:2]
+    _state, diag = runner.run_iterations(runner.state, 4)[:2]
     mirrored = float(diag.minibatch_steps) / 4
     same = _replicas_identical(runner.agent)
     unlimited = make_runner("CartPole-v1", config.replace(target_kl=None))
@@ -144,9 +190,18 @@ def test_target_kl_stops_the_update_on_every_replica():
 
 
 def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
-    config = kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=4, num_steps=32,
-                         total_timesteps=4 * 32 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=16,
-                         env_backend="gymnasium", normalize_obs=True)
+    config = kppo.Config(
+        distribute="mirrored",
+        devices=DEVICES,
+        num_envs=4,
+        num_steps=32,
+        total_timesteps=4 * 32 * 4,
+        eval_freq=2,
+        num_eval_envs=2,
+        num_hidden_units=16,
+        env_backend="gymnasium",
+        normalize_obs=True,
+    )
     result = kppo.train("CartPole-v1", config, seed=0)
     assert _replicas_identical(result.agent)
     assert bool(np.all(np.isfinite(result.metrics["train/total_loss"])))
@@ -158,14 +213,25 @@ def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
 def test_num_envs_that_do_not_split_into_replica_shards_are_named():
     messages = []
     for backend in ("tf", "gymnasium"):
-        config = kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=3, num_steps=16,
-                             num_minibatches=2, total_timesteps=3 * 16 * 2, eval_freq=1, env_backend=backend)
+        config = kppo.Config(
+            distribute="mirrored",
+            devices=DEVICES,
+            num_envs=3,
+            num_steps=16,
+            num_minibatches=2,
+            total_timesteps=3 * 16 * 2,
+            eval_freq=1,
+            env_backend=backend,
+        )
         try:
             kppo.train("CartPole-v1", config)
         except ValueError as err:
             messages.append(str(err))
-    assert messages == ["num_envs: expected a multiple of the 2 replicas whose shard rollout divides into "
-                        "num_minibatches=2, got 3"] * 2
+    assert (
+        messages
+        == ["num_envs: expected a multiple of the 2 replicas whose shard rollout divides into num_minibatches=2, got 3"]
+        * 2
+    )
 
 
 @pytest.mark.slow
@@ -186,8 +252,17 @@ def test_two_mirrored_runs_with_other_network_shapes_share_one_process():
     kppo reuses one strategy per device list, so a second run with other shapes (a notebook) does not fail with
     "Shape mismatch in the collective instance"."""
     for units in (8, 12):
-        config = kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=4, num_steps=8, num_epochs=1,
-                             num_minibatches=2, total_timesteps=4 * 8 * 2, eval_freq=1, num_eval_envs=2,
-                             num_hidden_units=units)
+        config = kppo.Config(
+            distribute="mirrored",
+            devices=DEVICES,
+            num_envs=4,
+            num_steps=8,
+            num_epochs=1,
+            num_minibatches=2,
+            total_timesteps=4 * 8 * 2,
+            eval_freq=1,
+            num_eval_envs=2,
+            num_hidden_units=units,
+        )
         result = kppo.train("CartPole-v1", config, seed=0)
         assert int(result.runner_state.iteration) == 2 and _replicas_identical(result.agent)

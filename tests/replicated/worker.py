@@ -21,10 +21,21 @@ DEVICES = ["/cpu:0", "/cpu:1"]
 
 
 def cluster_config(distribute: str) -> kppo.Config:
-    return kppo.Config(distribute=distribute, num_envs=8, num_steps=16, total_timesteps=8 * 16 * 4, eval_freq=2,
-                       num_eval_envs=4, num_hidden_units=16, num_epochs=2, num_minibatches=2, iterations_per_call=1,
-                       normalize_obs=True, normalize_reward=True,
-                       devices=DEVICES if distribute == "mirrored" else None)
+    return kppo.Config(
+        distribute=distribute,
+        num_envs=8,
+        num_steps=16,
+        total_timesteps=8 * 16 * 4,
+        eval_freq=2,
+        num_eval_envs=4,
+        num_hidden_units=16,
+        num_epochs=2,
+        num_minibatches=2,
+        iterations_per_call=1,
+        normalize_obs=True,
+        normalize_reward=True,
+        devices=DEVICES if distribute == "mirrored" else None,
+    )
 
 
 def cluster_digest(result) -> str:
@@ -33,9 +44,21 @@ def cluster_digest(result) -> str:
 
 
 def resume_config() -> kppo.Config:
-    return kppo.Config(distribute="mirrored", devices=DEVICES, num_envs=8, num_steps=16,
-                       total_timesteps=8 * 16 * 6, eval_freq=2, num_eval_envs=4, num_hidden_units=16, num_epochs=2,
-                       num_minibatches=2, iterations_per_call=1, normalize_obs=True, normalize_reward=True)
+    return kppo.Config(
+        distribute="mirrored",
+        devices=DEVICES,
+        num_envs=8,
+        num_steps=16,
+        total_timesteps=8 * 16 * 6,
+        eval_freq=2,
+        num_eval_envs=4,
+        num_hidden_units=16,
+        num_epochs=2,
+        num_minibatches=2,
+        iterations_per_call=1,
+        normalize_obs=True,
+        normalize_reward=True,
+    )
 
 
 def resume_digest(result) -> str:
@@ -59,10 +82,14 @@ def main(argv: list[str]) -> dict:
         distribute, mode = rest
         if distribute == "mirrored":
             _two_logical_cpus()
-        result = kppo.train("CartPole-v1", cluster_config(distribute), seed=0, checkpoint_dir=checkpoint_dir,
-                            resume=mode == "resume")
-        return {"digest": cluster_digest(result), "iteration": int(result.runner_state.iteration),
-                "count": float(result.runner_state.rollout.obs_stats.count)}
+        result = kppo.train(
+            "CartPole-v1", cluster_config(distribute), seed=0, checkpoint_dir=checkpoint_dir, resume=mode == "resume"
+        )
+        return {
+            "digest": cluster_digest(result),
+            "iteration": int(result.runner_state.iteration),
+            "count": float(result.runner_state.rollout.obs_stats.count),
+        }
     if job == "resume":
         _two_logical_cpus()
         result = kppo.train("Pendulum-v1", resume_config(), seed=0, checkpoint_dir=checkpoint_dir, resume=True)

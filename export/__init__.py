@@ -1,1 +1,0 @@
-"""kppo's deployment kit: run an exported policy with numpy + LiteRT only (no TensorFlow, no kppo)."""

@@ -1,0 +1,223 @@
+"""The agent: action distribution, actor, critic and Adam built from a `Config`; its policy; loading a saved one.
+
+Everything that needs networks (the runners, the update, checkpoints, export, the SB3 facade) gets them from here, so
+none of them depends on how a run is driven.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import gymnasium as gym
+import keras
+import numpy as np
+
+from kppo.agent import checkpoint
+from kppo.config.options import Config
+from kppo.core.distributions import ActionDistribution, make_distribution
+from kppo.gym_envs.spaces import flat_dim
+from kppo._tf import tf
+from kppo.core.tf_loops import merge_leading, scan
+from kppo.agent.networks import Actor, Critic, MemoryCells, make_networks
+from kppo.core.optimizers import AdamState, adam_state_of, assign_adam_state, make_optimizer
+from kppo.agent.policy import ObsScaling, Policy
+from kppo.core.types import MeanStd
+
+
+class Agent(NamedTuple):
+    """What a rollout acts with and the update changes."""
+
+    dist: ActionDistribution
+    actor: Actor
+    critic: Critic
+    optimizer: keras.optimizers.Optimizer
+    memory: MemoryCells | None = None  # the LSTM cells of a recurrent agent
+
+    @property
+    def variables(self) -> list:
+        """The trainable variables: the actor's, then the critic's (then the LSTM cells')."""
+        cells = self.memory.trainable_variables if self.memory is not None else []
+        return self.actor.trainable_variables + self.critic.trainable_variables + cells
+
+
+# A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's; () for an MLP agent. Every rollout,
+# update and policy goes through these three functions, so an MLP agent computes exactly what it did before.
+
+
+def initial_memory(agent: Agent, num_envs: int) -> tuple:
+    """Zero memory for `num_envs` envs (what an episode starts from); () for an MLP agent."""
+    if agent.memory is None:
+        return ()
+    return tuple(tf.zeros([num_envs, agent.memory.units]) for _ in range(2 * len(agent.memory.cells)))
+
+
+def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tensor | None = None):
+    """(actor params, value, new memory) at observations `obs` [B, D]; the memory restarts from zeros where
+    `episode_start` [B] (the observation is an episode's first)."""
+    if agent.memory is None:
+        return agent.actor(obs), agent.critic(obs), ()
+    if episode_start is not None:
+        keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
+        memory = tuple(m * keep for m in memory)
+    outputs, memory = agent.memory(obs, memory)
+    value = agent.critic(outputs[1] if agent.memory.critic_cell else obs)
+    return agent.actor(outputs[0]), value, memory
+
+
+def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
+    """V(obs) continuing `memory` without a reset: the value of a finished episode's final observation."""
+    if agent.memory is None or not agent.memory.critic_cell:
+        return agent.critic(obs)
+    return agent.critic(agent.memory(obs, memory)[0][1])
+
+
+def merge_steps(agent: Agent, params, order: tf.Tensor | None = None):
+    """Replayed actor params [T, B, ...] -> [T * B, ...] (then the rows `order` picks, when given); gSDE's log-std
+    (the same [L, A] at every step) stays one."""
+
+    def merge(x: tf.Tensor) -> tf.Tensor:
+        return merge_leading(x) if order is None else tf.gather(merge_leading(x), order)
+
+    if agent.dist.state_dependent:
+        mean, latent, log_std = params
+        return merge(mean), merge(latent), log_std[0]
+    return tf.nest.map_structure(merge, params)
+
+
+def replay(
+    agent: Agent,
+    obs: tf.Tensor,
+    episode_start: tf.Tensor,
+    memory: tuple,
+    restart: tf.Tensor | None = None,
+    stored: tuple = (),
+):
+    """`act_step` over sequences: obs [T, B, D], episode_start [T, B], memory at t = 0 -> (params [T, B, ...],
+    values [T, B], memories after each step [T, ...]). With `restart` (bool [T, B]) and `stored` (memories
+    [T, B, units]), a step where `restart` starts from the stored memory instead of the carried one (a window of
+    rollout rows that enters another env's steps); its episode-start reset still applies."""
+
+    def step(carry, inputs):
+        if restart is not None:
+            carry = tuple(tf.where(inputs[2][:, None], s, c) for s, c in zip(inputs[3], carry))
+        params, value, carry = act_step(agent, inputs[0], carry, inputs[1])
+        return carry, (params, value, carry)
+
+    _, outputs = scan(step, memory, (obs, episode_start) if restart is None else (obs, episode_start, restart, stored))
+    return outputs
+
+
+def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space, lstm_biases: int = 2) -> Agent:
+    """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
+    Adam (epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update, `config.adam_style`) with its slots built.
+    `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of agents saved before (`load_agent`)."""
+    widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
+    latent_dim = widths[-1] if widths else observation_dim
+    dist = make_distribution(
+        action_space, config.squash, config.use_sde, latent_dim, config.full_std, config.box_actions == "rescale"
+    )
+    if config.action_masks and not dist.mask_size:
+        raise ValueError(f"action_masks: expected a Discrete or MultiDiscrete action space, got {action_space}")
+    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases)
+    optimizer = make_optimizer(config.adam_style, config.learning_rate)
+    agent = Agent(dist, actor, critic, optimizer, memory)
+    optimizer.build(agent.variables)
+    return agent
+
+
+def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
+    """`fn()` with the agent's networks reading `params` (tensors, in `agent.variables` order) instead of their
+    variables (Keras' StatelessScope: nothing is assigned); how a population runs rollouts and updates on the weights
+    of one member."""
+    with keras.StatelessScope(state_mapping=list(zip(agent.variables, params))):
+        return fn()
+
+
+def make_policy(
+    agent: Agent,
+    obs_stats: MeanStd,
+    normalize_obs: bool,
+    observation_space: gym.spaces.Space,
+    action_space: gym.spaces.Space,
+    action_masks: bool = False,
+) -> Policy:
+    """The agent's actor with frozen observation statistics (numpy copies: later training does not change it);
+    `action_masks`: trained with action masks (its artifacts take a mask)."""
+    scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs)
+    lstm = agent.memory.cells[0] if agent.memory is not None else None
+    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks, lstm)
+
+
+class SavedAgent(NamedTuple):
+    """An agent directory read back (`load_agent`)."""
+
+    config: Config
+    agent: Agent
+    obs_stats: MeanStd
+    return_stats: MeanStd
+    observation_space: gym.spaces.Space
+    action_space: gym.spaces.Space
+    metadata: dict[str, Any]
+
+    @property
+    def policy(self) -> Policy:
+        return make_policy(
+            self.agent,
+            self.obs_stats,
+            self.config.normalize_obs,
+            self.observation_space,
+            self.action_space,
+            self.config.action_masks,
+        )
+
+
+def load_agent(path: str | Path) -> SavedAgent:
+    """Rebuilds the agent saved by `kppo.agent.checkpoint.save` at `path` (YAML, JSON and TF checkpoint files only;
+    nothing in them is executed). One-line ValueErrors for a directory that is not an agent or does not fit its
+    config."""
+    config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
+    observation_dim = flat_dim(observation_space)
+    agent = make_agent(config, observation_dim, action_space)
+    obs_stats, return_stats = read_any_cells(
+        lambda into: checkpoint.restore(path, into, [observation_dim]), agent, config, action_space
+    )
+    return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
+
+
+def read_any_cells(read: Callable[[Agent], Any], agent: Agent, config: Config, action_space: gym.spaces.Space) -> Any:
+    """`read(agent)` (a restore into `agent`); for a recurrent agent whose files hold one bias per LSTM cell (kppo
+    before its two-bias, torch-like cells), `read` into a one-bias twin, moved into `agent` (`move_one_bias_cells`).
+    A file that fits neither layout raises the two-bias layout's ValueError."""
+    try:
+        return read(agent)
+    except ValueError as err:
+        if agent.memory is None:
+            raise
+        twin = make_agent(config, int(agent.memory.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
+        try:
+            result = read(twin)
+        except ValueError:
+            raise err from None
+        move_one_bias_cells(twin, agent)
+        return result
+
+
+def move_one_bias_cells(legacy: Agent, agent: Agent) -> None:
+    """Copies an agent whose LSTM cells have one bias (`legacy`) into `agent`, whose cells have torch's two: the old
+    bias becomes `input_bias` and `recurrent_bias` starts at zero, so the cells compute what they computed; Adam's
+    moments move with their weights (zero for the new bias), and its step count and learning rate come along."""
+    old_adam = adam_state_of(legacy.optimizer, legacy.variables)
+    old = iter(zip(legacy.variables, old_adam.m, old_adam.v))
+    m, v = [], []
+    for variable in agent.variables:
+        if variable.path.endswith("recurrent_bias"):
+            value = first = second = tf.zeros_like(variable)
+        else:
+            value, first, second = next(old)
+        variable.assign(value)
+        m.append(first)
+        v.append(second)
+    assign_adam_state(agent.optimizer, agent.variables, AdamState(m, v, old_adam.steps))
+    agent.optimizer.learning_rate.assign(legacy.optimizer.learning_rate)

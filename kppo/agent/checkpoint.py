@@ -1,0 +1,267 @@
+"""Saving and loading a trained agent without pickle: `config.yaml` + `metadata.json` + a `tf.train.Checkpoint`.
+
+Layout of a saved agent directory:
+
+    config.yaml      the resolved `kppo.Config`
+    metadata.json    kppo version, observation/action spaces, step counters, extra fields of the saver
+    weights/         tf.train.Checkpoint: actor, critic, optimizer, observation and return statistics
+
+Loading reads only YAML, JSON and TensorFlow checkpoint files: nothing in them is executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from kppo._tf import tf
+from kppo.config.options import Config
+from kppo.core.distribute import from_replica_values, is_chief, replica_values, worker_id
+from kppo.core.errors import reason
+from kppo.core.normalization import RunningMeanStd, initial_stats
+from kppo.core.types import MeanStd
+from kppo.version import __version__
+
+FORMAT_VERSION = 1
+
+
+def space_to_dict(space: gym.spaces.Space) -> dict[str, Any]:
+    """JSON description of the spaces kppo supports (Box, Discrete, MultiDiscrete, MultiBinary, Dict of Boxes)."""
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "low": space.low.tolist(),
+            "high": space.high.tolist(),
+            "shape": list(space.shape),
+            "dtype": str(space.dtype),
+        }
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": np.asarray(space.start).tolist()}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {key: space_to_dict(sub) for key, sub in space.spaces.items()}}
+    raise ValueError(f"space: cannot describe {space} (expected Box, Discrete, MultiDiscrete, MultiBinary or Dict)")
+
+
+def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
+    kind = d.get("type")
+    if kind == "Box":
+        low, high = (np.asarray(d[k], dtype=d["dtype"]).reshape(d["shape"]) for k in ("low", "high"))
+        return gym.spaces.Box(low, high, tuple(d["shape"]), np.dtype(d["dtype"]))
+    if kind == "Discrete":
+        return gym.spaces.Discrete(d["n"], start=d["start"])
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(d["nvec"], start=d["start"])
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(d["n"])
+    if kind == "Dict":
+        return gym.spaces.Dict({key: space_from_dict(sub) for key, sub in d["spaces"].items()})
+    raise ValueError(f"metadata.json: unknown space type {kind!r}")
+
+
+def _trackable(agent: Any, obs_stats: MeanStd, return_stats: MeanStd):
+    """A checkpoint of the agent (a `kppo.agent.agent.Agent`) and both statistics (held in variables while it is written
+    or read)."""
+    obs, ret = RunningMeanStd(obs_stats.mean.shape), RunningMeanStd(())
+    obs.assign(obs_stats)
+    ret.assign(return_stats)
+    cells = {} if getattr(agent, "memory", None) is None else {"memory": agent.memory}  # a recurrent agent's LSTMs
+    ckpt = tf.train.Checkpoint(
+        actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer, obs_stats=obs, return_stats=ret, **cells
+    )
+    return ckpt, obs, ret
+
+
+def save(
+    path: str | Path,
+    config: Config,
+    agent: Any,
+    obs_stats: MeanStd,
+    return_stats: MeanStd,
+    observation_space: gym.spaces.Space,
+    action_space: gym.spaces.Space,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Writes the agent directory atomically (to a temporary sibling, then renamed over `path`)."""
+    path, staging = Path(path), None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        config.to_yaml(staging / "config.yaml")
+        metadata = {
+            "format": FORMAT_VERSION,
+            "kppo_version": __version__,
+            "tensorflow_version": tf.__version__,
+            "observation_space": space_to_dict(observation_space),
+            "action_space": space_to_dict(action_space),
+            "extra": extra or {},
+        }
+        (staging / "metadata.json").write_text(json.dumps(metadata, indent=2))
+        ckpt, _, _ = _trackable(agent, obs_stats, return_stats)
+        ckpt.write(str(staging / "weights" / "ckpt"))
+        _swap_in(staging, path)
+    except (OSError, tf.errors.OpError) as err:  # a full disk, a read-only folder: one line; `path` keeps its files
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        why = getattr(err, "strerror", None) or reason(err)
+        raise OSError(f"path: could not write the agent to {str(path)!r} ({why}); nothing there was changed") from err
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return path
+
+
+def _swap_in(staging: Path, path: Path) -> None:
+    """Renames `staging` to `path`; an existing `path` is moved aside first and put back if the rename fails."""
+    if not path.exists():
+        os.replace(staging, path)
+        return
+    aside = staging.with_name(staging.name + ".previous")
+    os.replace(path, aside)
+    try:
+        os.replace(staging, path)
+    except OSError:
+        os.replace(aside, path)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.Space, gym.spaces.Space]:
+    """(config, metadata, observation_space, action_space) of a saved agent; one-line errors for foreign input."""
+    path = Path(path)
+    if not (path / "metadata.json").is_file() or not (path / "config.yaml").is_file():
+        raise ValueError(f"path: expected a kppo agent directory with config.yaml and metadata.json, got {str(path)!r}")
+    try:
+        metadata = json.loads((path / "metadata.json").read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"metadata.json: not valid JSON ({err.msg} at line {err.lineno})") from None
+    if metadata.get("format") != FORMAT_VERSION:
+        raise ValueError(f"metadata.json: expected format {FORMAT_VERSION}, got {metadata.get('format')!r}")
+    config = Config.from_yaml(path / "config.yaml")
+    return config, metadata, space_from_dict(metadata["observation_space"]), space_from_dict(metadata["action_space"])
+
+
+def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[MeanStd, MeanStd]:
+    """Restores weights, optimizer and statistics into `agent` (a `kppo.agent.agent.Agent` built for the saved config
+    and spaces; `kppo.agent.agent.load_agent` does both).
+
+    Returns:
+        (observation statistics, return statistics).
+    """
+    ckpt, obs, ret = _trackable(agent, initial_stats(obs_shape), initial_stats(()))
+    prefix = str(Path(path) / "weights" / "ckpt")
+    try:
+        ckpt.read(prefix).assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
+        raise ValueError(f"weights: could not restore {prefix!r} into this network ({reason(err)})") from None
+    return obs.read(), ret.read()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checkpoints during training (resume)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _NestVariables(tf.Module):
+    """A nest of tensors (the runner state) mirrored in variables, so tf.train.Checkpoint can save it; None leaves
+    (e.g. the action mask of an unmasked host run) stay None."""
+
+    def __init__(self, template: Any):
+        super().__init__(name="runner_state")
+        self._structure = template
+        self.leaves = [
+            None if leaf is None else tf.Variable(leaf, trainable=False) for leaf in tf.nest.flatten(template)
+        ]
+
+    def assign(self, state: Any) -> None:
+        for variable, leaf in zip(self.leaves, tf.nest.flatten(state)):
+            if variable is not None:
+                variable.assign(leaf)
+
+    def read(self) -> Any:
+        return tf.nest.pack_sequence_as(self._structure, [v if v is None else tf.identity(v) for v in self.leaves])
+
+
+class TrainingCheckpointer:
+    """Writes and restores everything a run needs to continue exactly: networks, optimizer (Adam moments and step),
+    the runner state (env state, observations, statistics, RNG key, iteration) and the metric rows so far.
+
+    `tf.train.CheckpointManager` writes the data files first and then replaces the `checkpoint` index atomically, so
+    a crash while writing leaves the previous checkpoint usable; `restore_latest` falls back to an older checkpoint
+    (with a warning) when the newest one cannot be read.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        agent: Any,
+        state_template: Any,
+        max_to_keep: int = 3,
+        strategy: Any = None,
+        weights: Any = None,
+    ):
+        self.strategy = strategy  # tf.distribute: every replica's runner state is saved (`replica_values`)
+        if strategy is not None:  # traced: eager collectives crash multi-worker runs (SIGSEGV, measured)
+            self._gather = tf.function(lambda state: replica_values(strategy, state), autograph=False)
+        self.state = _NestVariables(self._plain_state(state_template))
+        self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
+        networks = (
+            dict(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer)
+            if weights is None
+            else dict(population=weights)
+        )  # a population's stacked weights and Adam state
+        if weights is None and getattr(agent, "memory", None) is not None:
+            networks["memory"] = agent.memory  # a recurrent agent's LSTM cells
+        self.checkpoint = tf.train.Checkpoint(**networks, runner_state=self.state, metric_rows=self.rows)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
+        # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into
+        # `directory`; the others write to a scratch directory removed after each save. All restore the chief's.
+        self.scratch = None if is_chief(strategy) else Path(directory) / f".worker-{worker_id(strategy)}"
+        self.writer = (
+            self.manager
+            if self.scratch is None
+            else tf.train.CheckpointManager(self.checkpoint, str(self.scratch), max_to_keep=1)
+        )
+
+    def _plain_state(self, state: Any) -> Any:
+        return state if self.strategy is None else self._gather(state)
+
+    def save(self, state: Any, rows: list[dict], iteration: int) -> str:
+        self.state.assign(self._plain_state(state))
+        self.rows.assign(json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows]))
+        path = self.writer.save(checkpoint_number=iteration)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        return path
+
+    def restore_latest(self) -> tuple[Any, list[dict]] | None:
+        """(runner state, metric rows) of the newest readable checkpoint, or None if there is none."""
+        import warnings
+
+        for path in reversed(self.manager.checkpoints):
+            try:
+                self.checkpoint.read(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
+                warnings.warn(f"checkpoint {path!r} could not be read ({reason(err)}); trying the previous one")
+                continue
+            state = self.state.read()
+            if self.strategy is not None:
+                state = from_replica_values(self.strategy, state)
+            return state, json.loads(self.rows.numpy().decode())
+        return None
+
+
+def _plain(value: Any) -> Any:
+    value = np.asarray(value)
+    return value.item() if value.ndim == 0 else value.tolist()

@@ -1,0 +1,349 @@
+"""Keras 3 actor and critic towers (separate, as SB3's default MlpPolicy and purejaxrl).
+
+Orthogonal initialization follows SB3/CleanRL: gain sqrt(2) on hidden layers, 0.01 on the policy head, 1.0 on the
+value head, zero biases (https://iclr-blog-track.github.io/2022/03/25/ppo-implementation-details/, detail 2).
+`bias_init="torch_default"` draws every Dense bias (hidden layers and heads) from torch.nn.Linear's U(+-1/sqrt(fan_in)),
+as SB3 leaves them with `ortho_init=False`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import keras
+
+from kppo._tf import tf
+
+_ALIASES = {
+    "kaiming_normal": "he_normal",
+    "kaiming_uniform": "he_uniform",
+    "xavier_normal": "glorot_normal",
+    "xavier_uniform": "glorot_uniform",
+}
+_ACTIVATIONS = {"swish": "silu"}
+HIDDEN_GAIN = math.sqrt(2.0)
+POLICY_GAIN = 0.01
+VALUE_GAIN = 1.0
+
+
+def make_initializer(kind: str, gain: float, seed: int) -> keras.initializers.Initializer:
+    """Orthogonal with `gain`, or the named Keras initializer (the gain only applies to orthogonal, as in rex)."""
+    if kind == "orthogonal":
+        return keras.initializers.Orthogonal(gain=gain, seed=seed)
+    if kind == "torch_default":  # torch.nn.Linear: kaiming_uniform(a=sqrt(5)) = U(+-1/sqrt(fan_in))
+        return keras.initializers.VarianceScaling(scale=1.0 / 3.0, mode="fan_in", distribution="uniform", seed=seed)
+    return keras.initializers.get({"class_name": _ALIASES.get(kind, kind), "config": {"seed": seed}})
+
+
+def _dense_stack(units: list[int], activation: str, kernel_init: str, seed: int, prefix: str) -> list:
+    return [
+        keras.layers.Dense(
+            width,
+            activation=_ACTIVATIONS.get(activation, activation),
+            kernel_initializer=make_initializer(kernel_init, HIDDEN_GAIN, seed + i),
+            bias_initializer="zeros",
+            name=f"{prefix}_hidden_{i}",
+        )
+        for i, width in enumerate(units)
+    ]
+
+
+def _widths(num_layers: int, units: int, hidden_units) -> list[int]:
+    return [int(u) for u in hidden_units] if hidden_units is not None else [int(units)] * int(num_layers)
+
+
+def _build_dense(layer: keras.layers.Dense, input_shape: tuple, bias_init: str, seed: int) -> tuple:
+    """Builds `layer` for `input_shape` (its bias drawn from torch's U(+-1/sqrt(fan_in)) when `bias_init` says so,
+    the fan-in being known only now); returns its output shape."""
+    if bias_init == "torch_default":
+        bound = 1.0 / math.sqrt(input_shape[-1])
+        layer.bias_initializer = keras.initializers.RandomUniform(-bound, bound, seed=seed)
+    layer.build(input_shape)
+    return (*input_shape[:-1], layer.units)
+
+
+def _build_stack(layers: list, input_shape, bias_init: str, seed: int) -> tuple:
+    shape = tuple(input_shape)
+    for i, layer in enumerate(layers):
+        shape = _build_dense(layer, shape, bias_init, seed + 200 + i)
+    return shape
+
+
+class Actor(keras.Model):
+    """obs [B, obs_dim] -> logits [B, param_size], or (mean, log_std) each [B, param_size] when Gaussian.
+
+    Args:
+        param_size: outputs of the head (`ActionDistribution.param_size`).
+        gaussian: also output a log-std.
+        state_independent_std: log-std is a free vector (else a dense head on the last hidden features).
+        log_std_init: initial log-std.
+    """
+
+    def __init__(
+        self,
+        param_size: int,
+        num_hidden_layers: int = 2,
+        num_hidden_units: int = 64,
+        activation: str = "tanh",
+        kernel_init: str = "orthogonal",
+        gaussian: bool = False,
+        state_independent_std: bool = True,
+        log_std_init: float = 0.0,
+        seed: int = 0,
+        hidden_units: list[int] | None = None,
+        state_dependent_noise: bool = False,
+        full_std: bool = True,
+        bias_init: str = "zeros",
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
+        self.bias_init = bias_init
+        self.state_dependent_noise = bool(state_dependent_noise)
+        self.full_std = bool(full_std)
+        self.param_size = int(param_size)
+        self.num_hidden_layers = int(num_hidden_layers)
+        self.num_hidden_units = int(num_hidden_units)
+        self.activation_name = activation
+        self.kernel_init = kernel_init
+        self.gaussian = bool(gaussian)
+        self.state_independent_std = bool(state_independent_std)
+        self.log_std_init = float(log_std_init)
+        self.seed = int(seed)
+        self.hidden = _dense_stack(self.hidden_units, activation, kernel_init, seed, "actor")
+        self.head = keras.layers.Dense(
+            param_size, kernel_initializer=make_initializer(kernel_init, POLICY_GAIN, seed + 100), name="policy_head"
+        )
+        self.log_std_head = None
+        if self.gaussian and not self.state_independent_std:
+            self.log_std_head = keras.layers.Dense(
+                param_size,
+                kernel_initializer=make_initializer(kernel_init, POLICY_GAIN, seed + 101),
+                bias_initializer=keras.initializers.Constant(self.log_std_init),
+                name="log_std_head",
+            )
+
+    def build(self, input_shape):
+        shape = _build_stack(self.hidden, input_shape, self.bias_init, self.seed)
+        _build_dense(self.head, shape, self.bias_init, self.seed + 300)
+        if self.log_std_head is not None:
+            self.log_std_head.build(shape)  # its bias starts at log_std_init
+        if self.gaussian and self.state_independent_std:
+            self.log_std = self.add_weight(
+                shape=(self.param_size,),
+                initializer=keras.initializers.Constant(self.log_std_init),
+                name="log_std",
+            )
+        if self.state_dependent_noise:
+            self.sde_log_std = self.add_weight(
+                shape=(shape[-1], self.param_size if self.full_std else 1),
+                initializer=keras.initializers.Constant(self.log_std_init),
+                name="sde_log_std",
+            )
+        self.built = True
+
+    def call(self, obs):
+        features = obs
+        for layer in self.hidden:
+            features = layer(features)
+        out = self.head(features)
+        if self.state_dependent_noise:
+            return out, features, tf.identity(self.sde_log_std)
+        if not self.gaussian:
+            return out
+        if self.log_std_head is not None:
+            return out, self.log_std_head(features)
+        return out, tf.zeros_like(out) + self.log_std
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "param_size": self.param_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_hidden_units": self.num_hidden_units,
+            "activation": self.activation_name,
+            "kernel_init": self.kernel_init,
+            "gaussian": self.gaussian,
+            "state_independent_std": self.state_independent_std,
+            "log_std_init": self.log_std_init,
+            "seed": self.seed,
+            "hidden_units": self.hidden_units,
+            "state_dependent_noise": self.state_dependent_noise,
+            "full_std": self.full_std,
+            "bias_init": self.bias_init,
+        }
+
+
+class Critic(keras.Model):
+    """obs [B, obs_dim] -> value [B]."""
+
+    def __init__(
+        self,
+        num_hidden_layers: int = 2,
+        num_hidden_units: int = 64,
+        activation: str = "tanh",
+        kernel_init: str = "orthogonal",
+        seed: int = 0,
+        hidden_units: list[int] | None = None,
+        bias_init: str = "zeros",
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
+        self.bias_init = bias_init
+        self.num_hidden_layers = int(num_hidden_layers)
+        self.num_hidden_units = int(num_hidden_units)
+        self.activation_name = activation
+        self.kernel_init = kernel_init
+        self.seed = int(seed)
+        self.hidden = _dense_stack(self.hidden_units, activation, kernel_init, seed, "critic")
+        self.head = keras.layers.Dense(
+            1, kernel_initializer=make_initializer(kernel_init, VALUE_GAIN, seed + 100), name="value_head"
+        )
+
+    def build(self, input_shape):
+        _build_dense(
+            self.head,
+            _build_stack(self.hidden, input_shape, self.bias_init, self.seed),
+            self.bias_init,
+            self.seed + 300,
+        )
+        self.built = True
+
+    def call(self, obs):
+        features = obs
+        for layer in self.hidden:
+            features = layer(features)
+        return tf.squeeze(self.head(features), axis=-1)
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_hidden_units": self.num_hidden_units,
+            "activation": self.activation_name,
+            "kernel_init": self.kernel_init,
+            "seed": self.seed,
+            "hidden_units": self.hidden_units,
+            "bias_init": self.bias_init,
+        }
+
+
+class TorchLSTMCell(keras.layers.Layer):
+    """torch.nn.LSTM's cell (one layer, as sb3-contrib builds it): gates i, f, g, o from
+    x @ kernel + h @ recurrent_kernel + input_bias + recurrent_bias; c' = sig(f) c + sig(i) tanh(g),
+    h' = sig(o) tanh(c').
+    Every weight starts U(+-1/sqrt(units)), no forget-gate offset. The two biases are torch's b_ih and b_hh: the
+    forward pass only sees their sum, but Adam steps each, so the sum learns at twice the step of one bias, as in
+    sb3-contrib (and both count in the global gradient norm). Called as Keras' LSTMCell: (x, [h, c]) -> (h', (h', c')).
+    `biases=1`: one `bias`, the layout of Keras' LSTMCell, which kppo used before; only for reading agents saved then
+    (`kppo.agent.agent.load_agent` moves them into a two-bias cell)."""
+
+    def __init__(self, units: int, seed: int = 0, biases: int = 2, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.units, self.seed, self.biases = int(units), int(seed), int(biases)
+
+    @property
+    def bias_names(self) -> list[str]:
+        return ["input_bias", "recurrent_bias"] if self.biases == 2 else ["bias"]
+
+    def build(self, input_shape):
+        bound = 1.0 / math.sqrt(self.units)
+        shapes = {
+            "kernel": (int(input_shape[-1]), 4 * self.units),
+            "recurrent_kernel": (self.units, 4 * self.units),
+            **{name: (4 * self.units,) for name in self.bias_names},
+        }
+        for k, (name, shape) in enumerate(shapes.items()):
+            setattr(
+                self,
+                name,
+                self.add_weight(
+                    shape=shape,
+                    initializer=keras.initializers.RandomUniform(-bound, bound, seed=self.seed + k),
+                    name=name,
+                ),
+            )
+        self.built = True
+
+    def call(self, inputs, states):
+        h, c = states
+        z = keras.ops.matmul(inputs, self.kernel) + keras.ops.matmul(h, self.recurrent_kernel)
+        for name in self.bias_names:
+            z = z + getattr(self, name)
+        i, f, g, o = keras.ops.split(z, 4, axis=-1)
+        c = keras.ops.sigmoid(f) * c + keras.ops.sigmoid(i) * keras.ops.tanh(g)
+        h = keras.ops.sigmoid(o) * keras.ops.tanh(c)
+        return h, (h, c)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "seed": self.seed, "biases": self.biases}
+
+
+class MemoryCells(keras.Model):
+    """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
+    its own. The actor (and that critic) MLP reads the cell's output; a memory is (h, c) per cell, [B, units] each.
+    torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
+    covers the MLPs and heads only)."""
+
+    def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, biases: int = 2, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
+        self.cells = [
+            TorchLSTMCell(self.units, seed + 10 * i, biases, name=f"{role}_lstm")
+            for i, role in enumerate(["actor", "critic"][: 1 + self.critic_cell])
+        ]
+
+    def build(self, input_shape):
+        for cell in self.cells:
+            cell.build(input_shape)
+        self.built = True
+
+    def call(self, obs, memory):
+        """One step of every cell from `memory` (h, c per cell) -> (outputs per cell, new memory)."""
+        outputs, new = [], []
+        for i, cell in enumerate(self.cells):
+            out, (h, c) = cell(obs, [memory[2 * i], memory[2 * i + 1]])
+            outputs.append(out)
+            new += [h, c]
+        return outputs, tuple(new)
+
+    def get_config(self):
+        return {**super().get_config(), "units": self.units, "critic_cell": self.critic_cell, "seed": self.seed}
+
+
+def make_networks(
+    config, obs_dim: int, dist, seed: int, lstm_biases: int = 2
+) -> tuple[Actor, Critic, MemoryCells | None]:
+    """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
+    read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`)."""
+    common = dict(
+        num_hidden_layers=config.num_hidden_layers,
+        num_hidden_units=config.num_hidden_units,
+        activation=config.activation,
+        kernel_init=config.kernel_init,
+        bias_init=config.bias_init,
+    )
+    actor = Actor(
+        dist.param_size,
+        gaussian=dist.has_log_std,
+        state_dependent_noise=dist.state_dependent,
+        full_std=getattr(dist, "full_std", True),
+        state_independent_std=config.state_independent_std,
+        log_std_init=config.log_std_init,
+        seed=seed * 1000 + 1,
+        hidden_units=config.actor_hidden_units,
+        name="actor",
+        **common,
+    )
+    critic = Critic(seed=seed * 1000 + 500, hidden_units=config.critic_hidden_units, name="critic", **common)
+    memory = None
+    if config.recurrent is not None:
+        memory = MemoryCells(
+            config.lstm_hidden_size, config.enable_critic_lstm, seed * 1000 + 800, lstm_biases, name="memory"
+        )
+        memory.build((None, obs_dim))
+    actor.build((None, obs_dim if memory is None else memory.units))
+    critic.build((None, memory.units if memory is not None and memory.critic_cell else obs_dim))
+    return actor, critic, memory

@@ -1,0 +1,166 @@
+"""The actor in numpy: a snapshot of its weights, taken once per rollout, acting without a TensorFlow call per step.
+
+A TensorFlow function call costs ~140 us on these CPUs whatever it computes, more than a 2x64 MLP's forward pass for
+16 observations in numpy (~10 us) and more than stepping 16 gymnasium CartPoles. The host rollout therefore acts from
+`ActorWeights` (observation normalization, the actor's forward pass, sampling, gSDE noise, squash/clip/rescale) and
+computes log-probabilities and values for the whole rollout in one compiled call after it, with the networks the
+update uses (`kppo.rollout.gymnasium.finish_rollout`), so the update sees what it would see had TensorFlow acted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+from collections.abc import Callable
+
+import numpy as np
+
+from kppo.core import normalization
+from kppo.core.distributions import ActionDistribution
+from kppo.agent.networks import Actor
+from kppo.core.types import MeanStd
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+_LEAKY_RELU_SLOPE = 0.2  # keras.activations.leaky_relu's default, which the "leaky_relu" string gives
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (np.tanh(0.5 * x) + 1.0)  # no overflow for large |x|
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7; numpy has no erf and scipy is not required)."""
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+
+
+#: Keras' activations (those `Config.activation` accepts, after `kppo.agent.networks`' aliases) in numpy, float32 in
+#: and out.
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / np.float32(math.sqrt(2.0)))),  # keras: approximate=False
+    "softplus": lambda x: np.logaddexp(np.float32(0.0), x),
+    "silu": lambda x: x * _sigmoid(x),
+    "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0.0))),
+    "selu": lambda x: _SELU_SCALE * np.where(x > 0, x, _SELU_ALPHA * np.expm1(np.minimum(x, 0.0))),
+    "sigmoid": _sigmoid,
+    "leaky_relu": lambda x: np.where(x > 0, x, _LEAKY_RELU_SLOPE * x),
+    "linear": lambda x: x,
+}
+
+
+class ActorWeights(NamedTuple):
+    """A numpy copy of an `Actor`'s weights (kernels [in, out], biases [out])."""
+
+    hidden: list[tuple[np.ndarray, np.ndarray]]
+    activation: str
+    head: tuple[np.ndarray, np.ndarray]
+    log_std: np.ndarray | None = None  # state-independent Gaussian log-std [A]
+    log_std_head: tuple[np.ndarray, np.ndarray] | None = None  # state-dependent Gaussian log-std head
+    sde_log_std: np.ndarray | None = None  # gSDE [L, A] or [L, 1]
+    lstm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a recurrent actor's LSTM: kernel, recurrent, bias
+
+
+def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(layer.kernel.numpy(), np.float32), np.asarray(layer.bias.numpy(), np.float32)
+
+
+def snapshot(actor: Actor, memory=None) -> ActorWeights:
+    """The actor's current weights (and its LSTM's, given a recurrent agent's `MemoryCells`), copied to numpy (later
+    training does not change the snapshot)."""
+    activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
+    return ActorWeights(
+        hidden=[_dense(layer) for layer in actor.hidden],
+        activation=activation,
+        head=_dense(actor.head),
+        log_std=actor.log_std.numpy() if actor.gaussian and actor.log_std_head is None else None,
+        log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
+        sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
+        lstm=None if memory is None else _lstm(memory.cells[0]),
+    )
+
+
+def _lstm(cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A `TorchLSTMCell` as numpy (kernel, recurrent kernel, bias): its two biases summed."""
+    return (
+        np.asarray(cell.kernel.numpy(), np.float32),
+        np.asarray(cell.recurrent_kernel.numpy(), np.float32),
+        np.asarray(cell.input_bias.numpy() + cell.recurrent_bias.numpy(), np.float32),
+    )
+
+
+def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`TorchLSTMCell` in numpy (gates i, f, g, o; sigmoid and tanh): (h', c')."""
+    kernel, recurrent, bias = lstm
+    i, f, g, o = np.split(x @ kernel + h @ recurrent + bias, 4, axis=-1)
+    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    return _sigmoid(o) * np.tanh(c), c
+
+
+def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_start: np.ndarray | None):
+    """(what the actor's MLP reads, the actor memory after the step): `obs` itself for an MLP agent; a recurrent
+    agent's LSTM output, its memory (h, c) restarted from zeros where `episode_start`."""
+    if weights.lstm is None:
+        return obs, memory
+    h, c = memory
+    if episode_start is not None:
+        h, c = np.where(episode_start[:, None], 0.0, h), np.where(episode_start[:, None], 0.0, c)
+    h, c = lstm_step(weights.lstm, obs, h, c)
+    return h, (h, c)
+
+
+def actor_params(weights: ActorWeights, obs: np.ndarray):
+    """`Actor.call` in numpy: obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent, sde_log_std); a
+    state-independent log_std stays [A] (Keras broadcasts it to [B, A])."""
+    activation = ACTIVATIONS[weights.activation]
+    features = obs
+    for kernel, bias in weights.hidden:
+        features = activation(features @ kernel + bias)
+    out = features @ weights.head[0] + weights.head[1]
+    if weights.sde_log_std is not None:
+        return out, features, weights.sde_log_std
+    if weights.log_std_head is not None:
+        return out, features @ weights.log_std_head[0] + weights.log_std_head[1]
+    if weights.log_std is not None:
+        return out, weights.log_std  # [A]: broadcasts against the means [B, A]
+    return out
+
+
+def network_input(stats: MeanStd, obs: np.ndarray, normalize_obs: bool) -> np.ndarray:
+    """`kppo.rollout.native.network_input` in numpy."""
+    return normalization.normalize_host(stats, obs) if normalize_obs else np.asarray(obs, np.float32)
+
+
+class HostActor(NamedTuple):
+    """Acting in numpy from a snapshot: what the host rollout and host evaluation call per vector step."""
+
+    weights: ActorWeights
+    dist: ActionDistribution
+    normalize_obs: bool
+
+    def params(self, stats: MeanStd, obs: np.ndarray):
+        return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
+
+    def initial_memory(self, num_envs: int) -> tuple:
+        """A recurrent actor's zero (h, c) for `num_envs` envs; () for an MLP actor."""
+        if self.weights.lstm is None:
+            return ()
+        return tuple(np.zeros((num_envs, self.weights.lstm[1].shape[0]), np.float32) for _ in range(2))
+
+    def deterministic_env_action(
+        self, stats: MeanStd, obs: np.ndarray, mask: np.ndarray | None = None, memory: tuple = ()
+    ) -> tuple[np.ndarray, tuple]:
+        """(the mode of the policy at raw observations `obs`, among the actions `mask` allows, in env units; the
+        actor memory after the step: a recurrent actor's (h, c), () otherwise)."""
+        features, memory = actor_input(self.weights, network_input(stats, obs, self.normalize_obs), memory, None)
+        params = self.dist.masked_host(actor_params(self.weights, features), mask)
+        return self.dist.to_env_host(self.dist.mode_host(params)), memory
+
+
+def host_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool, memory=None) -> HostActor:
+    """A `HostActor` from the actor's current weights (and a recurrent agent's `MemoryCells`)."""
+    return HostActor(snapshot(actor, memory), dist, normalize_obs)

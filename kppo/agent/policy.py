@@ -1,0 +1,294 @@
+"""`Policy`: the trained actor with observation normalization and action scaling (rex's Policy).
+
+get_action(obs) = to_env(mode_or_sample(actor(clip((obs - mean) / sqrt(var + 1e-8), -10, 10))))
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from kppo.core import normalization
+from kppo._tf import tf
+from kppo.core.distributions import ActionDistribution
+from kppo.gym_envs.spaces import encode_rows, flatten_obs, input_dim, input_rows, integer_input, is_encoded, layout
+from kppo.agent.networks import Actor
+from kppo.core.types import MeanStd
+
+
+class ObsScaling(NamedTuple):
+    """Frozen observation normalization: z = clip((obs - mean) / sqrt(var + epsilon), -clip, clip) if enabled."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    enabled: bool
+    clip: float = normalization.CLIP
+    epsilon: float = normalization.EPSILON
+
+
+class ActScaling(NamedTuple):
+    """Box: env action = low + (f(u) + 1) / 2 * (high - low), f = tanh if squash else clip to [-1, 1]; without
+    `rescale`, clip(u, low, high). Discrete: env action = index + start (low = high = None)."""
+
+    low: np.ndarray | None
+    high: np.ndarray | None
+    squash: bool
+    start: int = 0
+    rescale: bool = True
+
+
+def _as_key(rng) -> tf.Tensor:
+    """int seed, or a [2] int array (a stateless key) -> int32 [2] key."""
+    if isinstance(rng, (int, np.integer)):
+        return tf.constant([int(rng), 0], tf.int32)
+    key = tf.cast(tf.convert_to_tensor(rng), tf.int32)
+    if key.shape != (2,):
+        raise ValueError(f"rng: expected an int seed or a key of shape [2], got shape {tuple(key.shape)}")
+    return key
+
+
+class Policy:
+    """Acts in env units from raw observations; one observation [*obs_shape] or a batch [N, *obs_shape].
+
+    Args:
+        actor: the trained actor.
+        dist: the action distribution of the action space.
+        obs_scaling: frozen normalization statistics.
+        observation_space, action_space: gymnasium spaces of one env.
+        action_masks: the policy was trained with action masks: `get_action` and `predict` take them (bool
+            [n] or [N, n], True = allowed; MultiDiscrete: the dimensions' masks concatenated) and its artifacts have
+            a mask input. A mask may be given to any Discrete or MultiDiscrete policy.
+        lstm: a recurrent policy's LSTM cell (the actor's): `predict` carries its state as sb3-contrib's
+            RecurrentPPO does ((h, c), each [1, N, units], zeros where `episode_start`), and `get_action` (stateless)
+            refuses it.
+    """
+
+    def __init__(
+        self,
+        actor: Actor,
+        dist: ActionDistribution,
+        obs_scaling: ObsScaling,
+        observation_space: gym.spaces.Space,
+        action_space: gym.spaces.Space,
+        action_masks: bool = False,
+        lstm=None,
+    ):
+        self.actor = actor
+        self.lstm = lstm
+        self._compiled_step = tf.function(self._step_graph, reduce_retracing=True)
+        self.action_masks = bool(action_masks)
+        self.dist = dist
+        self.obs_scaling = obs_scaling
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self._stats = MeanStd(
+            tf.constant(obs_scaling.mean, tf.float32), tf.constant(obs_scaling.var, tf.float32), tf.constant(1.0)
+        )
+        self._compiled_actor = tf.function(self._apply_actor, reduce_retracing=True)
+        self._compiled_get_action = tf.function(self._get_action_graph, reduce_retracing=True)
+        self.seed = 0  # stochastic `predict` draws key [seed, call count]
+        self._predict_calls = 0
+
+    @property
+    def act_scaling(self) -> ActScaling:
+        if isinstance(self.action_space, gym.spaces.Box):
+            return ActScaling(
+                self.action_space.low,
+                self.action_space.high,
+                bool(getattr(self.dist, "squash", False)),
+                rescale=bool(getattr(self.dist, "rescale", True)),
+            )
+        return ActScaling(None, None, False, int(getattr(self.action_space, "start", 0)))
+
+    def normalize(self, obs: tf.Tensor) -> tf.Tensor:
+        if not self.obs_scaling.enabled:
+            return tf.cast(obs, tf.float32)
+        return normalization.normalize(self._stats, obs, self.obs_scaling.clip)
+
+    def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
+        return self._act(self.dist.masked(self.actor(norm_obs), mask), key)
+
+    def _act(self, params, key: tf.Tensor | None) -> tf.Tensor:
+        """The mode of the action distribution at `params`, or a draw with `key`."""
+        return self.dist.mode(params) if key is None else self.dist.sample(params, key)
+
+    def _batched(self, obs) -> tuple[np.ndarray, bool]:
+        """One observation or a batch -> flat float32 [N, D] (Dict observations flattened in key order; Discrete and
+        MultiDiscrete parts one-hot)."""
+        space = self.observation_space
+        if isinstance(space, gym.spaces.Dict):
+            if not isinstance(obs, dict) or set(obs) != set(space.keys()):
+                raise ValueError(f"obs: expected a dict with keys {list(space.keys())}, got {type(obs).__name__}")
+            single = all(np.shape(obs[k]) == space[k].shape for k in space.keys())
+            batch = {
+                k: np.asarray(v, np.float32)[None] if single else np.asarray(v, np.float32) for k, v in obs.items()
+            }
+            return flatten_obs(space, batch), single
+        obs = np.asarray(obs, dtype=np.float32)
+        shape = tuple(space.shape)
+        single = obs.shape == shape
+        if not single and obs.shape[1:] != shape:
+            raise ValueError(f"obs: expected shape {shape} or [N, *{shape}], got {obs.shape}")
+        batch = obs[None] if single else obs
+        return (flatten_obs(space, batch) if is_encoded(space) else batch.reshape(len(batch), -1)), single
+
+    def apply_actor(self, norm_obs, rng=None) -> np.ndarray:
+        """Actor on normalized flat observations [D] or [N, D]: the unscaled action (Gaussian u, or index).
+        Deterministic if rng is None."""
+        batch = np.asarray(norm_obs, np.float32)
+        single = batch.ndim == 1
+        batch = batch[None] if single else batch
+        key = None if rng is None else _as_key(rng)
+        out = self._compiled_actor(tf.constant(batch), key).numpy()
+        return out[0] if single else out
+
+    def get_action(self, obs, rng=None, action_mask=None) -> np.ndarray:
+        """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None; only among
+        the actions `action_mask` allows when given."""
+        if self.lstm is not None:
+            raise ValueError(
+                "get_action: a recurrent policy acts with its memory; use predict(obs, state, "
+                "episode_start) or step(...)"
+            )
+        batch, single = self._batched(obs)
+        out = self.get_action_flat(batch, rng, self.mask_rows(action_mask, len(batch)))
+        return out[0] if single else out
+
+    def predict(self, observation, state=None, episode_start=None, deterministic: bool = False, action_masks=None):
+        """Stable-Baselines3's `predict` (sb3-contrib MaskablePPO's with `action_masks`): `(action(s), None)` for one
+        raw observation or a batch, so `evaluate_policy`, `EvalCallback` and SB3-style code accept a policy.
+        Stochastic actions use the key [seed, n] of the n-th stochastic call."""
+        rng = None
+        if not deterministic:
+            self._predict_calls += 1
+            rng = np.array([self.seed, self._predict_calls], np.int32)
+        if self.lstm is not None:
+            return self.step(observation, state, episode_start, rng, action_masks)
+        return self.get_action(observation, rng=rng, action_mask=action_masks), None
+
+    def step(self, obs, state=None, episode_start=None, rng=None, action_mask=None):
+        """A recurrent policy's step: (action(s) in env units, new state (h, c), each [1, N, units]). `state` None
+        starts from zeros; the state restarts from zeros where `episode_start` (bool [N]) is True."""
+        batch, single = self._batched(obs)
+        rows, units = len(batch), self.lstm.units
+        if state is None:
+            state = (np.zeros((1, rows, units), np.float32),) * 2
+        try:
+            h, c = (np.asarray(part, np.float32).reshape(rows, units) for part in state)
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"state: expected (h, c), each of shape [1, {rows}, {units}], got "
+                f"{[np.shape(p) for p in state] if isinstance(state, (tuple, list)) else type(state)}"
+            ) from err
+        starts = np.zeros(rows, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(rows)
+        action, h, c, _ = self.step_flat(batch, h, c, starts, rng, self.mask_rows(action_mask, rows))
+        return (action[0] if single else action), (h[None], c[None])
+
+    def step_flat(
+        self,
+        flat_obs: np.ndarray,
+        h: np.ndarray,
+        c: np.ndarray,
+        episode_start: np.ndarray,
+        rng=None,
+        action_mask: np.ndarray | None = None,
+    ) -> tuple:
+        """`step` on flattened observations [N, D] and states [N, units]: (actions, h, c, actor params (masked))."""
+        key = None if rng is None else _as_key(rng)
+        mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
+        out = self._compiled_step(
+            tf.constant(np.asarray(flat_obs, np.float32)),
+            key,
+            mask,
+            tf.constant(h),
+            tf.constant(c),
+            tf.constant(episode_start),
+        )
+        return tuple(tf.nest.map_structure(lambda x: x.numpy(), out))
+
+    def _step_graph(self, obs, key, mask, h, c, episode_start):
+        keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
+        features, (h, c) = self.lstm(self.normalize(obs), [h * keep, c * keep])
+        params = self.dist.masked(self.actor(features), mask)
+        return self.dist.to_env(self._act(params, key)), h, c, params
+
+    def mask_rows(self, action_mask, rows: int) -> np.ndarray | None:
+        """An action mask for `rows` observations as bool [rows, mask_size] (None stays None); one-line errors."""
+        if action_mask is None:
+            return None
+        if not self.dist.mask_size:
+            raise ValueError(
+                f"action_masks: expected None for {self.action_space} (masks are for Discrete and "
+                f"MultiDiscrete actions), got a mask"
+            )
+        mask = np.asarray(action_mask)
+        if mask.size != rows * self.dist.mask_size:
+            raise ValueError(
+                f"action_masks: expected {self.dist.mask_size} entries per observation ({rows}), got shape {mask.shape}"
+            )
+        mask = mask.reshape(rows, self.dist.mask_size).astype(bool)
+        if not mask.any(axis=1).all():
+            raise ValueError("action_masks: expected at least one allowed action per observation, got a row of False")
+        return mask
+
+    def get_action_flat(self, flat_obs: np.ndarray, rng=None, action_mask: np.ndarray | None = None) -> np.ndarray:
+        """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order), with
+        an optional bool mask [N, mask_size]."""
+        key = None if rng is None else _as_key(rng)
+        mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
+        return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key, mask).numpy()
+
+    # Input rows: what an exported artifact takes. For a Box or a Dict of Boxes the flat observation itself; with
+    # Discrete / MultiDiscrete / MultiBinary parts their raw integers, which `encode` one-hot encodes.
+
+    @property
+    def layout(self) -> list:
+        """The observation's parts in the input row and in the encoded row (`kppo.gym_envs.spaces.Part`)."""
+        return layout(self.observation_space)
+
+    @property
+    def input_dim(self) -> int:
+        if is_encoded(self.observation_space):
+            return input_dim(self.observation_space)
+        return int(self._stats.mean.shape[0])
+
+    @property
+    def input_dtype(self) -> np.dtype:
+        """int32 when every part of the observation is an integer, else float32."""
+        encoded = is_encoded(self.observation_space)
+        return np.dtype(np.int32 if encoded and integer_input(self.observation_space) else np.float32)
+
+    def input_row(self, obs) -> np.ndarray:
+        """One raw observation -> its input row [input_dim]."""
+        space = self.observation_space
+        batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
+        return input_rows(space, batch)[0].astype(self.input_dtype)
+
+    def encode(self, rows: np.ndarray) -> np.ndarray:
+        """Input rows [N, input_dim] -> the flat float32 observations [N, D] the networks see."""
+        if not is_encoded(self.observation_space):
+            return np.asarray(rows, np.float32)
+        return encode_rows(self.observation_space, rows)
+
+    def encode_graph(self, rows: tf.Tensor) -> tf.Tensor:
+        """`encode` in TensorFlow, with ops TFLite Micro has too: one_hot(x - start, n) is computed as
+        max(1 - |x - (start + range(n))|, 0) in float32 (the converter would turn tf.one_hot, or equal + cast, into
+        ONE_HOT, which TFLite Micro lacks); exact for integers below 2^24, all zeros out of range, as `encode`."""
+        if not is_encoded(self.observation_space):
+            return tf.cast(rows, tf.float32)
+        parts = layout(self.observation_space)
+        blocks = []
+        for part in parts:
+            values = tf.cast(rows if len(parts) == 1 else rows[:, part.raw], tf.float32)
+            if not part.sizes:
+                blocks.append(values)
+            for column, (size, start) in enumerate(zip(part.sizes, part.starts)):
+                positions = tf.constant(np.arange(start, start + size, dtype=np.float32)[None])
+                value = values if len(part.sizes) == 1 else values[:, column : column + 1]
+                blocks.append(tf.maximum(1.0 - tf.abs(value - positions), 0.0))
+        return blocks[0] if len(blocks) == 1 else tf.concat(blocks, axis=1)
+
+    def _get_action_graph(self, obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
+        return self.dist.to_env(self._apply_actor(self.normalize(obs), key, mask))

@@ -1,0 +1,1 @@
+"""The command line, `kppo train | eval | export` (`main`); run directories (`runs`, `reporting`, `population`)."""

@@ -1,0 +1,5 @@
+"""`python -m kppo.cli`."""
+
+from kppo.cli.main import main
+
+raise SystemExit(main())

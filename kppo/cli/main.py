@@ -1,0 +1,383 @@
+"""`kppo train | eval | export`: YAML configs + dotted overrides -> Config -> train -> a run directory.
+
+    kppo train                                  # the default example: TF-native CartPole, exports policy.tflite
+    kppo train pendulum --set learning_rate=3e-4 --seed 1 --out runs/p1
+    kppo eval runs/p1 --episodes 20             # or an artifact: kppo eval runs/p1/policy.tflite
+    kppo export runs/p1 --format tflite --quantize int8
+    kppo train cartpole --seeds 0-7 --sweep learning_rate=3e-4,1e-3   # 16 agents in one compiled program
+
+A run directory holds config.yaml, agent/ (networks, optimizer and statistics; no pickle), metrics.csv,
+tensorboard/, learning_curve.png, policy.tflite + policy.tflite.metadata.json, summary.json. `eval` and `export`
+of a run that stopped before writing agent/ (interrupted, killed) use its newest readable checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+
+def _config_dir() -> Path:
+    """The tuned configs: `kppo/configs/` inside an installed wheel, the checkout's top-level `configs/` otherwise."""
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "configs"
+    return installed if installed.is_dir() else package.parent / "configs"
+
+
+CONFIG_DIR = _config_dir()
+
+
+def _config_help() -> str:
+    from kppo.config.options import Config
+
+    docs = Config.field_docs()
+    defaults = Config().to_dict()
+    width = max(len(name) for name in docs)
+    lines = ["config fields (set with --set name=value; rex and SB3 spellings also work):"]
+    lines += [f"  {name:<{width}}  {docs[name]} Default: {defaults[name]!r}." for name in docs]
+    return "\n".join(lines)
+
+
+def load_config(spec: str | None, overrides: list[str], seed: int | None):
+    from kppo.config.options import Config
+
+    if spec is None:
+        config = Config(verbose=0)
+    elif spec.endswith((".yaml", ".yml")) or Path(spec).is_file():
+        config = Config.from_yaml(Path(spec))
+    else:
+        path = CONFIG_DIR / f"{spec}.yaml"
+        if not path.is_file():
+            names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+            raise ValueError(f"CONFIG: expected a YAML file or one of {names}, got {spec!r}")
+        config = Config.from_yaml(path)
+    changes: dict[str, Any] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set: expected name=value, got {item!r}")
+        try:
+            changes[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ValueError(f"--set {key}: could not parse the value {value!r}") from None
+    if seed is not None:
+        changes["seed"] = seed
+    return config.replace(**changes) if changes else config
+
+
+def _gym_id(env_id: str, option: str) -> str:
+    """The gymnasium id of a built-in task name or a registered id; a one-line error naming `option` otherwise."""
+    import gymnasium as gym
+
+    from kppo.envs import resolve_name
+
+    try:
+        return resolve_name(env_id)
+    except ValueError:
+        pass
+    try:
+        gym.spec(env_id)
+    except (gym.error.Error, ImportError) as err:
+        raise ValueError(
+            f"{option}: expected a built-in task or a registered gymnasium id, got {env_id!r} ({err})"
+        ) from None
+    return env_id
+
+
+def cmd_train(args) -> int:
+    import kppo
+    from kppo.agent import checkpoint
+    from kppo.cli import population as cli_population, reporting
+    from kppo.cli.runs import TrainingProgress, stop_on_signals, writable_dir
+    from kppo.config.options import Config
+
+    if args.seeds or args.sweep or (args.resume and cli_population.is_population_run(Path(args.resume))):
+        return cli_population.train_population(args, load_config)
+    if args.resume:
+        out = Path(args.resume)
+        if args.config or args.set or args.seed is not None:
+            raise ValueError("--resume: expected no CONFIG, --set or --seed (the run's config.yaml is used)")
+        if not (out / "config.yaml").is_file() or not (out / "checkpoints").is_dir():
+            raise ValueError(f"--resume: expected a run directory with config.yaml and checkpoints/, got {str(out)!r}")
+        config = Config.from_yaml(out / "config.yaml")
+    else:
+        config = load_config(args.config, args.set, args.seed)
+        if config.env_backend != "tf":
+            _gym_id(config.env, "env")
+        default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out = writable_dir(Path(args.out) if args.out else default, "--out")
+        config.to_yaml(out / "config.yaml")
+    received = stop_on_signals()
+    progress = TrainingProgress(config.num_iterations * config.rollout_size, args.quiet)
+    rows: list[dict] = []
+
+    def on_eval(row: dict) -> None:  # every round ends with a checkpoint: refresh the curve with it
+        progress.evaluated(row)
+        rows.append(row)
+        metrics = {name: np.asarray([r[name] for r in rows]) for name in row}
+        reporting.plot_learning_curve(out / "learning_curve.png", metrics, f"{config.env}, seed {config.seed}")
+
+    try:
+        result = kppo.train(
+            config=config,
+            on_eval=on_eval,
+            on_progress=progress.steps,
+            checkpoint_dir=out / "checkpoints",
+            resume=bool(args.resume),
+            should_stop=lambda: "signal" in received,
+        )
+    finally:
+        progress.close()
+    if result.interrupted:
+        step = int(result.runner_state.iteration) * config.rollout_size
+        print(f"interrupted at step {step:,}: checkpoint written; continue with `kppo train --resume {out}`")
+        return 128 + received["signal"]
+    stats = result.runner_state.rollout
+    checkpoint.save(
+        out / "agent",
+        config,
+        result.agent,
+        stats.obs_stats,
+        stats.return_stats,
+        result.observation_space,
+        result.action_space,
+    )
+    reporting.write_metrics_csv(out / "metrics.csv", result.metrics)
+    reporting.write_tensorboard(out / "tensorboard", result.metrics)
+    reporting.plot_learning_curve(
+        out / "learning_curve.png", result.metrics, f"{config.env}, seed {config.seed}"
+    )  # incl. rows restored by --resume
+    extra = {}
+    if not args.no_export:
+        exported = kppo.export(result, out / "policy.tflite")
+        extra["artifact"] = {"path": str(exported.path), "parity_max_error": exported.metadata["parity"]["max_error"]}
+    summary = reporting.write_summary(out / "summary.json", result, extra)
+    print(
+        f"{config.env}: final eval {summary['final_eval_mean_return']:.1f} +- {summary['final_eval_std_return']:.1f}"
+        f" after {summary['total_steps']:,} steps in {summary['wall_total_s']:.1f} s -> {out}"
+    )
+    return 0
+
+
+class _ArtifactModel:
+    """The `predict` interface `kppo.evaluate_policy` plays with, around a .tflite artifact (`TFLiteRunner`): one
+    observation at a time, with the env's mask for a masked artifact and the state carried for a recurrent one."""
+
+    def __init__(self, runner, space):
+        self.runner, self.space, self.action_masks = runner, space, runner.masked
+
+    def predict(self, observation, state=None, episode_start=None, deterministic=True, action_masks=None):
+        from kppo.gym_envs.spaces import input_rows
+
+        del deterministic
+        obs = observation
+        row = input_rows(
+            self.space,
+            {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None],
+        )
+        masks = None if action_masks is None else np.asarray(action_masks, np.float32).reshape(1, -1)
+        if self.runner.units is None:
+            out, state = self.runner(row, masks)[0], None
+        else:
+            if state is None or (episode_start is not None and np.asarray(episode_start).any()):
+                state = (np.zeros((1, self.runner.units), np.float32),) * 2
+            out, h, c = self.runner.step(row, *state, masks)
+            out, state = out[0], (h, c)
+        return (int(out) if np.ndim(out) == 0 else out), state
+
+
+def _space_kind(space) -> str:
+    """Type and shape of a space (Discrete: its size): what agent and env must share (bounds may differ)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict(" + ", ".join(f"{key}: {_space_kind(sub)}" for key, sub in space.spaces.items()) + ")"
+    return f"{type(space).__name__}{tuple(space.shape)}"
+
+
+def _gym_returns(model, env_id: str, episodes: int, seed: int, spaces: tuple | None) -> list[float]:
+    import gymnasium as gym
+
+    from kppo.gym_envs.evaluation import evaluate_policy
+
+    env = gym.make(env_id)
+    try:
+        want = tuple(_space_kind(space) for space in spaces or (env.observation_space, env.action_space))
+        got = (_space_kind(env.observation_space), _space_kind(env.action_space))
+        if want != got:
+            raise ValueError(
+                f"--env: expected an env with the agent's spaces (observation {want[0]}, action {want[1]}), "
+                f"got {env_id!r} with observation {got[0]}, action {got[1]}"
+            )
+        env.reset(seed=seed)  # seeds the episode sequence; evaluate_policy resets without seeds after this
+        returns, _ = evaluate_policy(model, env, n_eval_episodes=episodes, return_episode_rewards=True, warn=False)
+    finally:
+        env.close()
+    return returns
+
+
+def _is_unfinished_run(path: Path) -> bool:
+    """A run directory without agent/ (interrupted or killed) whose checkpoints `load_run_checkpoint` reads."""
+    return (
+        path.is_dir()
+        and not (path / "agent").is_dir()
+        and not (path / "metadata.json").is_file()
+        and (path / "config.yaml").is_file()
+        and (path / "checkpoints").is_dir()
+    )
+
+
+def _load_unfinished_run(path: Path):
+    """The agent of the run's newest readable checkpoint, saying which one on stdout."""
+    from kppo.training.train import load_run_checkpoint
+
+    saved = load_run_checkpoint(path)
+    meta = saved.metadata
+    state = "the run did not finish" if meta["iteration"] < meta["num_iterations"] else "the run wrote no agent/"
+    print(f"using checkpoint {meta['checkpoint']} (iteration {meta['iteration']} of {meta['num_iterations']}; {state})")
+    return saved
+
+
+def cmd_eval(args) -> int:
+    from kppo.agent.checkpoint import space_from_dict
+    from kppo.exporter.artifact import resolve_source
+    from kppo.exporter.parity import TFLiteRunner
+
+    if args.episodes < 1:
+        raise ValueError(f"--episodes: expected an integer >= 1, got {args.episodes}")
+    if args.env:
+        args.env = _gym_id(args.env, "--env")
+    target = Path(args.target)
+    if target.is_dir() and (target / "agent").is_dir():
+        target = target / "agent"
+    if target.is_dir():
+        source = _load_unfinished_run(target) if _is_unfinished_run(target) else target
+        policy, _, config = resolve_source(source)
+        env_id = args.env or config["env"]
+        spaces, model = (policy.observation_space, policy.action_space), policy  # masks and state as predict has them
+    elif target.suffix == ".tflite" and target.is_file():
+        meta_path = target.with_name(target.name + ".metadata.json")
+        if not meta_path.is_file():
+            raise ValueError(f"ARTIFACT: expected {meta_path.name} beside {target.name}, found none")
+        try:
+            metadata = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(
+                f"ARTIFACT: expected JSON in {meta_path.name}, got {err.msg} at line {err.lineno}"
+            ) from None
+        model = _ArtifactModel(TFLiteRunner(target), space_from_dict(metadata["observation_space"]))
+        space = model.space
+        spaces = (space, space_from_dict(metadata["action_space"])) if "action_space" in metadata else None
+        env_id = args.env or (metadata.get("training_config") or {}).get("env")
+        if env_id is None:
+            raise ValueError("--env: expected a gymnasium id (the artifact's metadata names no training env)")
+    else:
+        raise ValueError(
+            f"RUN_DIR|ARTIFACT: expected a run directory, an agent directory or a .tflite file, got {str(target)!r}"
+        )
+    env_id = _gym_id(env_id, "env")
+    returns = _gym_returns(model, env_id, args.episodes, args.seed, spaces)
+    print(f"{env_id}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
+    return 0
+
+
+def cmd_export(args) -> int:
+    import kppo
+    from kppo.agent.checkpoint import read_metadata
+    from kppo.cli.runs import writable_dir
+
+    source = Path(args.run)
+    if (source / "agent").is_dir():
+        source = source / "agent"
+    unfinished = _is_unfinished_run(source)
+    if not unfinished:
+        read_metadata(source)  # the one-line error for a directory that is neither an agent nor a run
+    quantize = None if args.quantize in (None, "none", "float32") else args.quantize
+    default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
+    out = Path(args.out) if args.out else Path(args.run) / default
+    writable_dir(out.parent, "--out")
+    if unfinished:
+        source = _load_unfinished_run(source)
+    exported = kppo.export(
+        source, out, format=args.format, quantize=quantize, batch_size=None if args.batch_size == 0 else args.batch_size
+    )
+    parity = exported.metadata["parity"]
+    print(
+        f"wrote {exported.path} ({exported.metadata['size_bytes']:,} bytes; parity max error {parity['max_error']:.2e}"
+        f" on {parity['observations']} observations) and {exported.metadata_path.name}"
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kppo", description="PPO for TensorFlow/Keras.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser(
+        "train",
+        help="train (default: TF-native CartPole) and export policy.tflite",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_config_help(),
+    )
+    train.add_argument("config", nargs="?", help="a YAML file or a task name from configs/ (e.g. cartpole, pendulum)")
+    train.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a config field")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--seeds", metavar="LIST", help="train a population in one program, e.g. 0-7 or 0,3,5")
+    train.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2",
+        help="a per-member value grid (learning_rate, ent_coef, clip_range, gamma, gae_lambda, "
+        "vf_coef, max_grad_norm); trained with every seed as one population",
+    )
+    train.add_argument("--out", help="run directory (default: runs/<env>-seed<N>-<time>)")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    train.add_argument("--no-export", action="store_true", help="skip policy.tflite")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its latest checkpoint")
+    train.set_defaults(func=cmd_train)
+    ev = sub.add_parser("eval", help="closed-loop episodes of a run, agent directory or .tflite artifact")
+    ev.add_argument("target", metavar="RUN_DIR|ARTIFACT")
+    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--env", help="gymnasium id (default: the training env)")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.set_defaults(func=cmd_eval)
+    ex = sub.add_parser("export", help="export a run's agent as TFLite or SavedModel")
+    ex.add_argument("run", metavar="RUN_DIR")
+    ex.add_argument("--format", choices=["tflite", "saved_model"], default="tflite")
+    ex.add_argument("--quantize", choices=["none", "float16", "dynamic", "int8"], default="none")
+    ex.add_argument("--batch-size", type=int, default=1, help="fixed input batch (0: dynamic)")
+    ex.add_argument("--out")
+    ex.set_defaults(func=cmd_export)
+    return parser
+
+
+def _show_warning(command: str, message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one line on stderr, like the errors (e.g. fewer evaluation rounds than eval_freq)."""
+    del category, filename, lineno, line
+    print(f"kppo {command}: warning: {message}", file=file or sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    with warnings.catch_warnings():  # restores the previous warning display on return
+        warnings.showwarning = functools.partial(_show_warning, args.command)
+        try:
+            return args.func(args)
+        except (ValueError, FloatingPointError, OSError) as err:  # OSError: kppo's one-line write failures
+            print(f"kppo {args.command}: error: {err}", file=sys.stderr)
+            return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

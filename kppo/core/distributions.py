@@ -1,0 +1,363 @@
+"""The action distribution, chosen once from the action space (SB3's `make_proba_distribution` idea).
+
+Rollout, losses and the policy call only this interface, never branch on the action type:
+
+    params = actor(obs)                      # what the actor head outputs, see `param_size`
+    action = dist.sample(params, key)        # the stored action (Gaussian: pre-squash u)
+    dist.log_prob(params, action), dist.entropy(params), dist.mode(params)
+    env_action = dist.to_env(action)         # env units
+
+Action masks (Discrete and MultiDiscrete, as sb3-contrib's MaskablePPO): `masked(params, mask)` sets the logits of
+invalid actions to `MASKED_LOGIT` (bool mask [..., mask_size], True = allowed; MultiDiscrete: the dimensions' masks
+concatenated), so sampling never picks them, their probability is exactly 0 and they add nothing to the entropy.
+A mask of width 0 (`no_mask`) leaves the parameters as they are: what unmasked runs carry.
+
+The host rollout acts in numpy, without a TensorFlow call per step, through the `*_host` twins of `sample`,
+`new_noise`, `mode` and `to_env` (numpy arrays in and out, a `np.random.Generator` for randomness); log-probabilities
+of those actions are then computed in TensorFlow, for the whole rollout at once.
+
+Box actions are always normalized: the policy acts in [-1, 1] per dimension and `to_env` maps
+u -> low + (f(u) + 1) / 2 * (high - low) with f = tanh (squash) or clip to [-1, 1]; or, with `rescale=False` (SB3's
+unsquashed PPO, CleanRL, purejaxrl), u clipped to [low, high]. The Gaussian's log-prob and
+entropy are those of u (rex semantics: no tanh correction, the stored sample is u).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import gymnasium as gym
+import numpy as np
+import tensorflow_probability as tfp
+
+from kppo._tf import tf
+
+tfd = tfp.distributions
+
+#: The logit of a masked action (sb3-contrib's HUGE_NEG): exp(-1e8 - max) is exactly 0 in float32, and unlike -inf it
+#: keeps 0 * log(0) terms (entropy) at 0 instead of NaN.
+MASKED_LOGIT = -1e8
+
+
+class ActionDistribution(abc.ABC):
+    """Interface between an actor's outputs and actions."""
+
+    #: Outputs of the actor head (logits, or Gaussian means).
+    param_size: int
+    #: Whether the actor also outputs a log-std (Gaussian).
+    has_log_std: bool = False
+    #: Whether the actor outputs gSDE parameters (mean, latent features, log-std matrix).
+    state_dependent: bool = False
+    #: Shape of one stored action, and its dtype.
+    action_shape: tuple[int, ...]
+    action_dtype: tf.DType
+    #: Width of an action mask (the logits' width for Discrete and MultiDiscrete; 0: masks are not supported).
+    mask_size: int = 0
+
+    def masked(self, params, mask: tf.Tensor | None):
+        """`params` with the logits of actions where `mask` is False set to `MASKED_LOGIT`; unchanged for a None or
+        width-0 mask."""
+        if mask is None or mask.shape[-1] == 0:
+            return params
+        return tf.where(tf.cast(mask, tf.bool), params, tf.constant(MASKED_LOGIT, params.dtype))
+
+    def masked_host(self, params, mask: np.ndarray | None):
+        """`masked` in numpy."""
+        if mask is None or mask.shape[-1] == 0:
+            return params
+        return np.where(mask, params, np.float32(MASKED_LOGIT)).astype(np.float32, copy=False)
+
+    def no_mask(self, batch_shape) -> tf.Tensor:
+        """The width-0 mask of unmasked runs, bool [*batch_shape, 0]."""
+        return tf.zeros([*batch_shape, 0], tf.bool)
+
+    @abc.abstractmethod
+    def distribution(self, params) -> tfp.distributions.Distribution:
+        """The TFP distribution over stored actions (event shape = action_shape)."""
+
+    def sample(self, params, key: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
+        """Stateless sample with seed `key` (int32 [2]). `noise` (from `new_noise`) is used by gSDE only."""
+        del noise
+        return self.distribution(params).sample(seed=key)
+
+    def noise_shape(self, num_envs: int) -> list[int]:
+        """Shape of the exploration noise carried through a rollout: empty except for gSDE."""
+        del num_envs
+        return [0]
+
+    def new_noise(self, params, key: tf.Tensor, num_envs: int) -> tf.Tensor:
+        """Fresh exploration noise (gSDE's per-env exploration matrices); an empty tensor otherwise."""
+        del params, key
+        return tf.zeros(self.noise_shape(num_envs))
+
+    def log_prob(self, params, action: tf.Tensor) -> tf.Tensor:
+        return self.distribution(params).log_prob(action)
+
+    def entropy(self, params) -> tf.Tensor:
+        return self.distribution(params).entropy()
+
+    @abc.abstractmethod
+    def mode(self, params) -> tf.Tensor:
+        """Deterministic action (stored-action units)."""
+
+    @abc.abstractmethod
+    def to_env(self, action: tf.Tensor) -> tf.Tensor:
+        """Maps stored actions to env units."""
+
+    @abc.abstractmethod
+    def sample_host(self, params, rng: np.random.Generator, noise: np.ndarray | None = None) -> np.ndarray:
+        """`sample` in numpy (the same distribution; other random numbers)."""
+
+    def new_noise_host(self, params, rng: np.random.Generator, num_envs: int) -> np.ndarray:
+        """`new_noise` in numpy."""
+        del params, rng
+        return np.zeros(self.noise_shape(num_envs), np.float32)
+
+    @abc.abstractmethod
+    def mode_host(self, params) -> np.ndarray:
+        """`mode` in numpy."""
+
+    @abc.abstractmethod
+    def to_env_host(self, action: np.ndarray) -> np.ndarray:
+        """`to_env` in numpy."""
+
+
+def _gumbel_argmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One categorical draw per row of `logits` [..., n] (Gumbel-max), int32."""
+    return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1).astype(np.int32)
+
+
+class Categorical(ActionDistribution):
+    """Discrete(n) actions (with `start`): int32 index, logits from the actor."""
+
+    def __init__(self, space: gym.spaces.Discrete):
+        self.param_size = self.mask_size = int(space.n)
+        self.start = int(space.start)
+        self.action_shape = ()
+        self.action_dtype = tf.int32
+
+    def distribution(self, params):
+        return tfd.Categorical(logits=params, dtype=tf.int32)
+
+    def mode(self, params):
+        return tf.argmax(params, axis=-1, output_type=tf.int32)
+
+    def to_env(self, action):
+        return action + self.start
+
+    def sample_host(self, params, rng, noise=None):
+        return _gumbel_argmax(params, rng)
+
+    def mode_host(self, params):
+        return np.argmax(params, axis=-1).astype(np.int32)
+
+    def to_env_host(self, action):
+        return action + self.start
+
+
+class DiagGaussian(ActionDistribution):
+    """Box actions: independent Normal per dimension over u, mapped to [low, high] by tanh or clipping."""
+
+    has_log_std = True
+
+    def __init__(self, space: gym.spaces.Box, squash: bool, rescale: bool = True):
+        if len(space.shape) != 1:
+            raise ValueError(f"action_space: expected a 1-D Box, got a Box of shape {space.shape}")
+        if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise ValueError(f"action_space: expected a bounded Box (actions are normalized), got {space}")
+        self.param_size = int(space.shape[0])
+        self.action_shape = (self.param_size,)
+        self.action_dtype = tf.float32
+        self.squash, self.rescale = bool(squash), bool(rescale)
+        self.low = tf.constant(space.low, tf.float32)
+        self.high = tf.constant(space.high, tf.float32)
+        self.low_host, self.high_host = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+
+    def distribution(self, params):
+        mean, log_std = params
+        return tfd.Independent(tfd.Normal(mean, tf.exp(log_std)), reinterpreted_batch_ndims=1)
+
+    def mode(self, params):
+        return params[0]
+
+    def to_env(self, action):
+        if not self.rescale:
+            return tf.clip_by_value(action, self.low, self.high)
+        unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
+        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+
+    def sample_host(self, params, rng, noise=None):
+        mean, log_std = params
+        return mean + np.exp(log_std) * rng.standard_normal(mean.shape, dtype=np.float32)
+
+    def mode_host(self, params):
+        return params[0]
+
+    def to_env_host(self, action):
+        if not self.rescale:
+            return np.clip(action, self.low_host, self.high_host)
+        unit = np.tanh(action) if self.squash else np.clip(action, -1.0, 1.0)
+        return self.low_host + (unit + 1.0) * 0.5 * (self.high_host - self.low_host)
+
+
+class StateDependentNoise(DiagGaussian):
+    """generalized State-Dependent Exploration (gSDE; Raffin et al. 2021, https://arxiv.org/abs/2005.05719), as
+    SB3's `StateDependentNoiseDistribution` with learn_features=False and use_expln=False.
+
+    params = (mean [B, A], latent [B, L], log_std [L, A] or [L, 1] when not full_std). The exploration noise is
+    a = mean + latent @ eps_b with eps_b ~ N(0, exp(log_std)^2) per env b, redrawn every `sde_sample_freq` steps;
+    the policy density is N(mean, latent^2 @ exp(log_std)^2 + 1e-6) (latent not differentiated).
+    """
+
+    state_dependent = True
+    has_log_std = False
+
+    def __init__(
+        self, space: gym.spaces.Box, squash: bool, latent_dim: int, full_std: bool = True, rescale: bool = True
+    ):
+        super().__init__(space, squash, rescale)
+        self.latent_dim = int(latent_dim)
+        self.full_std = bool(full_std)
+
+    def _std(self, log_std: tf.Tensor) -> tf.Tensor:
+        return tf.exp(log_std) * tf.ones([self.latent_dim, self.param_size])  # [L, A]
+
+    def distribution(self, params):
+        mean, latent, log_std = params
+        variance = tf.matmul(tf.square(tf.stop_gradient(latent)), tf.square(self._std(log_std)))
+        return tfd.Independent(tfd.Normal(mean, tf.sqrt(variance + 1e-6)), reinterpreted_batch_ndims=1)
+
+    def noise_shape(self, num_envs: int) -> list[int]:
+        return [num_envs, self.latent_dim, self.param_size]
+
+    def new_noise(self, params, key, num_envs):
+        return tf.random.stateless_normal(self.noise_shape(num_envs), seed=key) * self._std(params[2])
+
+    def sample(self, params, key, noise=None):
+        if noise is None:
+            return super().sample(params, key)
+        mean, latent, _ = params
+        return mean + tf.einsum("bl,bla->ba", latent, noise)
+
+    def _std_host(self, log_std: np.ndarray) -> np.ndarray:
+        return np.exp(log_std) * np.ones([self.latent_dim, self.param_size], np.float32)
+
+    def new_noise_host(self, params, rng, num_envs):
+        return rng.standard_normal(self.noise_shape(num_envs), dtype=np.float32) * self._std_host(params[2])
+
+    def sample_host(self, params, rng, noise=None):
+        mean, latent, log_std = params
+        if noise is None:
+            std = np.sqrt(np.square(latent) @ np.square(self._std_host(log_std)) + 1e-6)
+            return mean + std * rng.standard_normal(mean.shape, dtype=np.float32)
+        return mean + np.einsum("bl,bla->ba", latent, noise)
+
+
+class MultiCategorical(ActionDistribution):
+    """MultiDiscrete(nvec) actions: one independent categorical per dimension (logits concatenated), log-probs and
+    entropies summed. Stored action: int32 [..., len(nvec)] index per dimension; env action adds `start`."""
+
+    def __init__(self, space: gym.spaces.MultiDiscrete):
+        if len(space.nvec.shape) != 1:
+            raise ValueError(f"action_space: expected a 1-D MultiDiscrete, got nvec of shape {space.nvec.shape}")
+        self.sizes = [int(n) for n in space.nvec]
+        self.param_size = self.mask_size = sum(self.sizes)
+        self.action_shape = (len(self.sizes),)
+        self.action_dtype = tf.int32
+        self.start = tf.constant(np.asarray(space.start, np.int32))
+        self.start_host = np.asarray(space.start, np.int32)
+
+    def _parts(self, params):
+        return [tfd.Categorical(logits=p, dtype=tf.int32) for p in tf.split(params, self.sizes, axis=-1)]
+
+    def distribution(self, params):
+        return tfd.Blockwise(self._parts(params))
+
+    def sample(self, params, key, noise=None):
+        del noise
+        keys = tf.unstack(tf.random.experimental.stateless_split(key, len(self.sizes)))
+        return tf.stack([d.sample(seed=k) for d, k in zip(self._parts(params), keys)], axis=-1)
+
+    def log_prob(self, params, action):
+        parts = zip(self._parts(params), tf.unstack(action, axis=-1))
+        return tf.add_n([d.log_prob(a) for d, a in parts])
+
+    def entropy(self, params):
+        return tf.add_n([d.entropy() for d in self._parts(params)])
+
+    def mode(self, params):
+        return tf.stack([tf.argmax(p, axis=-1, output_type=tf.int32) for p in tf.split(params, self.sizes, -1)], -1)
+
+    def to_env(self, action):
+        return action + self.start
+
+    def _split_host(self, params: np.ndarray) -> list[np.ndarray]:
+        return np.split(params, np.cumsum(self.sizes)[:-1], axis=-1)
+
+    def sample_host(self, params, rng, noise=None):
+        return np.stack([_gumbel_argmax(p, rng) for p in self._split_host(params)], axis=-1)
+
+    def mode_host(self, params):
+        return np.stack([np.argmax(p, axis=-1).astype(np.int32) for p in self._split_host(params)], axis=-1)
+
+    def to_env_host(self, action):
+        return action + self.start_host
+
+
+class Bernoulli(ActionDistribution):
+    """MultiBinary(n) actions: independent Bernoulli per bit, logits from the actor. Stored action: int32 [..., n]."""
+
+    def __init__(self, space: gym.spaces.MultiBinary):
+        shape = tuple(np.atleast_1d(space.n))
+        if len(shape) != 1:
+            raise ValueError(f"action_space: expected a 1-D MultiBinary, got shape {shape}")
+        self.param_size = int(shape[0])
+        self.action_shape = (self.param_size,)
+        self.action_dtype = tf.int32
+
+    def distribution(self, params):
+        return tfd.Independent(tfd.Bernoulli(logits=params, dtype=tf.int32), reinterpreted_batch_ndims=1)
+
+    def mode(self, params):
+        return tf.cast(params > 0, tf.int32)
+
+    def to_env(self, action):
+        return action
+
+    def sample_host(self, params, rng, noise=None):
+        return (rng.logistic(size=params.shape) < params).astype(np.int32)  # P(L < x) = sigmoid(x)
+
+    def mode_host(self, params):
+        return (params > 0).astype(np.int32)
+
+    def to_env_host(self, action):
+        return action
+
+
+def make_distribution(
+    action_space: gym.spaces.Space,
+    squash: bool = False,
+    use_sde: bool = False,
+    latent_dim: int = 0,
+    full_std: bool = True,
+    rescale: bool = True,
+) -> ActionDistribution:
+    """Picks the distribution for `action_space` (ValueError naming the space if unsupported).
+
+    Args:
+        use_sde: gSDE exploration (Box only); `latent_dim` is the width of the actor's last hidden layer.
+        rescale: Box actions map [-1, 1] to [low, high] (else the sample is clipped to [low, high]).
+    """
+    if use_sde:
+        if not isinstance(action_space, gym.spaces.Box):
+            raise ValueError(f"use_sde: gSDE needs a Box action space, got {action_space}")
+        return StateDependentNoise(action_space, squash, latent_dim, full_std, rescale)
+    if isinstance(action_space, gym.spaces.Discrete):
+        return Categorical(action_space)
+    if isinstance(action_space, gym.spaces.Box):
+        return DiagGaussian(action_space, squash, rescale)
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        return MultiCategorical(action_space)
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return Bernoulli(action_space)
+    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {action_space}")

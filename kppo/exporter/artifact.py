@@ -1,0 +1,391 @@
+"""Export a trained policy as a standalone artifact: SavedModel or TFLite (LiteRT), with observation normalization
+and action squashing/scaling baked in, checked for parity against `Policy.get_action` when it is written.
+
+The artifact's endpoint `action(obs)` takes raw flat observations in env units ([batch, obs_dim] float32; Dict
+observations flattened in the Dict's key order; Discrete, MultiDiscrete and MultiBinary parts as their integers,
+int32 when there is no Box part, which the artifact one-hot encodes: `Policy.input_row`, `Policy.encode_graph`)
+and returns the deterministic action in env units:
+clip((obs - mean) / sqrt(var + 1e-8), -10, 10) -> actor -> mean (Box) / argmax (discrete) -> tanh or clip ->
+low + (a + 1) / 2 * (high - low). Box: float32 [batch, act_dim]; Discrete: int32 [batch]; MultiDiscrete and
+MultiBinary: int32 [batch, n]. A policy trained with action masks (`Config.action_masks`) exports
+`action(obs, action_mask)`: float32 [batch, mask_size], 1 = allowed; the argmax is taken over the allowed actions
+(their logits minus 1e8 elsewhere). A SavedModel also serves `value(obs)`. int8 quantizes the network body only, on
+standardized inputs, calibrated on the policy's own episodes; the input encoding, normalization and the action
+computation stay float32 (`_convert`).
+
+Keras 3 models must be exported through `keras.export.ExportArchive` (a Keras model inside a plain `tf.Module`
+converts to a TFLite file without weights that outputs NaN, silently; see DESIGN.md) and every artifact is run by the
+real LiteRT interpreter before `export` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import keras
+import numpy as np
+
+from kppo.agent import checkpoint
+from kppo._tf import tf
+from kppo.agent.agent import load_agent
+from kppo.exporter.calibration import policy_env, record_observations
+from kppo.exporter.parity import (
+    MASK_INPUT,
+    PARITY_TOLERANCE,
+    STATE_INPUTS,
+    ParityError,
+    TFLiteRunner,
+    calibration_observations,
+    check_parity,
+    example_masks,
+    mask_parts,
+    measure_parity,
+    measure_recurrent_parity,
+    parity_masks,
+    parity_observations,
+    recurrent_states,
+)
+from kppo.agent.policy import Policy
+from kppo.version import __version__
+
+FORMATS = ("tflite", "saved_model")
+QUANTIZATIONS = (None, "float16", "dynamic", "int8")
+CALIBRATION_STEPS = 2000  # int8: observations recorded from the policy's own episodes
+
+
+class Exported(NamedTuple):
+    path: Path
+    metadata_path: Path
+    metadata: dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Sources
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
+    """(policy, critic or None, training config dict or None) of a `PPOResult` or `kppo.PPO` (anything with
+    `policy`, `agent` and `config`), a `Policy`, or an agent directory written by `save`."""
+    if isinstance(source, Policy):
+        return source, None, None
+    if all(hasattr(source, name) for name in ("policy", "agent", "config")):
+        return source.policy, source.agent.critic, source.config.to_dict()
+    if isinstance(source, (str, Path)):
+        saved = load_agent(source)
+        return saved.policy, saved.agent.critic, saved.config.to_dict()
+    raise ValueError(f"source: expected a PPOResult, Policy, kppo.PPO or agent directory, got {type(source).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building artifacts
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _standardized(policy: Policy, rows: np.ndarray):
+    """int8 without observation normalization: (actor', standardize), standardize(obs) = clip((obs - m) / s, -10, 10)
+    with the calibration rows' mean m and std s, and actor' a copy of the actor whose first layer undoes it (kernel * s,
+    bias + m @ kernel): the same function, but the one per-tensor int8 input scale now resolves every feature
+    (CartPole's pole angle spans 1/25 of the cart position's range: a raw int8 input gave it 17 levels)."""
+    rows = policy.encode(rows).astype(np.float64)
+    box = np.zeros(rows.shape[1], bool)  # one-hot and binary columns are left as they are (0 and 1)
+    for part in policy.layout:
+        box[part.encoded] = part.kind == "Box"
+    mean, std = np.where(box, rows.mean(axis=0), 0.0), np.where(box, rows.std(axis=0), 1.0)
+    std = np.where(std > 1e-6, std, 1.0)
+    actor = type(policy.actor).from_config(policy.actor.get_config())
+    actor(tf.zeros([1, len(mean)]))
+    actor.set_weights(policy.actor.get_weights())
+    first = actor.hidden[0] if actor.hidden else actor.head
+    kernel = np.asarray(first.kernel, np.float64)
+    first.kernel.assign(kernel * std[:, None])
+    first.bias.assign(np.asarray(first.bias, np.float64) + mean @ kernel)
+    shift, scale = tf.constant(mean, tf.float32), tf.constant(1.0 / std, tf.float32)
+    return actor, lambda obs: tf.clip_by_value((obs - shift) * scale, -10.0, 10.0)
+
+
+def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Logits whose argmax (per row, and per MultiDiscrete dimension) is the best allowed action: masked entries are
+    lowered by 1.125 x the row's spread + 1, below every logit of the row, with builtin ops TFLite Micro has. Not by
+    `MASKED_LOGIT`: an int8 artifact may quantize these values (the converter can put the split of MultiDiscrete
+    logits in int8), and a bounded range keeps the allowed logits resolved (a -1e8 in the range left none)."""
+    spread = tf.reduce_max(logits, axis=-1, keepdims=True) + tf.reduce_max(-logits, axis=-1, keepdims=True)
+    return logits - (1.0 - mask) * (1.125 * spread + 1.0)
+
+
+def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
+    spec = [tf.TensorSpec([batch_size, policy.input_dim], tf.as_dtype(policy.input_dtype), name="obs")]
+    if policy.action_masks:
+        spec.append(tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT))
+    if policy.lstm is not None:  # a recurrent policy's state in and out: (h, c) as plain tensors, no stateful ops
+        spec += [tf.TensorSpec([batch_size, policy.lstm.units], tf.float32, name=name) for name in STATE_INPUTS]
+    actor, front = policy.actor, policy.normalize
+    if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None:
+        actor, front = _standardized(policy, int8_rows)
+
+    def action(*inputs):
+        features, rest = front(policy.encode_graph(inputs[0])), list(inputs[1:])
+        mask = rest.pop(0) if policy.action_masks else None
+        if policy.lstm is not None:
+            features, state = policy.lstm(features, rest)
+        logits = actor(features)
+        if mask is not None:
+            logits = _masked_for_argmax(logits, mask)
+        env_action = policy.dist.to_env(policy.dist.mode(logits))
+        return env_action if policy.lstm is None else {"action": env_action, **dict(zip(STATE_INPUTS, state))}
+
+    archive = keras.export.ExportArchive()
+    archive.track(actor)
+    if policy.lstm is not None:
+        archive.track(policy.lstm)
+    archive.add_endpoint(name="action", fn=action, input_signature=spec)
+    if critic is not None and policy.lstm is None:  # a recurrent critic needs its own memory: no value endpoint
+        archive.track(critic)
+
+        def value(obs):
+            return critic(policy.normalize(policy.encode_graph(obs)))
+
+        archive.add_endpoint(name="value", fn=value, input_signature=spec[:1])
+    archive.write_out(str(directory), verbose=False)
+
+
+def _float_nodes(calibrated: bytes) -> list[str]:
+    """Output tensors of the ops before the first and after the last FULLY_CONNECTED: input encoding, normalization
+    or standardization; argmax, tanh/clip and rescaling."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_content=calibrated)
+    names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
+    ops = interpreter._get_ops_details()
+    dense = [i for i, op in enumerate(ops) if op["op_name"] == "FULLY_CONNECTED"]
+    tainted = {d["index"] for d in interpreter.get_input_details() if MASK_INPUT in d["name"]}
+    for op in ops:  # the action mask's arithmetic stays float32 wherever the converter placed it
+        if tainted.intersection(op["inputs"]):
+            tainted.update(op["outputs"])
+    outside = ops[: dense[0]] + ops[dense[-1] + 1 :]
+    return sorted({names[t] for op in outside for t in op["outputs"]} | {names[t] for t in tainted if t in names})
+
+
+def _convert(
+    saved_model: Path,
+    quantize: str | None,
+    representative: np.ndarray,
+    mask_sizes: list[int] | None = None,
+    policy: Policy | None = None,
+) -> bytes:
+    """TFLite bytes. int8 quantizes the network body only (`_float_nodes` stay float32, TFLite Micro runs both):
+    its input is the standardized observation and actions come from dequantized outputs. `mask_sizes`: a masked
+    artifact's mask parts (calibrated with random masks: `parity.example_masks`). A recurrent `policy` is calibrated
+    with the states it reaches on the representative rows (`parity.recurrent_states`)."""
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=["action"])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # builtin ops only, no select TF ops
+    if quantize in ("float16", "dynamic", "int8"):
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if quantize == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    if quantize != "int8":
+        return converter.convert()
+    rows = representative[np.linspace(0, len(representative) - 1, min(len(representative), 1000)).astype(int)]
+
+    masks = None if mask_sizes is None else example_masks(mask_sizes, len(rows), np.random.default_rng(0))
+    states = None if policy is None or policy.lstm is None else recurrent_states(policy, rows)
+
+    def dataset():
+        for i, row in enumerate(rows):  # spread over all recorded episodes
+            if masks is None and states is None:
+                yield [row[None]]
+                continue
+            inputs = {"obs": row[None], **({} if masks is None else {MASK_INPUT: masks[i : i + 1]})}
+            yield {**inputs, **({} if states is None else dict(zip(STATE_INPUTS, (s[i : i + 1] for s in states))))}
+
+    converter.representative_dataset = dataset
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the debugger's own tf.lite.Interpreter deprecation notice
+        debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=dataset)
+        nodes = _float_nodes(debugger.calibrated_model)
+        debugger.options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=nodes)
+        return debugger.get_nondebug_quantized_model()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public entry point
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def export(
+    source: Any,
+    path: str | Path,
+    format: str = "tflite",
+    quantize: str | None = None,
+    batch_size: int | None = 1,
+    representative_obs: np.ndarray | None = None,
+    parity_obs: int = 1000,
+    seed: int = 0,
+    calibration_env: Any = None,
+) -> Exported:
+    """Writes `path` (a .tflite file, or a SavedModel directory) and `<path>.metadata.json` beside it.
+
+    Args:
+        source: a `PPOResult`, a `Policy`, a `kppo.PPO` model or an agent directory written by `save`.
+        format: "tflite" or "saved_model".
+        quantize: TFLite only: None (float32), "float16", "dynamic" (weights int8) or "int8" (full integer, float
+            interface; calibrated on `representative_obs`, else on the policy's own observations in
+            `calibration_env`, else on samples from the normalization statistics).
+        batch_size: fixed batch dimension of the input (1 for embedded targets), or None for a dynamic batch.
+        representative_obs: recorded input rows [N, input_dim] (`Policy.input_row`; for a Box the flat observation):
+            used first for parity and int8 calibration.
+        parity_obs: how many observations the artifact is checked on (at least 1,000).
+        calibration_env: int8 without `representative_obs`: a gymnasium id, `Env` or factory in which the policy runs
+            `CALIBRATION_STEPS` steps (`record_observations`) for calibration and parity. Defaults to the training
+            config's `env` when that makes an env with the policy's spaces.
+
+    Raises:
+        ParityError: a float32 artifact differs from `Policy.get_action` by more than 1e-5 of the action range (or
+            in any decisive discrete action), e.g. because its weights did not load.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"format: expected one of {FORMATS}, got {format!r}")
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(f"quantize: expected one of {QUANTIZATIONS}, got {quantize!r}")
+    if quantize is not None and format != "tflite":
+        raise ValueError(f"quantize: only for format='tflite', got {quantize!r} with format={format!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
+        raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
+    policy, critic, config = resolve_source(source)
+    path = Path(path)
+    recorded, calibration = representative_obs, "representative_obs"
+    if quantize == "int8" and recorded is None:
+        env = calibration_env if calibration_env is not None else (config or {}).get("env")
+        made = None if env is None else policy_env(policy, env)
+        if made is not None:
+            recorded = record_observations(policy, made, CALIBRATION_STEPS, seed)
+            calibration = f"policy rollouts in {made.spec.id if made.spec else type(made.unwrapped).__name__}"
+            if made is not env:
+                made.close()
+        else:
+            calibration = "normalization statistics"
+    obs = parity_observations(policy, max(int(parity_obs), 1000), seed, recorded)
+    masks = parity_masks(policy, len(obs), seed)
+    staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))
+    try:
+        saved_model = staging / "saved_model"
+        calibration_rows = calibration_observations(policy, recorded, seed) if quantize == "int8" else None
+        _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
+        if format == "saved_model":
+            loaded = tf.saved_model.load(str(saved_model))
+            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None)
+            ops: list[str] = []
+            if path.exists():
+                shutil.rmtree(path)
+            shutil.copytree(saved_model, path)
+        else:
+            blob = _convert(
+                saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None, policy
+            )
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(blob)
+            runner = TFLiteRunner(blob)
+            run, ops = (runner if policy.lstm is None else runner.step), runner.ops()
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    parity = (
+        measure_parity(run, policy, obs, masks)
+        if policy.lstm is None
+        else measure_recurrent_parity(run, policy, obs, masks)
+    )
+    if quantize is None:
+        check_parity(parity, format)
+    metadata = _metadata(policy, config, format, quantize, batch_size, parity, len(obs), ops, path)
+    if quantize == "int8":
+        metadata["calibration"] = {"source": calibration, "observations": len(calibration_rows)}
+    metadata_path = path.with_name(path.name + ".metadata.json")
+    metadata_path.write_text(json.dumps(metadata, indent=2))
+    return Exported(path, metadata_path, metadata)
+
+
+def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool = False):
+    """The SavedModel's `action` on rows of inputs in chunks of `batch_size`: run(obs[, masks]), or for a recurrent
+    artifact run(obs, h, c, masks) -> (actions, h, c)."""
+
+    def call(*inputs):
+        step = batch_size or len(inputs[0])
+        chunks = [
+            loaded.action(*[tf.constant(x[i : i + step]) for x in inputs]) for i in range(0, len(inputs[0]), step)
+        ]
+        if not recurrent:
+            return np.concatenate([chunk.numpy() for chunk in chunks])
+        return tuple(np.concatenate([chunk[name].numpy() for chunk in chunks]) for name in ("action", *STATE_INPUTS))
+
+    def run(obs, masks=None):
+        return call(obs, *([] if not masked else [np.asarray(masks, np.float32)]))
+
+    def run_step(obs, h, c, masks=None):
+        return call(obs, *([] if not masked else [np.asarray(masks, np.float32)]), h, c)
+
+    return run_step if recurrent else run
+
+
+def _metadata(policy: Policy, config, format, quantize, batch_size, parity, count, ops, path: Path) -> dict:
+    act = policy.action_space
+    out_dtype = "float32" if isinstance(act, gym.spaces.Box) else "int32"
+    out_shape = [batch_size] + ([int(np.prod(act.shape))] if act.shape else [])
+    return {
+        "artifact": path.name,
+        "format": format,
+        "quantization": quantize or "float32",
+        "input": {"name": "obs", "shape": [batch_size, policy.input_dim], "dtype": str(policy.input_dtype)},
+        "output": {"name": "action", "shape": out_shape, "dtype": out_dtype},
+        **(
+            {
+                "state": {
+                    "names": list(STATE_INPUTS),
+                    "shape": [batch_size, policy.lstm.units],
+                    "dtype": "float32",
+                    "meaning": "the LSTM's (h, c): zeros at an episode's start, then the previous call's outputs",
+                }
+            }
+            if policy.lstm is not None
+            else {}
+        ),
+        **(
+            {
+                "action_mask": {
+                    "name": MASK_INPUT,
+                    "shape": [batch_size, policy.dist.mask_size],
+                    "dtype": "float32",
+                    "meaning": "1 = allowed, 0 = masked; MultiDiscrete: the dimensions' masks concatenated",
+                }
+            }
+            if policy.action_masks
+            else {}
+        ),
+        "observation_space": checkpoint.space_to_dict(policy.observation_space),
+        "action_space": checkpoint.space_to_dict(act),
+        "normalization": {
+            "enabled": bool(policy.obs_scaling.enabled),
+            "mean": np.asarray(policy.obs_scaling.mean).tolist(),
+            "var": np.asarray(policy.obs_scaling.var).tolist(),
+            "clip": policy.obs_scaling.clip,
+            "epsilon": policy.obs_scaling.epsilon,
+        },
+        "action_scaling": {
+            "squash": bool(getattr(policy.dist, "squash", False)),
+            "rescale": bool(getattr(policy.dist, "rescale", True)),
+        },
+        "tflite_ops": ops,
+        "parity": {**parity, "observations": count, "tolerance": PARITY_TOLERANCE},
+        "versions": {"kppo": __version__, "tensorflow": tf.__version__, "keras": keras.__version__},
+        "training_config": config,
+        "size_bytes": path.stat().st_size
+        if path.is_file()
+        else sum(p.stat().st_size for p in path.rglob("*") if p.is_file()),
+    }
+
+
+__all__ = ["CALIBRATION_STEPS", "FORMATS", "QUANTIZATIONS", "Exported", "ParityError", "export", "resolve_source"]

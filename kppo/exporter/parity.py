@@ -1,0 +1,231 @@
+"""Running exported artifacts and checking them against the policy: `TFLiteRunner` (LiteRT), the observations and
+action masks an artifact is checked on, and the parity measure (`measure_parity`, `check_parity`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from kppo._tf import tf
+from kppo.agent.policy import Policy
+
+PARITY_TOLERANCE = 1e-5  # float32 artifacts: max |error| / (high - low) for Box actions
+
+
+class ParityError(ValueError):
+    """The artifact does not reproduce `Policy.get_action`."""
+
+
+MASK_INPUT = "action_mask"  # a masked artifact's second input: float32 [batch, mask_size], 1 = allowed
+STATE_INPUTS = ("state_h", "state_c")  # a recurrent artifact's state inputs and outputs: float32 [batch, units]
+
+
+class TFLiteRunner:
+    """Runs the `action` signature of a .tflite file with ai_edge_litert, any batch size (fixed-batch models are
+    called row by row); a masked artifact also takes the action masks."""
+
+    def __init__(self, model: bytes | str | Path):
+        from ai_edge_litert.interpreter import Interpreter
+
+        content = model if isinstance(model, bytes) else Path(model).read_bytes()
+        self.content = content
+        self.interpreter = Interpreter(model_content=content)
+        self.interpreter.allocate_tensors()
+        self.runner = self.interpreter.get_signature_runner("action")
+        details = self.runner.get_input_details()
+        self.input_name = next(name for name in details if name != MASK_INPUT and name not in STATE_INPUTS)
+        self.masked = MASK_INPUT in details
+        self.units = int(details[STATE_INPUTS[0]]["shape"][1]) if STATE_INPUTS[0] in details else None
+        self.fixed_batch = int(details[self.input_name]["shape"][0])
+        self.input_dtype = np.dtype(details[self.input_name]["dtype"])
+        self.input_dim = int(details[self.input_name]["shape"][1])
+
+    def step(self, obs: np.ndarray, h: np.ndarray, c: np.ndarray, masks: np.ndarray | None = None) -> tuple:
+        """A recurrent artifact on one row at a time: (actions, h, c) for rows `obs` [N, input_dim] with states
+        [N, units] (each row its own state)."""
+        out = []
+        for i in range(len(obs)):
+            inputs = {
+                self.input_name: np.asarray(obs[i : i + 1]).astype(self.input_dtype),
+                STATE_INPUTS[0]: h[i : i + 1],
+                STATE_INPUTS[1]: c[i : i + 1],
+            }
+            if masks is not None:
+                inputs[MASK_INPUT] = np.asarray(masks[i : i + 1], np.float32)
+            result = self.runner(**inputs)
+            out.append((result["action"], result[STATE_INPUTS[0]], result[STATE_INPUTS[1]]))
+        return tuple(np.concatenate(part) for part in zip(*out))
+
+    def __call__(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        if self.units is not None:
+            raise ValueError("obs: a recurrent artifact acts with its state; use step(obs, h, c)")
+        obs = np.asarray(obs).astype(self.input_dtype)
+        if obs.ndim != 2 or obs.shape[1] != self.input_dim:  # LiteRT would resize the input and run on anyway
+            raise ValueError(f"obs: expected input rows [N, {self.input_dim}], got shape {obs.shape}")
+        if self.masked != (masks is not None):
+            raise ValueError(
+                f"masks: expected {'a mask per row' if self.masked else 'None'} for this artifact, got "
+                f"{'None' if masks is None else 'masks'}"
+            )
+        inputs = [obs] if masks is None else [obs, np.asarray(masks, np.float32)]
+        if self.fixed_batch == 1 or self.fixed_batch != obs.shape[0]:
+            return np.concatenate([self._run(*[x[i : i + 1] for x in inputs]) for i in range(len(obs))])
+        return self._run(*inputs)
+
+    def _run(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
+        out = self.runner(**{self.input_name: obs}, **({} if masks is None else {MASK_INPUT: masks}))
+        return next(iter(out.values()))
+
+    def ops(self) -> list[str]:
+        """Names of the builtin operators in the model (what a TFLite Micro op resolver must register)."""
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+        plain = Interpreter(
+            model_content=self.content, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        )
+        plain.allocate_tensors()
+        return sorted({op["op_name"] for op in plain._get_ops_details()})
+
+
+def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Input rows from standard scores z [N, input_dim]: Box values mean + std * z (normalization statistics),
+    Discrete / MultiDiscrete / MultiBinary values uniform over their range."""
+    mean = np.asarray(policy.obs_scaling.mean, np.float64)
+    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float64) + 1e-8)
+    rows = np.zeros(z.shape)
+    for part in policy.layout:
+        if part.kind == "Box":
+            rows[:, part.raw] = mean[part.encoded] + std[part.encoded] * z[:, part.raw]
+        else:
+            sizes = np.asarray(part.sizes or [2] * (part.raw.stop - part.raw.start))
+            rows[:, part.raw] = np.asarray(part.starts or 0) + rng.integers(0, sizes, size=(len(z), len(sizes)))
+    return rows.astype(policy.input_dtype)
+
+
+def parity_observations(policy: Policy, count: int, seed: int = 0, recorded: np.ndarray | None = None) -> np.ndarray:
+    """Input rows to check an artifact on: recorded ones first, then samples around the normalization statistics
+    (70% within 3 std, 30% at 10-15 std, i.e. in the +-10 clip region; integers uniform), [count, input_dim]."""
+    rng = np.random.default_rng(seed)
+    dim = policy.input_dim
+    parts = [] if recorded is None else [np.asarray(recorded).astype(policy.input_dtype).reshape(-1, dim)[:count]]
+    missing = count - sum(len(p) for p in parts)
+    if missing > 0:
+        near = rng.normal(size=(missing, dim)) * 3.0
+        far = rng.choice([-1.0, 1.0], size=(missing, dim)) * rng.uniform(10.0, 15.0, size=(missing, dim))
+        parts.append(_sample_rows(policy, np.where(rng.random((missing, 1)) < 0.7, near, far), rng))
+    return np.concatenate(parts)
+
+
+def calibration_observations(policy: Policy, recorded: np.ndarray | None, seed: int) -> np.ndarray:
+    """int8 calibration data without recorded observations or an env: samples within the normalization statistics'
+    bulk (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range."""
+    if recorded is not None:
+        return np.asarray(recorded).astype(policy.input_dtype).reshape(-1, policy.input_dim)
+    rng = np.random.default_rng(seed + 1)
+    return _sample_rows(policy, rng.normal(size=(500, policy.input_dim)), rng)
+
+
+def mask_parts(policy: Policy) -> list[int]:
+    """The widths of the policy's mask parts: [n] for Discrete(n), nvec for MultiDiscrete."""
+    space = policy.action_space
+    return [int(n) for n in (space.nvec if isinstance(space, gym.spaces.MultiDiscrete) else [space.n])]
+
+
+def example_masks(sizes: list[int], count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` random masks [count, sum(sizes)] float32 0/1: each action allowed with probability 1/2, one at least
+    per part."""
+    masks = rng.random((count, int(sum(sizes)))) < 0.5
+    for start, size in zip(np.cumsum([0, *sizes[:-1]]), sizes):
+        masks[np.arange(count), start + rng.integers(0, size, count)] = True
+    return masks.astype(np.float32)
+
+
+def parity_masks(policy: Policy, count: int, seed: int = 0) -> np.ndarray | None:
+    """Random action masks [count, mask_size] for a masked policy (`example_masks`), None for others."""
+    if not policy.action_masks:
+        return None
+    return example_masks(mask_parts(policy), count, np.random.default_rng(seed + 2)).astype(bool)
+
+
+def measure_parity(run, policy: Policy, obs: np.ndarray, masks: np.ndarray | None = None) -> dict[str, float]:
+    """Artifact vs `Policy.get_action` on `obs` (with `masks` for a masked artifact): for Box actions the error
+    relative to the action range; for discrete actions the fraction of differing actions among observations whose
+    top two allowed logits differ by > 1e-4."""
+    flat = policy.encode(obs)
+    want = policy.get_action_flat(flat, None, masks)
+    got = np.asarray(run(obs) if masks is None else run(obs, masks)).reshape(want.shape)
+    logits = None
+    if not isinstance(policy.action_space, gym.spaces.Box):
+        logits = policy.dist.masked_host(
+            np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat))))), masks
+        )
+    return _compare(policy, want, got, logits)
+
+
+def _compare(policy: Policy, want: np.ndarray, got: np.ndarray, logits: np.ndarray | None) -> dict[str, float]:
+    """The parity figures of actions `got` against `want` (see `measure_parity`); `logits`: the policy's (masked)
+    logits at each row, for discrete actions."""
+    if not np.all(np.isfinite(got)):
+        return {"max_error": float("inf"), "mean_error": float("inf"), "non_finite": float(np.mean(~np.isfinite(got)))}
+    space = policy.action_space
+    if isinstance(space, gym.spaces.Box):
+        err = np.abs(got.astype(np.float64) - want) / (space.high - space.low)
+        return {"max_error": float(err.max()), "mean_error": float(err.mean()), "non_finite": 0.0}
+    top2 = np.sort(logits, axis=-1)[..., -2:]
+    decisive = (top2[..., 1] - top2[..., 0] > 1e-4).reshape(len(want), -1).all(axis=1)
+    wrong = (got != want).reshape(len(want), -1).any(axis=1)
+    rate = float(np.mean(wrong[decisive])) if decisive.any() else 0.0
+    return {"max_error": rate, "mean_error": float(np.mean(wrong)), "non_finite": 0.0}
+
+
+def recurrent_states(policy: Policy, rows: np.ndarray, episode_length: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """(h, c) [N, units]: the state a recurrent policy holds before each of `rows` [N, input_dim], played in order as
+    episodes of `episode_length` steps from zeros (what int8 calibration of its state inputs sees)."""
+    units, states = policy.lstm.units, []
+    h = c = np.zeros((1, units), np.float32)
+    for i, row in enumerate(np.asarray(rows)):
+        if i % episode_length == 0:
+            h = c = np.zeros((1, units), np.float32)
+        states.append((h, c))
+        _, h, c, _ = policy.step_flat(policy.encode(row[None]), h, c, np.zeros(1, bool))
+    return tuple(np.concatenate(part) for part in zip(*states))
+
+
+def measure_recurrent_parity(
+    run, policy: Policy, obs: np.ndarray, masks: np.ndarray | None = None, episode_length: int = 50
+) -> dict[str, float]:
+    """`measure_parity` for a recurrent artifact (`run(obs, h, c, masks) -> (actions, h, c)`): the rows of `obs` cut
+    into episodes of `episode_length` steps, run side by side, the state carried from zeros at each episode's start
+    (`Policy.step_flat`); also the state's largest absolute difference (`state_max_error`)."""
+    episodes = len(obs) // episode_length
+    rows = np.asarray(obs)[: episodes * episode_length].reshape(episodes, episode_length, -1)
+    mask_rows = (
+        None if masks is None else np.asarray(masks)[: episodes * episode_length].reshape(episodes, episode_length, -1)
+    )
+    h = c = np.zeros((episodes, policy.lstm.units), np.float32)
+    run_h, run_c = h, c
+    want, got, logits, state_error = [], [], [], 0.0
+    for t in range(episode_length):
+        step_mask = None if mask_rows is None else mask_rows[:, t]
+        action, h, c, params = policy.step_flat(
+            policy.encode(rows[:, t]), h, c, np.zeros(episodes, bool), None, step_mask
+        )
+        run_action, run_h, run_c = run(rows[:, t], run_h, run_c, step_mask)
+        state_error = max(state_error, float(np.abs(run_h - h).max()), float(np.abs(run_c - c).max()))
+        want.append(action), got.append(np.asarray(run_action).reshape(action.shape)), logits.append(params)
+    want, got = np.concatenate(want), np.concatenate(got)
+    return {
+        **_compare(policy, want, got, np.concatenate(logits) if not isinstance(logits[0], tuple) else None),
+        "state_max_error": state_error,
+    }
+
+
+def check_parity(parity: dict[str, float], format: str = "tflite") -> None:
+    """Raises `ParityError` unless a float32 artifact matched the policy (see `measure_parity`)."""
+    if parity["non_finite"] or parity["max_error"] > PARITY_TOLERANCE:
+        raise ParityError(
+            f"export: the {format} artifact does not reproduce Policy.get_action (max error {parity['max_error']:.3g},"
+            f" non-finite {parity['non_finite']:.0%}, tolerance {PARITY_TOLERANCE}); did its weights load?"
+        )

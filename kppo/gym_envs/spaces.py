@@ -1,0 +1,224 @@
+"""gymnasium spaces kppo accepts, and flattening their observations to float32 vectors (numpy + gymnasium only).
+
+Observations: a Box of any shape is flattened in C order; a Dict of Boxes is the concatenation of its flattened Boxes
+in the Dict space's key order (`space.spaces`; gymnasium sorts the keys of a plain dict alphabetically unless
+`sort_keys=False`, and keeps an OrderedDict's order). Actions: a 1-D Box, Discrete, 1-D MultiDiscrete or 1-D
+MultiBinary. Anything else is a one-line `ValueError`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium import spaces
+
+
+def one_line(value: Any) -> str:
+    """`repr(value)` with every run of whitespace (newlines included) collapsed to one space."""
+    return " ".join(repr(value).split())
+
+
+def check_observation_space(space: spaces.Space) -> None:
+    """Raises a one-line ValueError unless `space` is a Box, Discrete, MultiDiscrete or MultiBinary, or a non-empty
+    Dict of those, with at least one element (Discrete and MultiDiscrete are one-hot encoded, as SB3)."""
+    parts = list(space.values()) if isinstance(space, spaces.Dict) else [space]
+    if not parts or not all(isinstance(s, (spaces.Box, *ENCODED_SPACES)) for s in parts):
+        hint = (
+            "; wrap the env in gymnasium.wrappers.FlattenObservation (one-hot Box)"
+            if isinstance(space, (spaces.Tuple, spaces.Dict))
+            else ""
+        )
+        raise ValueError(
+            f"observation_space: expected a Box, Discrete, MultiDiscrete or MultiBinary, or a Dict of "
+            f"those, got {one_line(space)}{hint}"
+        )
+    if all(isinstance(s, spaces.Discrete) or int(np.prod(s.shape)) > 0 for s in parts):
+        return
+    raise ValueError(f"observation_space: expected at least one observation element, got {one_line(space)} of size 0")
+
+
+def check_action_space(space: spaces.Space) -> None:
+    """Raises a one-line ValueError unless `space` is a 1-D Box, Discrete, 1-D MultiDiscrete or 1-D MultiBinary."""
+    if isinstance(space, spaces.Discrete):
+        return
+    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        if space.shape == (0,):
+            raise ValueError(
+                f"action_space: expected at least one action dimension, got {one_line(space)} of shape (0,)"
+            )
+        if len(space.shape) == 1:
+            return
+        raise ValueError(
+            f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary with a 1-D shape, "
+            f"got {one_line(space)} of shape {space.shape}"
+        )
+    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {one_line(space)}")
+
+
+def flat_dim(space: spaces.Space) -> int:
+    """Length of one flattened observation of `space` (a Box or a Dict of Boxes).
+
+    Args:
+        space: the single-env observation space.
+
+    Returns:
+        The product of the Box shape, or the sum of those over the Dict's Boxes.
+    """
+    if is_encoded(space):
+        return encoded_dim(space)
+    check_observation_space(space)
+    if isinstance(space, spaces.Dict):
+        return sum(int(np.prod(s.shape, dtype=np.int64)) for s in space.values())
+    return int(np.prod(space.shape, dtype=np.int64))
+
+
+def flatten_obs(space: spaces.Space, obs: Any) -> np.ndarray:
+    """Flattens a batch of observations of `space` to float32 [N, flat_dim(space)].
+
+    Args:
+        space: the single-env observation space (a Box or a Dict of Boxes).
+        obs: for a Box, an array [N, *space.shape]; for a Dict, a mapping key -> array [N, *space[key].shape]
+            (what a gymnasium vector env returns).
+
+    Returns:
+        float32 [N, D]. A Dict's Boxes are concatenated in the Dict space's key order.
+    """
+    if is_encoded(space):
+        return encode_rows(space, input_rows(space, obs))
+    if isinstance(space, spaces.Dict):
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
+        parts = [_flatten_box_batch(obs[key]) for key in space.keys()]
+        return np.concatenate(parts, axis=1)
+    check_observation_space(space)
+    return _flatten_box_batch(obs)
+
+
+def batch_flattener(space: spaces.Space) -> Callable[[Any], np.ndarray]:
+    """`flatten_obs` bound to `space`, its checks done once here (a vector env flattens every step)."""
+    if isinstance(space, spaces.Box):
+        check_observation_space(space)
+        return _flatten_box_batch
+    return functools.partial(flatten_obs, space)
+
+
+def _flatten_box_batch(values: Any) -> np.ndarray:
+    """Array [N, ...] -> float32 [N, prod(...)]."""
+    array = np.asarray(values)
+    return array.reshape(array.shape[0], -1).astype(np.float32, copy=False)
+
+
+def flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
+    """Flattens ONE observation (no batch axis) of `space` to float32 [D]."""
+    if isinstance(space, spaces.Dict):
+        batched = {key: np.asarray(value)[None] for key, value in obs.items()}
+    else:
+        batched = np.asarray(obs)[None]
+    return flatten_obs(space, batched)[0]
+
+
+def action_dtype(space: spaces.Space) -> np.dtype:
+    """The numpy dtype gymnasium expects for actions of `space` (int64 for Discrete, float32 for Box, ...)."""
+    return np.dtype(space.dtype)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Discrete, MultiDiscrete and MultiBinary observations (Stable-Baselines3's preprocessing: one-hot / float)
+# ---------------------------------------------------------------------------------------------------------------
+
+ENCODED_SPACES = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+class Part(NamedTuple):
+    """One part of an observation (a Dict value, or the whole space) in the two flat layouts: the raw input row (a
+    Box's values, a Discrete's integer, a MultiDiscrete's or MultiBinary's integers: what an exported artifact takes)
+    and the encoded row the networks see (Discrete and MultiDiscrete one-hot, one block per integer, MultiBinary as
+    0.0/1.0, Box as is)."""
+
+    key: str | None
+    kind: str  # "Box", "Discrete", "MultiDiscrete" or "MultiBinary"
+    raw: slice
+    encoded: slice
+    sizes: tuple[int, ...]  # one-hot sizes of the raw columns (Discrete: (n,), MultiDiscrete: nvec); () otherwise
+    starts: tuple[int, ...]  # the value that encodes as the first one-hot position, per raw column
+
+
+def is_encoded(space: spaces.Space) -> bool:
+    """True for a Discrete, MultiDiscrete or MultiBinary observation space, and for a non-empty Dict of those and
+    Boxes holding at least one of them (the observations `encode_rows` turns into float32 rows)."""
+    if isinstance(space, ENCODED_SPACES):
+        return True
+    if not isinstance(space, spaces.Dict) or not space.spaces:
+        return False
+    values = list(space.values())
+    return all(isinstance(s, (spaces.Box, *ENCODED_SPACES)) for s in values) and any(
+        isinstance(s, ENCODED_SPACES) for s in values
+    )
+
+
+def layout(space: spaces.Space) -> list[Part]:
+    """The parts of a Box, Discrete, MultiDiscrete or MultiBinary space, or of a Dict of those in its key order."""
+    items = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [(None, space)]
+    parts, raw, encoded = [], 0, 0
+    for key, sub in items:
+        sizes: tuple[int, ...] = ()
+        starts: tuple[int, ...] = ()
+        if isinstance(sub, spaces.Discrete):
+            sizes, starts = (int(sub.n),), (int(sub.start),)
+        elif isinstance(sub, spaces.MultiDiscrete):
+            sizes = tuple(int(n) for n in np.asarray(sub.nvec).reshape(-1))
+            starts = tuple(int(s) for s in np.broadcast_to(np.asarray(sub.start), sub.nvec.shape).reshape(-1))
+        width = len(sizes) if sizes else int(np.prod(sub.shape, dtype=np.int64))
+        size = sum(sizes) if sizes else width
+        parts.append(
+            Part(key, type(sub).__name__, slice(raw, raw + width), slice(encoded, encoded + size), sizes, starts)
+        )
+        raw, encoded = raw + width, encoded + size
+    return parts
+
+
+def input_dim(space: spaces.Space) -> int:
+    """Length of one raw input row (`input_rows`)."""
+    return layout(space)[-1].raw.stop
+
+
+def encoded_dim(space: spaces.Space) -> int:
+    """Length of one encoded row (`encode_rows`): what `flat_dim` is for these spaces."""
+    return layout(space)[-1].encoded.stop
+
+
+def integer_input(space: spaces.Space) -> bool:
+    """True when every part of the raw input row is an integer (no Box): exported artifacts then take int32."""
+    return all(part.kind != "Box" for part in layout(space))
+
+
+def input_rows(space: spaces.Space, obs: Any) -> np.ndarray:
+    """A batch of observations of `space` -> raw input rows [N, input_dim(space)]: int64 when `integer_input`, else
+    float64 (integers exactly) for spaces with encoded parts; `flatten_obs` (float32) for a Box or a Dict of Boxes."""
+    if not is_encoded(space):
+        return flatten_obs(space, obs)
+    if isinstance(space, spaces.Dict) and not isinstance(obs, Mapping):
+        raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
+    dtype = np.int64 if integer_input(space) else np.float64
+    columns = [np.asarray(obs if part.key is None else obs[part.key]) for part in layout(space)]
+    return np.concatenate([c.reshape(c.shape[0], -1).astype(dtype) for c in columns], axis=1)
+
+
+def encode_rows(space: spaces.Space, rows: Any) -> np.ndarray:
+    """Raw input rows [N, input_dim(space)] -> encoded float32 rows [N, encoded_dim(space)]: a Discrete integer x
+    becomes one_hot(x - start, n) (all zeros when out of range, as tf.one_hot), a MultiDiscrete one block per integer,
+    MultiBinary and Box values float32."""
+    rows = np.asarray(rows)
+    blocks = []
+    for part in layout(space):
+        values = rows[:, part.raw]
+        if not part.sizes:
+            blocks.append(values.astype(np.float32))
+            continue
+        for column, (size, start) in enumerate(zip(part.sizes, part.starts)):
+            index = values[:, column].astype(np.int64) - start
+            blocks.append((index[:, None] == np.arange(size)).astype(np.float32))
+    return np.concatenate(blocks, axis=1)

@@ -1,0 +1,2 @@
+"""Rollouts: compiled rollouts of TF-native envs (`native`) and gymnasium rollouts acting in numpy (`gymnasium`),
+both ending in GAE."""

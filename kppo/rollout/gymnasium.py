@@ -1,0 +1,297 @@
+"""Rollouts on gymnasium environments stepped on the host, acting in numpy: no TensorFlow call per step.
+
+The policy acts from a numpy snapshot of the actor taken at the start of the rollout (`kppo.agent.numpy_actor`); after the
+last step one compiled call (`finish_rollout`) computes the log-probabilities of the actions taken, the values, the
+values of final observations, the reward scaling and GAE with the networks the update uses.
+
+The semantics are those of the compiled TF-native rollout (`kppo.rollout.native`) and of SB3's VecNormalize +
+`collect_rollouts`: observation statistics are updated with each new observation before it is normalized, the final
+observation of a finished episode is normalized with the statistics of that step, rewards are scaled by the running
+discounted-return std, and GAE bootstraps truncated episodes from V(final obs). Observation statistics live on the host
+(float32 numpy moments in `HostRolloutState.obs_stats`).
+
+A per-step hook (`on_step`) sees each vector step as Stable-Baselines3's `collect_rollouts` shows it to callbacks
+(`StepRecord.sb3_locals`); returning False stops the rollout at once (`RolloutStopped`), before the update.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import numpy as np
+
+from kppo.core import normalization
+from kppo._tf import tf
+from kppo.agent.agent import Agent, act_step, merge_steps, replay, value_after
+from kppo.gym_envs.action_masks import MaskReader
+from kppo.gym_envs.vector import HostStep
+from kppo.gym_envs.vector_info import sb3_info
+from kppo.core.gae import compute_gae
+from kppo.agent.numpy_actor import HostActor, actor_input, actor_params, network_input, snapshot
+from kppo.core.tf_loops import scan
+from kppo.rollout.native import RolloutSettings, resample_noise
+from kppo.core.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
+
+StepHook = Callable[["StepRecord"], bool]  # one vector step -> False stops the rollout
+
+
+class HostRolloutState(NamedTuple):
+    """Carry of the host rollout (the host path's `RolloutState`)."""
+
+    obs: np.ndarray  # float32 [B, D], raw flattened observation, already counted in obs_stats
+    discounted_return: tf.Tensor  # float32 [B]
+    obs_stats: MeanStd  # float32 numpy moments (`normalization.to_host`)
+    return_stats: MeanStd
+    episode_return: np.ndarray  # float64 [B], running raw return of the current episodes
+    episode_length: np.ndarray  # int32 [B]
+    raw_obs: Any = None  # `obs` as gymnasium returned it (what SB3 callbacks see as `obs`)
+    clock_start: float = 0.0  # time.perf_counter() when the env was first reset (episode infos' "t")
+    action_mask: np.ndarray | None = None  # bool [B, mask_size]: the actions allowed at `obs` (None: no masks)
+    episode_start: np.ndarray | None = None  # bool [B]: `obs` is an episode's first (None: all, after the reset)
+    memory: tuple = ()  # a recurrent agent's memory before acting on `obs` (numpy (h, c) per LSTM), () otherwise
+
+
+class RolloutStopped(Exception):
+    """Raised out of `collect_host_rollout` when the per-step hook returned False; holds the state at that step."""
+
+    def __init__(self, state: HostRolloutState):
+        super().__init__("the per-step hook stopped the rollout")
+        self.state = state
+
+
+class FinishedRollout(NamedTuple):
+    """What `finish_rollout` returns: the rollout and the reward statistics carried to the next one."""
+
+    rollout: Rollout
+    return_stats: MeanStd
+    discounted_return: tf.Tensor
+    memory: tuple = ()  # a recurrent agent's memory after the last step (before a reset at the next observation)
+
+
+def finish_rollout(
+    agent: Agent,
+    settings: RolloutSettings,
+    traj: Trajectory,
+    final_obs: tf.Tensor,
+    last_obs: tf.Tensor,
+    return_stats: MeanStd,
+    discounted_return: tf.Tensor,
+    memory: tuple = (),
+) -> FinishedRollout:
+    """After the host loop, in one compiled call: log-probabilities of the actions taken, values, values of final
+    observations, reward scaling, GAE.
+
+    Args:
+        traj: the rollout with normalized observations, actions and raw rewards; `log_prob`, `value` and
+            `final_value` are filled in here.
+        final_obs: float32 [T, B, D], normalized final observations (used where truncated).
+        last_obs: float32 [B, D], the normalized observation after the last step.
+        memory: a recurrent agent's memory at the first step: the rollout is replayed from it (`agent.replay`), and
+            a final observation's value continues the memory of its step.
+    """
+    num_steps, num_envs = traj.reward.shape[0], traj.reward.shape[1]
+
+    def flat(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(x, [num_steps * num_envs] + x.shape[2:].as_list())
+
+    def time_major(x: tf.Tensor) -> tf.Tensor:
+        return tf.reshape(x, [num_steps, num_envs])
+
+    if agent.memory is None:
+        params, values, end_memory = agent.actor(flat(traj.obs)), time_major(agent.critic(flat(traj.obs))), ()
+        final_values = time_major(agent.critic(flat(final_obs)))
+        last_value = agent.critic(last_obs)
+    else:
+        params, values, memories = replay(agent, traj.obs, traj.episode_start, memory)
+        params = merge_steps(agent, params)
+        final_values = time_major(value_after(agent, flat(final_obs), tuple(flat(m) for m in memories)))
+        end_memory = tuple(m[-1] for m in memories)
+        traj = traj._replace(memory=tuple(tf.concat([m0[None], m[:-1]], 0) for m0, m in zip(memory, memories)))
+        last_done = tf.logical_or(traj.terminated[-1], traj.truncated[-1])
+        last_value = act_step(agent, last_obs, end_memory, last_done)[1]
+    params = agent.dist.masked(params, flat(traj.action_mask))
+    log_prob = time_major(agent.dist.log_prob(params, flat(traj.action)))
+    rewards = traj.reward
+    if settings.normalize_reward:
+        done = tf.logical_or(traj.terminated, traj.truncated)
+
+        def scale_step(carry, inputs):
+            stats, disc = carry
+            reward, done_t = inputs
+            scaled, disc, stats = normalization.scale_reward(stats, disc, reward, done_t, settings.gamma)
+            return (stats, disc), scaled
+
+        (return_stats, discounted_return), rewards = scan(scale_step, (return_stats, discounted_return), (rewards, done))
+    traj = traj._replace(log_prob=log_prob, value=values, reward=rewards, final_value=final_values)
+    advantages, returns = compute_gae(
+        rewards, values, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
+        settings.gae_lambda,
+    )
+    return FinishedRollout(Rollout(traj, advantages, returns), return_stats, discounted_return, end_memory)
+
+
+def rollout_rng(key) -> np.random.Generator:
+    """The numpy generator of one rollout, from its stateless key (int32 [2]): same key, same actions."""
+    return np.random.default_rng(np.asarray(key).astype(np.uint32).tolist())
+
+
+def _env_actions(action: np.ndarray, action_space) -> np.ndarray:
+    return action.astype(action_space.dtype, copy=False)
+
+
+class StepRecord(NamedTuple):
+    """One vector step of the host rollout, as the per-step hook sees it (Stable-Baselines3's view of it is built
+    only when asked for: `sb3_locals`)."""
+
+    step: HostStep
+    obs: Any  # the raw observations acted on
+    actions: np.ndarray  # env units
+    episode_return: np.ndarray  # float64 [B], running raw returns (the finished episode's where one ended)
+    episode_length: np.ndarray  # int32 [B]
+    elapsed_s: float  # since the env was first reset
+    n_steps: int  # steps of this rollout before this one
+
+    def info(self, i: int) -> dict[str, Any]:
+        """Env i's info as SB3's VecEnv + Monitor give it (`kppo.gym_envs.vector_info.sb3_info`)."""
+        step = self.step
+        episode = {"r": float(self.episode_return[i]), "l": int(self.episode_length[i]), "t": round(self.elapsed_s, 6)}
+        ended = bool(step.terminated[i] or step.truncated[i])
+        return sb3_info(step.infos, i, ended, bool(step.truncated[i]), step.final_obs[i], episode)
+
+    def finished_episodes(self) -> list[dict[str, Any]]:
+        """The `"episode"` entries (Monitor's {"r", "l", "t"}) of the envs whose episode ended at this step."""
+        return [self.info(i)["episode"] for i in np.flatnonzero(self.step.terminated | self.step.truncated)]
+
+    def sb3_locals(self) -> dict[str, Any]:
+        """The step as SB3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`): `obs` (raw, acted on),
+        `new_obs` (raw, after the step: the next episode's first observation where one ended), `actions` and
+        `clipped_actions` (env units), `rewards` (raw), `dones` (terminated | truncated), `infos` (one dict per env,
+        `info(i)`) and `n_steps`."""
+        step = self.step
+        return {"obs": self.obs, "new_obs": step.raw_obs, "actions": self.actions, "clipped_actions": self.actions,
+                "rewards": step.reward, "dones": step.terminated | step.truncated,
+                "infos": [self.info(i) for i in range(len(step.reward))], "n_steps": self.n_steps}
+
+
+def collect_host_rollout(
+    vec_env: Any,
+    agent: Agent,
+    settings: RolloutSettings,
+    finish_fn,
+    state: HostRolloutState,
+    key: tf.Tensor,
+    on_step: StepHook | None = None,
+    masks: MaskReader | None = None,
+) -> tuple[HostRolloutState, Rollout]:
+    """Steps `vec_env` (a `kppo.gym_envs.vector.GymVecEnv`) `settings.num_steps` times, acting in numpy from a
+    snapshot of `agent.actor`, then calls `finish_fn` (compiled `finish_rollout`) once.
+
+    Args:
+        key: the rollout's stateless key; actions (and gSDE noise) are drawn from `rollout_rng(key)`.
+        on_step: called after every vector step with its `StepRecord`; False stops the rollout.
+        masks: the env's action masks (the state's `action_mask` is the first step's), or None: no masks.
+
+    Raises:
+        RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
+    """
+    weights, dist, rng = snapshot(agent.actor, agent.memory), agent.dist, rollout_rng(key)
+    actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
+    num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
+    normalize_obs = settings.normalize_obs
+    buf = {
+        "obs": np.zeros((num_steps, num_envs, dim), np.float32),
+        "final_obs": np.zeros((num_steps, num_envs, dim), np.float32),
+        "action": np.zeros((num_steps, num_envs) + tuple(dist.action_shape), dist.action_dtype.as_numpy_dtype),
+        "reward": np.zeros((num_steps, num_envs), np.float32),
+        "terminated": np.zeros((num_steps, num_envs), bool),
+        "truncated": np.zeros((num_steps, num_envs), bool),
+        "episode_return": np.zeros((num_steps, num_envs), np.float32),
+        "episode_length": np.zeros((num_steps, num_envs), np.int32),
+        "action_mask": np.zeros((num_steps, num_envs, dist.mask_size if masks else 0), bool),
+        "episode_start": np.zeros((num_steps, num_envs), bool),
+    }
+    starts = np.ones(num_envs, bool) if state.episode_start is None else state.episode_start
+    obs, raw_obs, stats, mask = state.obs, state.raw_obs, state.obs_stats, state.action_mask
+    ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
+    space = vec_env.action_space
+    noise = None
+    for t in range(num_steps):
+        norm_obs = network_input(stats, obs, normalize_obs)
+        features, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
+        params = actor_params(weights, features)
+        if masks is not None:
+            params = dist.masked_host(params, mask)
+            buf["action_mask"][t] = mask
+        if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
+            noise = dist.new_noise_host(params, rng, num_envs)
+        action = dist.sample_host(params, rng, noise)
+        actions = _env_actions(dist.to_env_host(action), space).reshape((num_envs,) + space.shape)
+        step = vec_env.step(actions)
+        if masks is not None:
+            mask = masks.step(step.infos)
+        if normalize_obs:
+            stats = normalization.update_moments_host(stats, step.obs)
+        done = step.terminated | step.truncated
+        ended = done.any()
+        ep_return += step.reward
+        ep_length += 1
+        buf["obs"][t], buf["action"][t], buf["episode_start"][t] = norm_obs, action, starts
+        starts = done
+        buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
+        if ended:  # rows that did not end keep zeros: final values are read only where truncated
+            buf["final_obs"][t, done] = network_input(stats, step.final_obs[done], normalize_obs)
+            buf["episode_return"][t, done], buf["episode_length"][t, done] = ep_return[done], ep_length[done]
+        proceed = on_step is None or on_step(StepRecord(step, raw_obs, actions, ep_return, ep_length,
+                                                        time.perf_counter() - state.clock_start, t))
+        if ended:
+            ep_return[done], ep_length[done] = 0.0, 0
+        obs, raw_obs = step.obs, step.raw_obs
+        if not proceed:
+            raise RolloutStopped(state._replace(obs=obs, raw_obs=raw_obs, obs_stats=stats, episode_return=ep_return,
+                                                episode_length=ep_length, action_mask=mask,
+                                                episode_start=np.ones_like(starts) if state.memory else starts))
+    zeros = tf.zeros([num_steps, num_envs])
+    traj = Trajectory(
+        obs=tf.constant(buf["obs"]), action=tf.constant(buf["action"]), log_prob=zeros, value=zeros,
+        reward=tf.constant(buf["reward"]), terminated=tf.constant(buf["terminated"]),
+        truncated=tf.constant(buf["truncated"]), final_value=zeros,
+        episode_return=tf.constant(buf["episode_return"]), episode_length=tf.constant(buf["episode_length"]),
+        action_mask=tf.constant(buf["action_mask"]), episode_start=tf.constant(buf["episode_start"]),
+    )
+    finished = finish_fn(traj, tf.constant(buf["final_obs"]), tf.constant(network_input(stats, obs, normalize_obs)),
+                         state.return_stats, state.discounted_return, tuple(tf.constant(m) for m in state.memory))
+    new_state = HostRolloutState(obs, finished.discounted_return, stats, finished.return_stats, ep_return, ep_length,
+                                 raw_obs, state.clock_start, mask, starts, tuple(m.numpy() for m in finished.memory))
+    return new_state, finished.rollout
+
+
+def evaluate_host(
+    vec_env: Any, actor: HostActor, obs_stats: MeanStd, seed: int, max_steps: int, masks: MaskReader | None = None
+) -> tuple[EvalResult, EvalTrajectory]:
+    """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen, acting in numpy
+    (`actor`: a snapshot of the actor) with `vec_env`'s action masks when `masks` reads them."""
+    obs = vec_env.reset(seed=seed)
+    mask = masks.reset(vec_env.reset_infos) if masks is not None else None
+    memory = actor.initial_memory(obs.shape[0])
+    obs_stats = normalization.to_host(obs_stats)
+    num_envs = obs.shape[0]
+    active = np.ones(num_envs, bool)
+    returns, lengths = np.zeros(num_envs), np.zeros(num_envs, np.int32)
+    records = []
+    for _ in range(max_steps):
+        action, memory = actor.deterministic_env_action(obs_stats, obs, mask, memory)
+        action = _env_actions(action, vec_env.action_space)
+        step = vec_env.step(action)
+        mask = masks.step(step.infos) if masks is not None else None
+        records.append((obs, action, step.reward, step.terminated, step.truncated, active.copy()))
+        returns += np.where(active, step.reward, 0.0)
+        lengths += active
+        active &= ~(step.terminated | step.truncated)
+        obs = step.obs
+        if not active.any():
+            break
+    transitions = EvalTrajectory(*[tf.constant(np.stack(column)) for column in zip(*records)])
+    result = EvalResult(tf.constant(returns, tf.float32), tf.constant(lengths), tf.constant(~active))
+    return result, transitions

@@ -1,0 +1,199 @@
+"""Compiled rollouts on TF-native environments: the training rollout (sampled actions, running normalization,
+GAE) and the deterministic evaluation rollout. Loop bodies are module-level pure functions over NamedTuples."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from kppo.core import normalization
+from kppo._tf import tf
+from kppo.agent.agent import Agent, act_step, initial_memory, value_after
+from kppo.envs.base import VecEnv
+from kppo.core.gae import compute_gae
+from kppo.core.tf_loops import scan
+from kppo.core.types import EvalResult, EvalTrajectory, MeanStd, Rollout, RolloutState, Trajectory
+
+
+class RolloutSettings(NamedTuple):
+    num_steps: int
+    gamma: float
+    gae_lambda: float
+    normalize_obs: bool
+    normalize_reward: bool
+    sde_sample_freq: int = -1  # gSDE: redraw the exploration noise every N steps (-1: at the rollout start only)
+    action_masks: bool = False  # act with the env's action masks (`VecEnv.action_mask`) and store them
+
+
+def current_mask(env: VecEnv, agent: Agent, env_state, num_envs: int, action_masks: bool) -> tf.Tensor:
+    """bool [num_envs, mask_size]: the env's action mask at its current observations when `action_masks`, else the
+    width-0 mask of unmasked runs."""
+    mask = env.action_mask(env_state) if action_masks else None
+    if mask is None:
+        if action_masks:
+            raise ValueError(f"action_masks: expected the env to implement action_mask(state), got None from "
+                             f"{type(getattr(env, 'task', env)).__name__}")
+        return agent.dist.no_mask([num_envs])
+    if mask.shape[1:] != [agent.dist.mask_size]:
+        raise ValueError(f"action_mask: expected shape [num_envs, {agent.dist.mask_size}] for "
+                         f"{env.action_space}, got {mask.shape}")
+    return tf.cast(mask, tf.bool)
+
+
+def resample_noise(t, sde_sample_freq: int):
+    """Whether step t (0-based within the rollout) draws new gSDE noise (SB3: at the start and every freq steps)."""
+    return t == 0 if sde_sample_freq <= 0 else t % sde_sample_freq == 0
+
+
+def network_input(stats: MeanStd, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
+    """What the networks see of a raw observation: float32, normalized with `stats` when enabled."""
+    return normalization.normalize(stats, obs) if normalize_obs else tf.cast(obs, tf.float32)
+
+
+def env_action(env: VecEnv, agent: Agent, action: tf.Tensor) -> tf.Tensor:
+    """Stored action -> the dtype and units the env takes."""
+    to_env = agent.dist.to_env(action)
+    return to_env if to_env.dtype.is_integer else tf.cast(to_env, env.dtype)
+
+
+def initial_rollout_state(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int, normalize_obs: bool) -> RolloutState:
+    """Resets the env; the first observations enter the observation statistics (as SB3's VecNormalize.reset)."""
+    env_state, obs = env.reset(key, num_envs)
+    obs_dim = env.observation_space.shape
+    obs_stats = normalization.initial_stats(obs_dim)
+    if normalize_obs:
+        obs_stats = normalization.update_moments(obs_stats, obs)
+    return RolloutState(
+        env_state=env_state,
+        obs=obs,
+        discounted_return=tf.zeros([num_envs], tf.float32),
+        obs_stats=obs_stats,
+        return_stats=normalization.initial_stats(()),
+        noise=tf.zeros(agent.dist.noise_shape(num_envs)),
+        memory=initial_memory(agent, num_envs),
+        episode_start=tf.ones([num_envs], tf.bool),
+    )
+
+
+def env_step(
+    env: VecEnv, agent: Agent, settings: RolloutSettings, state: RolloutState, inputs: tuple[tf.Tensor, tf.Tensor]
+) -> tuple[RolloutState, tuple[Trajectory, tf.Tensor]]:
+    """One vectorized step with a sampled action; `inputs` = (key, step index in the rollout). Returns the new
+    state and (transition, normalized final obs); the transition's `final_value` is filled in after the loop, in
+    one batched critic call."""
+    key, t = inputs
+    key_action, key_env = tf.unstack(tf.random.experimental.stateless_split(key, 2))
+    obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
+    num_envs = state.discounted_return.shape[0]
+    mask = current_mask(env, agent, state.env_state, num_envs, settings.action_masks)
+    params, value, memory = act_step(agent, obs, state.memory, state.episode_start)
+    params = agent.dist.masked(params, mask)
+    noise = tf.where(
+        resample_noise(t, settings.sde_sample_freq), agent.dist.new_noise(params, key_action, num_envs), state.noise
+    )
+    action = agent.dist.sample(params, key_action, noise)
+    log_prob = agent.dist.log_prob(params, action)
+    result = env.step(state.env_state, env_action(env, agent, action), key_env)
+    done = tf.logical_or(result.terminated, result.truncated)
+
+    obs_stats = state.obs_stats
+    if settings.normalize_obs:
+        obs_stats = normalization.update_moments(obs_stats, result.obs)
+    final_obs = network_input(obs_stats, result.final_obs, settings.normalize_obs)
+    reward = tf.cast(result.reward, tf.float32)
+    discounted_return, return_stats = state.discounted_return, state.return_stats
+    if settings.normalize_reward:
+        reward, discounted_return, return_stats = normalization.scale_reward(
+            return_stats, discounted_return, reward, done, settings.gamma
+        )
+    stats = result.state  # EpisodeStatsState: the finished episode's return/length where done
+    transition = Trajectory(
+        obs=obs,
+        action=action,
+        log_prob=log_prob,
+        value=value,
+        reward=reward,
+        terminated=result.terminated,
+        truncated=result.truncated,
+        final_value=tf.zeros_like(value) if agent.memory is None else value_after(agent, final_obs, memory),
+        episode_return=tf.where(done, stats.returned_episode_return, 0.0),
+        episode_length=tf.where(done, stats.returned_episode_length, 0),
+        action_mask=mask,
+        episode_start=state.episode_start,
+        memory=state.memory,
+    )
+    new_state = RolloutState(result.state, result.obs, discounted_return, obs_stats, return_stats, noise, memory, done)
+    return new_state, (transition, final_obs)
+
+
+def collect_rollout(
+    env: VecEnv, agent: Agent, settings: RolloutSettings, state: RolloutState, key: tf.Tensor
+) -> tuple[RolloutState, Rollout]:
+    """`num_steps` env steps, then values of final observations and GAE.
+
+    Returns:
+        (state after the rollout, Rollout: trajectory [T, B], advantages [T, B], returns [T, B]).
+    """
+    keys = tf.random.experimental.stateless_split(key, settings.num_steps)
+    steps = tf.range(settings.num_steps)
+    state, (traj, final_obs) = scan(lambda s, x: env_step(env, agent, settings, s, x), state, (keys, steps))
+    num_steps, num_envs = settings.num_steps, traj.value.shape[1]
+    if agent.memory is None:  # a recurrent agent's final values were computed in the loop, from its memory
+        flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
+        traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))
+    last_obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
+    last_value = act_step(agent, last_obs, state.memory, state.episode_start)[1]
+    advantages, returns = compute_gae(
+        traj.reward,
+        traj.value,
+        traj.terminated,
+        traj.truncated,
+        traj.final_value,
+        last_value,
+        settings.gamma,
+        settings.gae_lambda,
+    )
+    return state, Rollout(traj, advantages, returns)
+
+
+class _EvalCarry(NamedTuple):
+    env_state: object
+    obs: tf.Tensor
+    active: tf.Tensor  # bool [E]: still in the first episode
+    returns: tf.Tensor
+    lengths: tf.Tensor
+    memory: tuple = ()  # a recurrent agent's memory (its first episode only counts: never reset)
+
+
+def eval_env_step(
+    env: VecEnv, agent: Agent, obs_stats: MeanStd, normalize_obs: bool, action_masks: bool, carry: _EvalCarry,
+    key: tf.Tensor,
+) -> tuple[_EvalCarry, EvalTrajectory]:
+    """One deterministic step (masked when `action_masks`); only each env's first episode counts."""
+    mask = current_mask(env, agent, carry.env_state, carry.active.shape[0], action_masks)
+    params, _, memory = act_step(agent, network_input(obs_stats, carry.obs, normalize_obs), carry.memory)
+    action = env_action(env, agent, agent.dist.mode(agent.dist.masked(params, mask)))
+    result = env.step(carry.env_state, action, key)
+    reward = tf.cast(result.reward, tf.float32)
+    active = carry.active
+    returns = carry.returns + tf.where(active, reward, 0.0)
+    lengths = carry.lengths + tf.cast(active, tf.int32)
+    done = tf.logical_or(result.terminated, result.truncated)
+    record = EvalTrajectory(carry.obs, action, reward, result.terminated, result.truncated, active)
+    return _EvalCarry(result.state, result.obs, tf.logical_and(active, ~done), returns, lengths, memory), record
+
+
+def evaluate(
+    env: VecEnv, agent: Agent, obs_stats: MeanStd, key: tf.Tensor, num_envs: int, normalize_obs: bool,
+    action_masks: bool = False,
+) -> tuple[EvalResult, EvalTrajectory]:
+    """One deterministic episode in each of `num_envs` envs (max_episode_steps steps), statistics frozen."""
+    key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
+    env_state, obs = env.reset(key_reset, num_envs)
+    carry = _EvalCarry(
+        env_state, obs, tf.ones([num_envs], tf.bool), tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32),
+        initial_memory(agent, num_envs),
+    )
+    keys = tf.random.experimental.stateless_split(key_steps, env.max_episode_steps)
+    carry, records = scan(lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k),
+                           carry, keys)
+    return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active)), records

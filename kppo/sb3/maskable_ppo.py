@@ -1,0 +1,44 @@
+"""`kppo.MaskablePPO`: sb3-contrib's MaskablePPO interface on `kppo.PPO` (translation only).
+
+    model = kppo.MaskablePPO("MlpPolicy", env)      # env gives masks: action_masks() (kppo.ActionMasker) or
+    model.learn(100_000)                            # info["action_mask"]
+    action, _ = model.predict(obs, action_masks=env.action_masks())
+
+The rollout acts with the env's masks and stores them, so the update's log-probabilities and entropy are those of
+the masked distribution that acted (`Config.action_masks`); saved models, policies and exported artifacts keep it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kppo.config.options import Config
+from kppo.sb3.ppo import PPO
+
+
+class MaskablePPO(PPO):
+    """PPO with invalid-action masking (Discrete and MultiDiscrete actions), as sb3-contrib's `MaskablePPO`: the same
+    constructor as `kppo.PPO` (gSDE does not apply to discrete actions), `learn(..., use_masking=True)` and
+    `predict(observation, state, episode_start, deterministic, action_masks)`."""
+
+    def _make_config(self, n_envs, action_space, normalize) -> Config:
+        return super()._make_config(n_envs, action_space, normalize).replace(action_masks=True)
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Any = None,
+        log_interval: int = 1,
+        tb_log_name: str = "PPO",
+        reset_num_timesteps: bool = True,
+        use_masking: bool = True,
+        progress_bar: bool = False,
+    ) -> MaskablePPO:
+        """`PPO.learn` with the env's action masks. kppo's MaskablePPO always masks (the masks are part of the
+        compiled rollout and update); for unmasked training use `kppo.PPO`."""
+        if not use_masking:
+            raise ValueError(
+                "use_masking: expected True (kppo.MaskablePPO always trains with the env's masks), got "
+                "False; train unmasked with kppo.PPO"
+            )
+        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)

@@ -1,0 +1,477 @@
+"""`PPO`: the Stable-Baselines3-style facade (SB3 2.9's `PPO` signature), translation only.
+
+Proximal Policy Optimization (clip version), Schulman et al. 2017 (https://arxiv.org/abs/1707.06347); interface of
+Stable-Baselines3 (https://github.com/DLR-RM/stable-baselines3). Every argument is translated once into a `kppo.Config`
+plus schedules; `learn` runs the one training loop (`kppo.training.loop`) on the host runner with its schedules,
+callbacks, logger and progress bar as hooks, `predict` the `kppo.Policy`, `save`/`load` `kppo.agent.checkpoint` /
+`kppo.agent.agent`. No math here: SB3's update is Config's adam_style="torch", advantage_std_ddof=1.
+
+SB3 argument -> kppo:
+
+    learning_rate (float | schedule)  -> Config.learning_rate; a schedule f(progress_remaining) is evaluated on the
+                                         host before every rollout (as SB3)
+    n_steps, n_epochs, gamma, gae_lambda, normalize_advantage, ent_coef, vf_coef, max_grad_norm, target_kl
+                                      -> num_steps, num_epochs, gamma, gae_lambda, ... (same meaning)
+    batch_size                        -> num_minibatches = n_steps * n_envs // batch_size
+    clip_range (float | schedule)     -> clip_range (a tf.Variable when scheduled)
+    clip_range_vf (None | float | schedule) -> clip_range_vf with vf_clip_mode="clipped" (SB3's formula)
+    policy_kwargs: net_arch           -> actor_hidden_units / critic_hidden_units
+                   activation_fn      -> activation (a Keras activation or its name)
+                   ortho_init         -> kernel_init "orthogonal", bias_init "zeros" (else both "torch_default")
+                   log_std_init, squash_output -> log_std_init, squash
+    seed, verbose                     -> seed, verbose
+    device                            -> a TensorFlow device scope ("auto": TensorFlow's placement)
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import math
+import time
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from kppo.agent import checkpoint
+from kppo._tf import tf
+from kppo.agent.agent import load_agent, make_policy
+from kppo.callbacks import make_callback
+from kppo.config.options import Config
+from kppo.gym_envs.vector import make_vec_env as _make_gym_vec_env
+from kppo.rollout.gymnasium import StepRecord
+from kppo.sb3.logger import Logger, next_run_dir
+from kppo.sb3.logger import progress_bar as make_progress_bar
+from kppo.training.loop import Hooks, Plan, run_loop
+from kppo.training.metrics import Progress, sb3_record, training_row
+from kppo.agent.policy import Policy
+from kppo.training.runners import ScheduleVariables, Start, make_runner
+from kppo.sb3.arguments import Schedule, jsonable_policy_kwargs, policy_config, sb3_config, split_schedule, tf_device
+from kppo.core.types import Diagnostics
+from kppo.sb3.vec_normalize import VecNormalize
+
+_POLICIES = ("MlpPolicy", "MultiInputPolicy")
+_FRESH_START = Start()  # a NamedTuple: shared safely as the default of `_build`
+
+
+def make_vec_env(
+    env_id: str | Callable[[], gym.Env],
+    n_envs: int = 1,
+    seed: int | None = None,
+    vec_env_cls: str = "sync",
+    env_kwargs: dict | None = None,
+) -> gym.vector.VectorEnv:
+    """SB3's `make_vec_env`: n_envs copies of an env as a gymnasium vector env ("sync" or "async") in same-step
+    auto-reset mode, ready for `PPO(policy, env)`."""
+    return _make_gym_vec_env(env_id, n_envs, vectorization=vec_env_cls, seed=seed, env_kwargs=env_kwargs).vec_env
+
+
+class PPO:
+    """Proximal Policy Optimization (clip) with Stable-Baselines3's interface; see the module docstring for how each
+    argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
+    same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
+
+    policy_names = _POLICIES
+    _policy_config = staticmethod(policy_config)  # policy_kwargs -> Config fields
+
+    def __init__(
+        self,
+        policy: str,
+        env: Any,
+        learning_rate: float | Schedule = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: float | Schedule = 0.2,
+        clip_range_vf: float | Schedule | None = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: type | None = None,
+        rollout_buffer_kwargs: dict[str, Any] | None = None,
+        target_kl: float | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        policy_kwargs: dict[str, Any] | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: str = "auto",
+        _init_setup_model: bool = True,
+    ):
+        if policy not in self.policy_names:
+            raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}")
+        if rollout_buffer_class is not None:
+            raise ValueError(
+                f"rollout_buffer_class: expected None (kppo keeps its rollout in tensors), got {rollout_buffer_class!r}"
+            )
+        if rollout_buffer_kwargs:
+            raise ValueError(f"rollout_buffer_kwargs: expected None or {{}}, got {rollout_buffer_kwargs!r}")
+        if isinstance(stats_window_size, bool) or not isinstance(stats_window_size, int) or stats_window_size < 1:
+            raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
+        self.policy_class = policy
+        self.verbose = verbose
+        self.seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
+        self.device = tf_device(device)
+        self.tensorboard_log = tensorboard_log
+        self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
+        self.clip_range, self._clip_schedule = split_schedule(clip_range, "clip_range")
+        self._clip_vf_schedule = None
+        self.clip_range_vf = None
+        if clip_range_vf is not None:
+            self.clip_range_vf, self._clip_vf_schedule = split_schedule(clip_range_vf, "clip_range_vf")
+            if self.clip_range_vf <= 0:
+                raise ValueError(
+                    f"clip_range_vf: expected a positive number (None disables value clipping), got "
+                    f"{self.clip_range_vf!r}"
+                )
+        self.use_sde, self.sde_sample_freq = bool(use_sde), int(sde_sample_freq)
+        self.stats_window_size = stats_window_size
+        self._ppo_args = dict(
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            normalize_advantage=normalize_advantage,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            target_kl=target_kl,
+        )
+        self._policy_fields = self._policy_config(dict(policy_kwargs or {}))
+        self.policy_kwargs = dict(policy_kwargs or {})
+        self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
+        self._current_lr = self.learning_rate
+        self._runner, self.runner_state = None, None  # the host runner and its state (set by the training loop)
+        self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
+        self._loaded_stats, self._policy, self._predict_calls = None, None, 0
+        self.agent, self.env, self.config = None, None, None
+        self.logger = Logger(verbose)
+        self.ep_info_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
+        if env is not None:
+            self.set_env(env)
+
+    # ---------------------------------------------------------------------------------------------------------
+    # Construction helpers
+    # ---------------------------------------------------------------------------------------------------------
+
+    def _make_config(self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool]) -> Config:
+        args = dict(
+            self._ppo_args,
+            learning_rate=self.learning_rate,
+            clip_range=self.clip_range,
+            clip_range_vf=self.clip_range_vf,
+            verbose=self.verbose,
+            seed=self.seed,
+            use_sde=self.use_sde,
+            sde_sample_freq=self.sde_sample_freq,
+        )
+        return sb3_config(args, n_envs, action_space, normalize, self._policy_fields)
+
+    def _build(self, env: Any, start: Start = _FRESH_START) -> None:
+        vec_env = _make_gym_vec_env(env, num_envs=1, seed=self.seed, verbose=self.verbose)  # SB3: one env per id
+        try:
+            if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
+                raise ValueError(
+                    f"env: expected spaces {self._spaces[0]} / {self._spaces[1]} (those of the model), got "
+                    f"{vec_env.observation_space} / {vec_env.action_space}"
+                )
+            normalize = self._normalization(env)
+            self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize)
+        except BaseException:
+            vec_env.close()
+            raise
+        self._clip_var = tf.Variable(self.clip_range, trainable=False, name="clip_range")
+        self._clip_vf_var = (
+            None
+            if self.clip_range_vf is None
+            else tf.Variable(self.clip_range_vf, trainable=False, name="clip_range_vf")
+        )
+        if isinstance(env, VecNormalize):
+            env.model = self
+            start = start._replace(count_reset=env.training)
+            if env.loaded is not None:  # VecNormalize.load: its statistics, as SB3
+                start = start._replace(**dict(zip(("obs_stats", "return_stats"), env.loaded_moments())))
+        schedule = ScheduleVariables(self._clip_var, self._clip_vf_var)
+        with self._device_scope():
+            self._runner = make_runner(vec_env, self.config, None, start, schedule)
+        self.runner_state = self._runner.state
+        self.agent = self._runner.agent
+        self.env = self._runner.env
+        self._spaces = (self._runner.observation_space, self._runner.action_space)
+        self._policy = None
+
+    def _normalization(self, env: Any) -> tuple[bool, bool]:
+        """(normalize_obs, normalize_reward): a VecNormalize's settings; else the trained model's; else off."""
+        if isinstance(env, VecNormalize):
+            if env.norm_reward and env.gamma != self._ppo_args["gamma"]:
+                raise ValueError(
+                    f"VecNormalize.gamma: kppo scales rewards with PPO's gamma "
+                    f"({self._ppo_args['gamma']}), got {env.gamma}"
+                )
+            return env.norm_obs, env.norm_reward
+        if self.agent is not None and self.config is not None:
+            return self.config.normalize_obs, self.config.normalize_reward
+        return False, False
+
+    def _device_scope(self):
+        return tf.device(self.device) if self.device else contextlib.nullcontext()
+
+    def _update_info_buffer(self, record: StepRecord) -> None:
+        """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
+        self.ep_info_buffer.extend(record.finished_episodes())
+
+    # ---------------------------------------------------------------------------------------------------------
+    # SB3 API
+    # ---------------------------------------------------------------------------------------------------------
+
+    def get_env(self) -> gym.vector.VectorEnv | None:
+        """The training environment as a gymnasium vector env (same-step auto-reset)."""
+        return None if self.env is None else self.env.vec_env
+
+    @property
+    def n_envs(self) -> int:
+        return 0 if self.env is None else self.env.num_envs
+
+    @property
+    def observation_space(self) -> gym.spaces.Space:
+        return self._spaces[0]
+
+    @property
+    def action_space(self) -> gym.spaces.Space:
+        return self._spaces[1]
+
+    def set_env(self, env: Any, force_reset: bool = True) -> None:
+        """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise)."""
+        del force_reset  # kppo always resets the new env
+        if self.agent is None:
+            self._build(env)
+            return
+        old_runner = self._runner
+        self._build(env, Start(self.agent, *self.statistics()))
+        if old_runner is not None:
+            old_runner.close()
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Any = None,
+        log_interval: int = 1,
+        tb_log_name: str = "PPO",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> PPO:
+        """Collects rollouts and updates until `total_timesteps` more steps (SB3's counting) have been taken.
+
+        Callbacks follow SB3: `on_step` runs after every vector-env step during the rollout, with `self.locals`
+        holding `obs`, `new_obs`, `actions`, `rewards`, `dones`, `infos` and `n_steps`; returning False stops at once.
+        """
+        if self._runner is None:
+            raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
+        if isinstance(self.get_env(), VecNormalize) and not self.get_env().training:
+            raise ValueError(
+                "VecNormalize.training: expected True while learning (kppo freezes the statistics outside "
+                "learn by itself), got False"
+            )
+        if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, float, np.number)):
+            raise ValueError(f"total_timesteps: expected a number of steps, got {total_timesteps!r}")
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+            self.ep_info_buffer.clear()
+        self._total_timesteps = int(total_timesteps) + self.num_timesteps
+        if self.tensorboard_log is not None:
+            self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name))
+        else:
+            self.logger.verbose = self.verbose
+        callback = None if callback is None else make_callback(callback)  # None: no SB3 locals built per step
+        if callback is not None:
+            callback.init_callback(self)
+        rollout_size = self.config.rollout_size
+        iterations = max(math.ceil((self._total_timesteps - self.num_timesteps) / rollout_size), 0)
+        bar = make_progress_bar(iterations * rollout_size) if progress_bar else None
+        start = (time.perf_counter(), self.num_timesteps)
+        counter = {"iterations": 0}
+
+        def on_call(diag: Diagnostics, n: int, progress: Progress) -> None:
+            self._policy = None
+            self._n_updates += int(diag.minibatch_steps)
+            counter["iterations"] += n
+            if bar is not None:
+                bar.update(n * rollout_size)
+            if log_interval is not None and counter["iterations"] % log_interval == 0:
+                self._log(diag, counter["iterations"], progress, start)
+
+        hooks = Hooks(callback, schedule=self._apply_schedules, on_env_step=self._update_info_buffer, on_call=on_call)
+        try:
+            with self._device_scope():
+                run_loop(self._runner, Plan([iterations], False, 1, rollout_size, self._total_timesteps), hooks, self)
+        finally:
+            self._runner = self._runner.with_state(self.runner_state)
+            self._policy = None
+            if bar is not None:
+                bar.close()
+        return self
+
+    def _clip_now(self) -> float:
+        return float(self._clip_var.numpy()) if self._runner is not None else self.clip_range
+
+    def _clip_vf_now(self) -> float | None:
+        if self._runner is not None and self._clip_vf_var is not None:
+            return float(self._clip_vf_var.numpy())
+        return self.clip_range_vf
+
+    def _apply_schedules(self, progress_remaining: float) -> None:
+        """SB3's schedules, evaluated before every rollout (the loop's `schedule` hook)."""
+        if self._lr_schedule is not None:
+            self._current_lr = float(self._lr_schedule(progress_remaining))
+        self.agent.optimizer.learning_rate.assign(self._current_lr)
+        if self._clip_schedule is not None:
+            self._clip_var.assign(float(self._clip_schedule(progress_remaining)))
+        if self._clip_vf_schedule is not None:
+            self._clip_vf_var.assign(float(self._clip_vf_schedule(progress_remaining)))
+
+    def _log(self, diag: Diagnostics, iteration: int, progress: Progress, start: tuple[float, int]) -> None:
+        """One SB3 logger dump: the metrics of this iteration under SB3's keys (`kppo.training.metrics.METRICS`), with
+        SB3's counters (iterations and fps of this `learn` call, episode means over the last `stats_window_size`)."""
+        elapsed = max(time.perf_counter() - start[0], 1e-9)
+        row = training_row(diag, 1, self.config.rollout_size, elapsed, progress)
+        row.update(
+            {
+                "train/iterations": iteration,
+                "train/gradient_steps": self._n_updates,
+                "time/steps_per_s": (self.num_timesteps - start[1]) / elapsed,
+                "time/elapsed_s": elapsed,
+            }
+        )
+        for name, key in (("rollout/ep_rew_mean", "r"), ("rollout/ep_len_mean", "l")):
+            row.pop(name)
+            if self.ep_info_buffer:
+                row[name] = float(np.mean([episode[key] for episode in self.ep_info_buffer]))
+        for key, value in sb3_record(row).items():
+            self.logger.record(key, value)
+        self.logger.dump(self.num_timesteps)
+
+    @property
+    def policy(self) -> Policy:
+        """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
+        return self._get_policy()
+
+    def statistics(self) -> tuple:
+        """(observation statistics, return statistics) of the running or loaded model."""
+        if self._runner is not None:
+            return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
+        return self._loaded_stats
+
+    def _get_policy(self) -> Policy:
+        if self.agent is None:
+            raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
+        if self._policy is None:
+            self._policy = make_policy(
+                self.agent, self.statistics()[0], self.config.normalize_obs, *self._spaces, self.config.action_masks
+            )
+        return self._policy
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+        action_masks: Any = None,
+    ):
+        """(action, None) for one observation or a batch (raw observations, as the env returns them); only among the
+        actions `action_masks` allows when given (sb3-contrib's MaskablePPO.predict)."""
+        del state, episode_start  # no recurrent policies
+        return self._get_policy().get_action(
+            observation, rng=self._predict_rng(deterministic), action_mask=action_masks
+        ), None
+
+    def _predict_rng(self, deterministic: bool):
+        """None, or the key [seed, n] of the n-th stochastic `predict` call."""
+        if deterministic:
+            return None
+        self._predict_calls += 1
+        return np.array([self.seed, self._predict_calls], np.int32)
+
+    def save(self, path: str | Path) -> None:
+        """Writes a kppo agent directory (config.yaml, metadata.json, weights/); no pickle. Schedules are saved
+        as their current values."""
+        if self.agent is None:
+            raise ValueError("save: the model has no networks yet; construct it with an env first")
+        obs_stats, return_stats = self.statistics()
+        extra = {
+            "sb3": {
+                **self._ppo_args,
+                "learning_rate": self._current_lr,
+                "clip_range": self._clip_now(),
+                "clip_range_vf": self._clip_vf_now(),
+                "policy": self.policy_class,
+                "policy_kwargs": jsonable_policy_kwargs(self.policy_kwargs),
+                "seed": self.seed,
+                "stats_window_size": self.stats_window_size,
+                "use_sde": self.use_sde,
+                "sde_sample_freq": self.sde_sample_freq,
+                "num_timesteps": self.num_timesteps,
+            }
+        }
+        checkpoint.save(path, self.config, self.agent, obs_stats, return_stats, *self._spaces, extra)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        env: Any = None,
+        device: str = "auto",
+        custom_objects: dict | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> PPO:
+        """Rebuilds a saved model; `env` (optional) must have the saved spaces. `custom_objects` and
+        `print_system_info` are accepted for compatibility and ignored."""
+        del custom_objects, print_system_info, force_reset
+        _, metadata, _, _ = checkpoint.read_metadata(path)
+        saved = metadata.get("extra", {}).get("sb3")
+        if saved is None:
+            raise ValueError(f"path: {str(path)!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
+        args = {
+            k: saved[k]
+            for k in (
+                "n_steps",
+                "batch_size",
+                "n_epochs",
+                "gamma",
+                "gae_lambda",
+                "normalize_advantage",
+                "ent_coef",
+                "vf_coef",
+                "max_grad_norm",
+                "target_kl",
+                "learning_rate",
+                "clip_range",
+                "clip_range_vf",
+                "seed",
+                "use_sde",
+                "sde_sample_freq",
+                "stats_window_size",
+            )
+        }
+        args.update(kwargs)
+        model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
+        loaded = load_agent(path)
+        model.num_timesteps = int(saved.get("num_timesteps", 0))
+        model.config, model.agent = loaded.config, loaded.agent
+        model._spaces = (loaded.observation_space, loaded.action_space)
+        model._loaded_stats = (loaded.obs_stats, loaded.return_stats)
+        model._current_lr = model.learning_rate
+        if env is not None:
+            model.set_env(env)
+        return model

@@ -1,0 +1,95 @@
+"""`kppo.RecurrentPPO`: sb3-contrib's RecurrentPPO interface on `kppo.PPO` (translation only).
+
+    model = kppo.RecurrentPPO("MlpLstmPolicy", env, policy_kwargs=dict(lstm_hidden_size=64))
+    model.learn(100_000)
+    state, starts = None, np.ones(n_envs, bool)
+    actions, state = model.predict(obs, state=state, episode_start=starts, deterministic=True)
+
+An LSTM before the actor's MLP and, with `enable_critic_lstm` (default), another before the critic's
+(`Config.recurrent`, `lstm_hidden_size`, `enable_critic_lstm`). The memory is carried through rollouts and restarted at
+episode starts; the update replays sequences from the memory each started with: chunks of `batch_size` steps of one env
+when that divides `n_steps` (sb3-contrib's minibatches are such runs), else whole env rollouts (then `n_steps * n_envs /
+batch_size` must divide `n_envs`). `predict` returns the actor's state (h, c), each
+[1, n_envs, lstm_hidden_size], as sb3-contrib's does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kppo.sb3.ppo import PPO
+from kppo.sb3.arguments import policy_config
+
+_LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
+
+
+def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
+    """sb3-contrib's MlpLstmPolicy kwargs -> Config fields (one LSTM layer, not shared: what kppo builds)."""
+    kwargs = dict(policy_kwargs)
+    lstm = {key: kwargs.pop(key) for key in _LSTM_KEYS if key in kwargs}
+    if lstm.get("n_lstm_layers", 1) != 1:
+        raise ValueError(
+            f"policy_kwargs.n_lstm_layers: expected 1 (kppo builds one LSTM layer), got {lstm['n_lstm_layers']!r}"
+        )
+    if lstm.get("shared_lstm", False):
+        raise ValueError(
+            "policy_kwargs.shared_lstm: expected False (the critic's memory is its own LSTM or none), got True"
+        )
+    if lstm.get("lstm_kwargs"):
+        raise ValueError(f"policy_kwargs.lstm_kwargs: expected None or {{}}, got {lstm['lstm_kwargs']!r}")
+    return {
+        **policy_config(kwargs),
+        "recurrent": "lstm",
+        "lstm_hidden_size": int(lstm.get("lstm_hidden_size", 256)),
+        "enable_critic_lstm": bool(lstm.get("enable_critic_lstm", True)),
+    }
+
+
+class RecurrentPPO(PPO):
+    """PPO with an LSTM policy, as sb3-contrib's `RecurrentPPO`: its defaults (n_steps=128, batch_size=128),
+    "MlpLstmPolicy" / "MultiInputLstmPolicy", and `predict(observation, state, episode_start, deterministic)`
+    returning `(actions, state)`."""
+
+    policy_names = ("MlpLstmPolicy", "MultiInputLstmPolicy")
+    _policy_config = staticmethod(recurrent_policy_config)
+
+    def __init__(
+        self,
+        policy: str,
+        env: Any,
+        learning_rate: Any = 3e-4,
+        n_steps: int = 128,
+        batch_size: int = 128,
+        n_epochs: int = 10,
+        **kwargs: Any,
+    ):
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            **kwargs,
+        )
+
+    def _make_config(self, n_envs, action_space, normalize):
+        """sb3-contrib's minibatches (`Config.lstm_batching="rotated"`): each epoch, the env-major rollout rotated by a
+        random offset and cut, in order, into windows of `batch_size` consecutive steps, each replayed from the LSTM
+        states stored at its first step and wherever it enters another env's steps."""
+        self._policy_fields.update(lstm_batching="rotated", lstm_sequence_length=0)
+        return super()._make_config(n_envs, action_space, normalize)
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+        action_masks: Any = None,
+    ):
+        """(actions, state): the state is the actor's (h, c), each [1, n, lstm_hidden_size]; None starts from
+        zeros; it restarts from zeros where `episode_start` is True."""
+        return self._get_policy().step(
+            observation, state, episode_start, self._predict_rng(deterministic), action_masks
+        )

@@ -1,0 +1,160 @@
+"""`VecNormalize`: Stable-Baselines3's observation/reward normalization wrapper, as `kppo.PPO` understands it.
+
+In kppo the running statistics live in the model (they are part of the learner's state: updated during `learn`,
+frozen for `predict` and evaluation, saved with `PPO.save`, baked into exported artifacts). This wrapper therefore
+only carries SB3's settings to `PPO` (`norm_obs` -> `normalize_obs`, `norm_reward` -> `normalize_reward`) and passes
+raw observations and rewards through: `model.predict` takes raw observations, so `evaluate_policy(model, env)` and
+callbacks work on the wrapped env as in SB3. Its `obs_rms` / `ret_rms` show the model's statistics once a model uses
+it; `save`/`load` write and read them as JSON (never a pickle), and a loaded wrapper given to `PPO(...)`,
+`PPO.load(..., env=...)` or `set_env` sets the model's statistics, as SB3's `VecNormalize.load` does.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium.vector import VectorEnv, VectorWrapper
+
+from kppo._tf import tf
+from kppo.core.normalization import CLIP, EPSILON
+from kppo.core.types import MeanStd
+
+FORMAT = "kppo.VecNormalize/1"
+
+
+class RunningMeanStd(NamedTuple):
+    """SB3's `RunningMeanStd` attributes (numpy copies)."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    count: float
+
+
+def _stats(moments: Any) -> RunningMeanStd | None:
+    if moments is None:
+        return None
+    return RunningMeanStd(
+        np.asarray(moments.mean, np.float64), np.asarray(moments.var, np.float64), float(np.asarray(moments.count))
+    )
+
+
+class VecNormalize(VectorWrapper):
+    """SB3's `VecNormalize(venv, training, norm_obs, norm_reward, clip_obs, clip_reward, gamma, epsilon,
+    norm_obs_keys)` for `kppo.PPO` (see the module docstring).
+
+    kppo normalizes with fixed constants (clip 10, epsilon 1e-8) and every observation key, and scales rewards with
+    PPO's `gamma`: other values are a one-line ValueError rather than a silent difference.
+    """
+
+    def __init__(
+        self,
+        venv: VectorEnv,
+        training: bool = True,
+        norm_obs: bool = True,
+        norm_reward: bool = True,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
+        gamma: float = 0.99,
+        epsilon: float = 1e-8,
+        norm_obs_keys: list[str] | None = None,
+    ):
+        if not isinstance(venv, VectorEnv):
+            raise ValueError(
+                f"venv: expected a gymnasium VectorEnv (e.g. kppo.make_vec_env(...)), got {type(venv).__name__}"
+            )
+        for name, value, fixed in (
+            ("clip_obs", clip_obs, CLIP),
+            ("clip_reward", clip_reward, CLIP),
+            ("epsilon", epsilon, EPSILON),
+        ):
+            if float(value) != fixed:
+                raise ValueError(f"{name}: kppo normalizes with {fixed:g}, got {value!r}")
+        if norm_obs_keys is not None:
+            raise ValueError(
+                f"norm_obs_keys: kppo normalizes every observation key, expected None, got {norm_obs_keys!r}"
+            )
+        super().__init__(venv)
+        self.training, self.norm_obs, self.norm_reward = bool(training), bool(norm_obs), bool(norm_reward)
+        self.clip_obs, self.clip_reward, self.gamma, self.epsilon = float(clip_obs), float(clip_reward), gamma, epsilon
+        self.loaded: tuple[Any, Any] | None = None  # (obs moments, return moments) read by `load`
+        self.model: Any = None  # the kppo.PPO using this env (set by PPO)
+
+    @property
+    def venv(self) -> VectorEnv:
+        return self.env
+
+    def _moments(self) -> tuple[Any, Any]:
+        if self.model is not None and self.model.agent is not None:
+            return self.model.statistics()
+        return self.loaded if self.loaded is not None else (None, None)
+
+    @property
+    def obs_rms(self) -> RunningMeanStd | None:
+        """The observation statistics (the model's, once a model uses this env), or None."""
+        return _stats(self._moments()[0])
+
+    @property
+    def ret_rms(self) -> RunningMeanStd | None:
+        """The discounted-return statistics used to scale rewards, or None."""
+        return _stats(self._moments()[1])
+
+    def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
+        """SB3's `normalize_obs`: clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs) with `obs_rms`."""
+        rms = self.obs_rms
+        if not self.norm_obs or rms is None:
+            return obs
+        return np.clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), -self.clip_obs, self.clip_obs)
+
+    def get_original_obs(self) -> None:
+        """SB3 keeps the last raw observation here; this wrapper returns raw observations from `step` itself."""
+        return None
+
+    def loaded_moments(self) -> tuple[MeanStd | None, MeanStd | None]:
+        """The statistics `load` read, as the moments a kppo run starts from."""
+        return tuple(
+            None if rms is None else MeanStd(*(tf.constant(x, tf.float32) for x in rms))
+            for rms in (self.loaded or (None, None))
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Writes the settings and statistics as JSON (SB3 pickles the wrapper)."""
+        stats = {
+            name: None if rms is None else {"mean": rms.mean.tolist(), "var": rms.var.tolist(), "count": rms.count}
+            for name, rms in (("obs_rms", self.obs_rms), ("ret_rms", self.ret_rms))
+        }
+        settings = {
+            "training": self.training,
+            "norm_obs": self.norm_obs,
+            "norm_reward": self.norm_reward,
+            "gamma": self.gamma,
+        }
+        Path(path).write_text(json.dumps({"format": FORMAT, **settings, **stats}, indent=2))
+
+    @staticmethod
+    def load(load_path: str | Path, venv: VectorEnv) -> VecNormalize:
+        """A wrapper around `venv` with the settings and statistics `save` wrote (JSON only; nothing is executed)."""
+        try:
+            data = json.loads(Path(load_path).read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(
+                f"load_path: expected a JSON file written by VecNormalize.save, could not read "
+                f"{str(load_path)!r} ({type(err).__name__})"
+            ) from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(
+                f"load_path: expected a file written by kppo.VecNormalize.save (format {FORMAT!r}), "
+                f"got {str(load_path)!r}"
+            )
+        wrapper = VecNormalize(venv, data["training"], data["norm_obs"], data["norm_reward"], gamma=data["gamma"])
+        wrapper.loaded = tuple(
+            None
+            if data[k] is None
+            else RunningMeanStd(
+                np.asarray(data[k]["mean"], np.float32), np.asarray(data[k]["var"], np.float32), float(data[k]["count"])
+            )
+            for k in ("obs_rms", "ret_rms")
+        )
+        return wrapper

@@ -1,0 +1,63 @@
+"""Runners: everything the training loop needs for one kind of environment, behind one interface (`Runner`).
+
+    native      TF-native envs (`kppo.envs`) on one device: rollout + GAE + update compiled into one call
+    replicated  TF-native envs under a tf.distribute strategy (mirrored, multi_worker, tpu)
+    host        gymnasium envs stepped on the host, compiled update on one device or sharded over replicas
+
+`make_runner` picks one (`runner_kind`); each module imports only `base` and the modules before it in this list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from kppo import envs as envs_lib
+from kppo.config.options import Config
+from kppo.core.distribute import make_strategy
+from kppo.envs.base import VecEnv
+from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, ScheduleVariables, StepHook
+from kppo.training.runners.host import Start, make_host_runner
+from kppo.training.runners.native import make_native_runner
+from kppo.training.runners.replicated import make_replicated_runner
+
+__all__ = ["EvalMetricsFn", "Iterations", "Runner", "ScheduleVariables", "Start", "StepHook", "make_runner",
+           "runner_kind"]
+
+
+def runner_kind(env: Any, config: Config) -> str:
+    """"native" for `kppo.envs.VecEnv`s and built-in names (unless env_backend="gymnasium"), "host" for other ids,
+    `gym.Env` instances, factories and gymnasium vector envs; "native" becomes "replicated" under a strategy."""
+    from kppo.gym_envs.vector import GymVecEnv
+
+    native = isinstance(env, VecEnv)
+    if isinstance(env, str) and config.env_backend != "gymnasium":
+        try:
+            envs_lib.resolve_name(env)
+            native = True
+        except ValueError:
+            if config.env_backend == "tf":
+                raise  # the error naming the built-in tasks
+    if native:
+        return "native" if config.distribute == "none" else "replicated"
+    if isinstance(env, (str, gym.Env, gym.vector.VectorEnv, GymVecEnv)) or callable(env):
+        return "host"
+    raise ValueError(
+        "env: expected a TF-native env (name or kppo.envs.VecEnv) or a gymnasium env (id, Env, factory or "
+        f"VectorEnv), got {type(env).__name__}"
+    )
+
+
+def make_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None, start: Start | None = None,
+                schedule: ScheduleVariables | None = None) -> Runner:
+    """The runner for `env` (default: `config.env`); `start` and `schedule` apply to the host runner only."""
+    env = config.env if env is None else env
+    kind = runner_kind(env, config)
+    if kind == "host":
+        return make_host_runner(env, config, eval_metrics_fn, start or Start(), schedule)
+    if start is not None or schedule is not None:
+        raise ValueError(f"env: starting from a trained agent or host schedules needs a gymnasium env, got {env!r}")
+    if kind == "replicated":
+        return make_replicated_runner(env, config, make_strategy(config.distribute, config.devices), eval_metrics_fn)
+    return make_native_runner(env, config, eval_metrics_fn)

@@ -1,0 +1,217 @@
+"""The runner interface, the training iteration (written once for every runner), and what every runner builds the
+same way from a Config: schedules, rollout and update settings, root keys, diagnostics.
+
+A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
+replicated under tf.distribute) and exposes `run_iterations(state, n, on_step) -> Iterations` and
+`evaluate(obs_stats, round, total_steps, diagnostics)`; the loop in `kppo.training.loop` only sees this interface.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import gymnasium as gym
+
+from kppo._tf import tf
+from kppo.agent.agent import Agent
+from kppo.config.options import Config
+from kppo.rollout.gymnasium import StepHook
+from kppo.core.losses import explained_variance
+from kppo.rollout.native import RolloutSettings
+from kppo.core.types import Batch, Diagnostics, EvalTrajectory, Rollout, RunnerState
+from kppo.update.ppo import UpdateSettings, UpdateStats, flatten
+
+EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
+
+
+class Iterations(NamedTuple):
+    """What `Runner.run_iterations` returns."""
+
+    state: Any  # the runner state after the completed iterations (host path: at the stop, if stopped)
+    diagnostics: Diagnostics | None  # summed over the completed iterations; None when none completed
+    completed: int  # iterations completed (rollout and update)
+    stopped: bool = False  # the step hook stopped a rollout (no update for it)
+
+
+class Runner:
+    """Everything the loop needs for one kind of environment: the agent, the runner state, the spaces and the training
+    env, and the methods below. Subclasses: `native.NativeRunner` (TF-native envs on one device),
+    `replicated.ReplicatedRunner` (the same under a tf.distribute strategy), `host.HostRunner` (gymnasium envs),
+    `population.PopulationRunner` (members stacked on an axis)."""
+
+    #: run_iterations calls the step hook after every vector-env step (gymnasium envs stepped on the host)
+    steps_on_host: bool = False
+    #: the tf.distribute strategy the state is distributed over, or None
+    strategy: Any = None
+
+    def __init__(self, agent: Agent, state: Any, observation_space: gym.spaces.Space, action_space: gym.spaces.Space,
+                 env: Any):
+        self.agent = agent
+        self.state = state  # RunnerState (per-replica values under a strategy, stacked members in a population)
+        self.observation_space, self.action_space = observation_space, action_space
+        self.env = env  # the training env: a kppo.envs.VecEnv or a kppo.gym_envs.vector.GymVecEnv
+
+    def run_iterations(self, state: Any, n: int, on_step: StepHook | None = None) -> Iterations:
+        """n training iterations from `state` (`iteration_step` each)."""
+        raise NotImplementedError
+
+    def evaluate(self, obs_stats: Any, round_index: int, total_steps: int, diag: Diagnostics) -> tuple[Any, dict]:
+        """One deterministic evaluation round: (EvalResult, extra metrics)."""
+        raise NotImplementedError
+
+    def warmup(self) -> None:
+        """Compiles the evaluation early (the loop runs it in a background thread while training compiles)."""
+
+    def close(self) -> None:
+        """Closes the envs the runner made."""
+
+    def clip_range(self) -> Any:
+        """The clip range the update uses now."""
+        raise NotImplementedError
+
+    def view(self, state: Any) -> RunnerState:
+        """One replica's (or member's) runner state: what metrics, evaluation and checkpoints read."""
+        return state
+
+    def learning_rate(self, state: Any) -> Any:
+        """The last iteration's learning rate (default: the optimizer's)."""
+        del state
+        return float(self.agent.optimizer.learning_rate.numpy())
+
+    def with_state(self, state: Any) -> Runner:
+        """The same runner starting from `state` (a resume, or SB3's `learn` continuing)."""
+        runner = copy.copy(self)
+        runner.state = state
+        return runner
+
+
+class ScheduleVariables(NamedTuple):
+    """Clip ranges set from the host before every iteration (SB3 schedules); the learning rate is then the
+    optimizer's own variable, also set from the host."""
+
+    clip_range: tf.Variable
+    clip_range_vf: tf.Variable | None
+
+
+def learning_rate(config: Config, iteration, base=None) -> tf.Tensor:
+    """The config's schedule from `base` (default `config.learning_rate`; a population member's own value). Linear:
+    lr * (1 - iteration / num_iterations) (SB3's progress_remaining at the start of the rollout)."""
+    base = tf.constant(config.learning_rate, tf.float32) if base is None else base
+    if config.lr_schedule == "constant":
+        return base
+    frac = 1.0 - tf.cast(iteration, tf.float32) / float(config.num_iterations)
+    return base * frac
+
+
+def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = False) -> Callable:
+    """`iteration -> learning rate` for `iteration_step`: the config's schedule, assigned to the optimizer; or, when
+    the host sets the optimizer's learning rate itself (`host_scheduled`), its current value."""
+    variable = agent.optimizer.learning_rate
+
+    def scheduled(iteration):
+        lr = learning_rate(config, iteration)
+        variable.assign(lr)
+        return lr
+
+    return (lambda iteration: tf.convert_to_tensor(variable)) if host_scheduled else scheduled
+
+
+def rollout_settings(config: Config) -> RolloutSettings:
+    return RolloutSettings(config.num_steps, config.gamma, config.gae_lambda, config.normalize_obs,
+                           config.normalize_reward, config.sde_sample_freq, config.action_masks)
+
+
+def update_batch(config: Config, rollout: Rollout) -> Batch:
+    """The rollout as `config`'s update reads it (`update.flatten`; a recurrent agent's sequences, chunks or rows)."""
+    return flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated")
+
+
+def update_settings(config: Config, schedule: ScheduleVariables | None = None) -> UpdateSettings:
+    """The update's settings; with `schedule`, the clip ranges are its variables (read by the compiled update)."""
+    clip_range, clip_range_vf = config.clip_range, config.clip_range_vf
+    if schedule is not None:
+        clip_range = schedule.clip_range
+        clip_range_vf = config.clip_range_vf if schedule.clip_range_vf is None else schedule.clip_range_vf
+    return UpdateSettings(
+        config.num_epochs, config.num_minibatches, clip_range, clip_range_vf, config.vf_clip_mode, config.ent_coef,
+        config.vf_coef, config.max_grad_norm, config.normalize_advantage, config.target_kl, config.advantage_std_ddof,
+        config.num_steps if config.lstm_batching == "rotated" else 0,
+    )
+
+
+def root_keys(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(reset, train, eval) keys derived from the seed."""
+    return tuple(tf.unstack(tf.random.experimental.stateless_split(tf.constant([seed, 0], tf.int32), 3)))
+
+
+#: Gradient steps per iteration from which the host path compiles the update with XLA when `Config.jit_update` is None:
+#: per gradient step XLA measured 79 vs 216 us (Pendulum, batch 64) and 485 vs 549 us (HalfCheetah, 2x256), no slower at
+#: batch 512 (CartPole), for ~0.8 s more compilation (benchmarks/host_breakdown.py). On the TF-native path the update
+#: runs inside the compiled loop, where an XLA call measured slower (README, XLA flags).
+XLA_UPDATE_MIN_GRADIENT_STEPS = 64
+
+
+def jit_update(config: Config, on_host: bool) -> bool:
+    """Whether the update is XLA-compiled: `config.jit_update`, or when None, by the measured rule above."""
+    if config.jit_update is not None:
+        return config.jit_update
+    return on_host and config.num_epochs * config.num_minibatches >= XLA_UPDATE_MIN_GRADIENT_STEPS
+
+
+def maybe_compile(fn: Callable, jit: bool) -> Callable:
+    """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
+    return tf.function(fn, jit_compile=True, autograph=False) if jit else fn
+
+
+def zero_diagnostics() -> Diagnostics:
+    return Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
+
+
+def add_diagnostics(total: Diagnostics | None, diag: Diagnostics) -> Diagnostics:
+    return diag if total is None else tf.nest.map_structure(tf.add, total, diag)
+
+
+def diagnostics(rollout: Rollout, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
+    """Per-iteration scalars from the rollout and the update's sums."""
+    traj = rollout.trajectory
+    count = tf.cast(tf.maximum(stats.minibatches, 1), tf.float32)
+    ended = tf.cast(tf.logical_or(traj.terminated, traj.truncated), tf.float32)
+    return Diagnostics(
+        *[x / count for x in stats.loss],
+        explained_variance=explained_variance(tf.reshape(traj.value, [-1]), tf.reshape(rollout.returns, [-1])),
+        learning_rate=tf.cast(lr, tf.float32),
+        grad_norm=stats.grad_norm / count,
+        minibatch_steps=tf.cast(stats.steps, tf.float32),
+        episode_return_sum=tf.reduce_sum(traj.episode_return),
+        episode_length_sum=tf.cast(tf.reduce_sum(traj.episode_length), tf.float32),
+        episodes=tf.reduce_sum(ended),
+    )
+
+
+def start_iteration(learning_rate_fn: Callable, collect: Callable, state: RunnerState):
+    """The first half of a training iteration: keys, schedule, rollout + GAE.
+
+    Returns (state after the iteration, Rollout, the update's key, learning rate).
+    """
+    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
+    lr = learning_rate_fn(state.iteration)
+    rollout_state, rollout = collect(state.rollout, key_rollout)
+    return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, lr
+
+
+def iteration_step(learning_rate_fn: Callable, collect: Callable, update: Callable,
+                   state: RunnerState) -> tuple[RunnerState, Diagnostics]:
+    """One training iteration: keys -> schedule -> rollout + GAE -> update -> diagnostics. The same function runs
+    inside the native runner's compiled loop and eagerly in the host runner; the replicated runner runs
+    `start_iteration` on every replica and its cross-replica update between (MirroredStrategy allows no all-reduce
+    inside a tf.while_loop).
+
+    Args:
+        learning_rate_fn: `iteration -> learning rate` (`make_learning_rate_fn`).
+        collect: `(rollout state, key) -> (rollout state, Rollout)`.
+        update: `(Rollout, key) -> UpdateStats`.
+    """
+    state, rollout, key_update, lr = start_iteration(learning_rate_fn, collect, state)
+    return state, diagnostics(rollout, update(rollout, key_update), lr)

@@ -1,0 +1,160 @@
+"""The host runner: gymnasium environments stepped in Python, the policy acting in numpy (`kppo.rollout.gymnasium`), one
+compiled call per rollout for log-probabilities, values and GAE, then the compiled update (on one device, or sharded
+over a tf.distribute strategy's replicas)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+from kppo.core import normalization
+from kppo._tf import tf
+from kppo.agent.agent import Agent, initial_memory, make_agent
+from kppo.config.options import Config
+from kppo.core.distribute import make_strategy
+from kppo.gym_envs.action_masks import MaskReader
+from kppo.gym_envs.vector import GymVecEnv, make_vec_env
+from kppo.agent.numpy_actor import host_actor
+from kppo.rollout.gymnasium import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
+from kppo.training.runners.base import (EvalMetricsFn, Iterations, Runner, ScheduleVariables, add_diagnostics, iteration_step,
+                               jit_update, make_learning_rate_fn, rollout_settings, root_keys, update_batch,
+                               update_settings)
+from kppo.training.runners.replicated import make_sharded_update
+from kppo.core.types import MeanStd, RunnerState
+from kppo.update.ppo import ppo_update
+
+
+class Start(NamedTuple):
+    """What a host run may start from instead of a fresh agent (the SB3 facade after `load` or `set_env`)."""
+
+    agent: Agent | None = None  # trained networks and optimizer to keep training
+    obs_stats: MeanStd | None = None  # observation statistics to start from
+    return_stats: MeanStd | None = None
+    count_reset: bool = True  # count the reset observations in obs_stats (SB3: VecNormalize(training=False) does not)
+
+
+def eval_env_source(env: Any) -> Any:
+    """A source for a second, independent vector env: ids and factories are reused, instances deep-copied."""
+    if isinstance(env, gym.Env):
+        return copy.deepcopy(env)
+    if isinstance(env, gym.vector.VectorEnv):
+        spec = env.spec or getattr(env, "spec", None)
+        if spec is None:
+            raise ValueError("env: a gymnasium VectorEnv without a spec cannot be re-created for evaluation; pass an "
+                             "env id or a factory instead")
+        return spec.id
+    return env
+
+
+def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
+    if strategy is None:
+        return start.agent or make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+    if start.agent is not None:
+        raise ValueError("distribute: expected 'none' when reusing trained networks (PPO.load/set_env), "
+                         f"got {config.distribute!r}")
+    with strategy.scope():  # all env shards step on the host; the update runs on the replicas
+        return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+
+
+def _initial_state(vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None,
+                   agent: Agent) -> RunnerState:
+    obs = vec_env.reset(seed=config.seed)
+    obs_stats = normalization.to_host(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
+    if config.normalize_obs and start.count_reset:
+        obs_stats = normalization.update_moments_host(obs_stats, obs)
+    rollout = HostRolloutState(
+        obs, tf.zeros([config.num_envs]), obs_stats, start.return_stats or normalization.initial_stats(()),
+        np.zeros(config.num_envs), np.zeros(config.num_envs, np.int32), vec_env.reset_raw_obs, time.perf_counter(),
+        masks.reset(vec_env.reset_infos) if masks is not None else None,
+        memory=tuple(m.numpy() for m in initial_memory(agent, config.num_envs)),
+    )
+    return RunnerState(rollout, root_keys(config.seed)[1], tf.constant(0, tf.int32))
+
+
+class HostRunner(Runner):
+    """Gymnasium envs stepped on the host, the actor in numpy; the compiled update on one device or sharded over a
+    strategy's replicas (the state stays on the host: not per-replica)."""
+
+    steps_on_host = True
+
+    def __init__(self, env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None,
+                 start: Start = Start(), schedule: ScheduleVariables | None = None):
+        vec_env = env if isinstance(env, GymVecEnv) else make_vec_env(
+            env, config.num_envs, vectorization=config.vectorization, seed=config.seed, verbose=config.verbose)
+        strategy = make_strategy(config.distribute, config.devices)
+        agent = _agent(config, vec_env, start, strategy)
+        self.masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
+        self.eval_source = eval_env_source(env)  # before training touches an Env instance (the reset below)
+        super().__init__(agent, _initial_state(vec_env, config, start, self.masks, agent), vec_env.observation_space,
+                         vec_env.action_space, vec_env)
+        self.config, self.schedule, self.eval_metrics_fn = config, schedule, eval_metrics_fn
+        self.settings = rollout_settings(config)
+        self.finish_fn = tf.function(lambda *a: finish_rollout(agent, self.settings, *a),
+                                     jit_compile=config.jit_rollout, autograph=False)
+        self.update = self._make_update(strategy)
+        self.learning_rate_fn = make_learning_rate_fn(config, agent, host_scheduled=schedule is not None)
+        self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
+        self.eval_masks: MaskReader | None = None
+
+    def _make_update(self, strategy) -> Callable:
+        """`(Rollout, key) -> UpdateStats`: the compiled update on one device, or sharded over the replicas."""
+        config, agent = self.config, self.agent
+        if strategy is not None:
+            return make_sharded_update(agent, config, strategy)
+        upd = update_settings(config, self.schedule)
+        compiled = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True),
+                               autograph=False)
+        return lambda rollout, key: compiled(update_batch(config, rollout), key)
+
+    def run_iterations(self, state: RunnerState, n: int, on_step=None) -> Iterations:
+        total, completed = None, 0
+
+        def collect(rollout_state, key):
+            return collect_host_rollout(self.env, self.agent, self.settings, self.finish_fn, rollout_state, key,
+                                        on_step, self.masks)
+
+        for _ in range(n):
+            try:
+                state, diag = iteration_step(self.learning_rate_fn, collect, self.update, state)
+            except RolloutStopped as stop:
+                return Iterations(state._replace(rollout=stop.state), total, completed, stopped=True)
+            total, completed = add_diagnostics(total, diag), completed + 1
+        return Iterations(state, total, completed)
+
+    def evaluate(self, obs_stats, round_index, total_steps, diag):
+        config = self.config
+        if self.eval_env is None:
+            self.eval_env = make_vec_env(self.eval_source, config.num_eval_envs, vectorization=config.vectorization,
+                                         seed=config.seed + 1)
+            self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None
+        actor = host_actor(self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.memory)
+        result, trajectory = evaluate_host(self.eval_env, actor, obs_stats, config.seed * 1000 + round_index,
+                                           self.eval_env.max_episode_steps or 1000, self.eval_masks)
+        extra = (self.eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if self.eval_metrics_fn
+                 else {})
+        return result, extra
+
+    def close(self) -> None:
+        self.env.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
+
+    def clip_range(self) -> float:
+        return float(self.schedule.clip_range.numpy()) if self.schedule is not None else self.config.clip_range
+
+
+def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None, start: Start = Start(),
+                     schedule: ScheduleVariables | None = None) -> Runner:
+    """The Runner for a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
+
+    Args:
+        start: trained networks and statistics to continue from (default: a new agent from `config.seed`).
+        schedule: clip-range variables the host sets before every iteration (SB3 schedules); the learning rate is
+            then also set from the host, on the optimizer.
+    """
+    return HostRunner(env, config, eval_metrics_fn, start, schedule)

@@ -1,0 +1,132 @@
+"""The TF-native runner on one device: rollout + GAE + update compiled into one call that runs n iterations
+(`kppo.envs` environments stepped inside the graph), and a compiled deterministic evaluation round."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+from collections.abc import Callable
+
+import gymnasium as gym
+
+from kppo import envs as envs_lib
+from kppo._tf import tf
+from kppo.agent.agent import Agent, make_agent
+from kppo.config.options import Config
+from kppo.envs.base import VecEnv
+from kppo.rollout.native import collect_rollout, current_mask, evaluate, initial_rollout_state
+from kppo.training.runners.base import (EvalMetricsFn, Iterations, Runner, iteration_step, jit_update, make_learning_rate_fn,
+                               maybe_compile, rollout_settings, root_keys, update_batch, update_settings,
+                               zero_diagnostics)
+from kppo.core.types import RunnerState
+from kppo.update.ppo import ppo_update
+
+
+def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]:
+    """(training env, evaluation env). A name builds both (evaluation without fixed_init/offset_step); a VecEnv
+    is used for both, wrapped with episode statistics if it lacks them."""
+    if isinstance(env, str):
+        train_env = envs_lib.make(env, fixed_init=config.fixed_init, offset_step=config.offset_step)
+        return train_env, envs_lib.make(env)
+    if not isinstance(env, envs_lib.EpisodeStatistics):
+        env = envs_lib.EpisodeStatistics(env)
+    return env, env
+
+
+def native_observation_dim(space: gym.spaces.Space) -> int:
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        raise ValueError(f"observation_space: expected a 1-D Box for a TF-native env, got {space}")
+    return int(space.shape[0])
+
+
+class NativeParts(NamedTuple):
+    """What a TF-native runner builds before the first compiled call."""
+
+    train_env: VecEnv
+    eval_env: VecEnv
+    agent: Agent
+    state: RunnerState
+    key_eval: tf.Tensor
+
+
+def build_native(env: str | VecEnv, config: Config) -> NativeParts:
+    """Builds envs, distribution, networks, optimizer and the initial runner state from `config.seed`."""
+    train_env, eval_env = make_native_envs(env, config)
+    agent = make_agent(config, native_observation_dim(train_env.observation_space), train_env.action_space)
+    key_reset, key_train, key_eval = root_keys(config.seed)
+    state = RunnerState(
+        initial_rollout_state(train_env, agent, key_reset, config.num_envs, config.normalize_obs),
+        key_train,
+        tf.constant(0, tf.int32),
+    )
+    current_mask(train_env, agent, state.rollout.env_state, config.num_envs, config.action_masks)  # one-line errors now
+    return NativeParts(train_env, eval_env, agent, state, key_eval)
+
+
+def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
+    """Compiled `(runner_state, n) -> (runner_state, summed Diagnostics)` running n iterations (n is a tensor, so
+    a shorter last call does not retrace)."""
+    settings, upd = rollout_settings(config), update_settings(config)
+    collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
+    update = maybe_compile(lambda b, k: ppo_update(agent, upd, b, k), jit_update(config, on_host=False))
+    learning_rate_fn = make_learning_rate_fn(config, agent)
+
+    def run_iterations(state: RunnerState, num_iterations: tf.Tensor):
+        def body(i, state, total):
+            state, diag = iteration_step(learning_rate_fn, collect, lambda r, k: update(update_batch(config, r), k),
+                                          state)
+            return i + 1, state, tf.nest.map_structure(tf.add, total, diag)
+
+        start = (tf.constant(0), state, zero_diagnostics())  # a zero accumulator: one traced iteration, not two
+        _, state, total = tf.while_loop(lambda i, *_: i < num_iterations, body, start)
+        return state, total
+
+    return tf.function(run_iterations, autograph=False)
+
+
+def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
+    """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
+    run_eval = maybe_compile(
+        lambda stats, key: evaluate(env, agent, stats, key, config.num_eval_envs, config.normalize_obs,
+                                     config.action_masks),
+        bool(config.jit_eval),  # None: not for one run (measured)
+    )
+
+    def evaluate_round(obs_stats, key, total_steps, diag):
+        result, trajectory = run_eval(obs_stats, key)
+        extra = eval_metrics_fn(total_steps, diag, trajectory) if eval_metrics_fn else {}
+        return result, extra
+
+    return tf.function(evaluate_round, autograph=False)
+
+
+class NativeRunner(Runner):
+    """TF-native envs: n iterations in one compiled call (`iterations_fn`), compiled evaluation rounds."""
+
+    def __init__(self, parts: NativeParts, config: Config, iterations_fn: Callable,
+                 eval_metrics_fn: EvalMetricsFn | None):
+        super().__init__(parts.agent, parts.state, parts.train_env.observation_space, parts.train_env.action_space,
+                         parts.train_env)
+        self.parts, self.config = parts, config
+        self.iterations_fn = iterations_fn  # (state, n) -> (state, summed Diagnostics)
+        self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config, eval_metrics_fn)
+
+    def run_iterations(self, state, n, on_step=None) -> Iterations:
+        del on_step  # compiled: the loop calls the step callbacks once per call
+        state, diag = self.iterations_fn(state, tf.constant(n))
+        return Iterations(state, diag, n)
+
+    def evaluate(self, obs_stats, round_index, total_steps, diag):  # on the first replica's statistics
+        key = tf.random.experimental.stateless_fold_in(self.parts.key_eval, round_index)
+        return self.evaluation_fn(obs_stats, key, tf.constant(total_steps, tf.int64), diag)
+
+    def warmup(self) -> None:
+        self.evaluation_fn(self.view(self.parts.state).rollout.obs_stats, self.parts.key_eval,
+                           tf.constant(0, tf.int64), zero_diagnostics())
+
+    def clip_range(self) -> float:
+        return self.config.clip_range
+
+
+def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:
+    parts = build_native(env, config)
+    return NativeRunner(parts, config, make_iterations_fn(parts.train_env, parts.agent, config), eval_metrics_fn)

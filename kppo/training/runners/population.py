@@ -1,0 +1,245 @@
+"""Populations: many agents (seeds and swept hyperparameters) trained by one compiled program on TF-native envs.
+
+A member computes exactly what a single run computes: the same `start_iteration`, `collect_rollout`, update loop and
+`diagnostics`, its own initial weights (built from its seed as a single run builds them), keys, normalization
+statistics, Adam state, target-KL decisions and hyperparameters (`kppo.config.options.SWEEPABLE`). Only the weights are held
+differently: as tensors with a leading member axis (variables [M, ...]), read by the networks through Keras'
+StatelessScope, and updated by the functional Adam (`kppo.update.ppo.functional_update`). `tf.vectorized_map` turns the
+per-member iteration into one batched program; the stateless RNG ops, which it cannot vectorize for per-member keys,
+run as loops over the members inside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import numpy as np
+
+from kppo import envs as envs_lib
+from kppo._tf import tf
+from kppo.agent.agent import Agent, make_agent, with_weights
+from kppo.config.options import SWEEPABLE, Config
+from kppo.envs.base import VecEnv
+from kppo.core.tf_loops import vectorizing
+from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_state
+from kppo.rollout.native import collect_rollout, evaluate
+from kppo.training.runners.base import (Iterations, Runner, diagnostics, learning_rate, rollout_settings, start_iteration,
+                               update_settings, zero_diagnostics)
+from kppo.training.runners.native import NativeParts, build_native
+from kppo.core.types import EvalResult, RunnerState
+from kppo.update.ppo import flatten, functional_update
+
+
+class MemberValues(NamedTuple):
+    """The swept hyperparameters, float32 [M] each (a member's own value inside the vectorized program)."""
+
+    learning_rate: Any
+    ent_coef: Any
+    clip_range: Any
+    gamma: Any
+    gae_lambda: Any
+    vf_coef: Any
+    max_grad_norm: Any
+
+
+assert MemberValues._fields == SWEEPABLE  # one list of sweepable fields
+
+
+def member_values(configs: list[Config]) -> MemberValues:
+    return MemberValues(*[tf.constant([getattr(c, name) for c in configs], tf.float32) for name in SWEEPABLE])
+
+
+def check_members(configs: list[Config]) -> None:
+    """One-line ValueError unless the members differ only in `seed` and the sweepable fields (shapes are shared)."""
+    if not configs:
+        raise ValueError("seed: expected at least one population member, got none")
+    first = configs[0].to_dict()
+    for config in configs[1:]:
+        for name, value in config.to_dict().items():
+            if name not in SWEEPABLE and name != "seed" and value != first[name]:
+                raise ValueError(f"{name}: population members may differ only in seed and {', '.join(SWEEPABLE)}; "
+                                 f"got {first[name]!r} and {value!r}")
+    if configs[0].distribute != "none":
+        raise ValueError(f"distribute: a population runs on one device, expected 'none', got "
+                         f"{configs[0].distribute!r}")
+    if configs[0].recurrent is not None:
+        raise ValueError(f"recurrent: populations of recurrent agents are not built yet, expected null, got "
+                         f"{configs[0].recurrent!r}; train each seed on its own")
+
+
+class MemberWeights(tf.Module):
+    """Every member's weights and Adam state, stacked on a leading member axis, as variables."""
+
+    def __init__(self, agents: list[Agent]):
+        super().__init__(name="population")
+
+        def stack(tensors):
+            return tf.Variable(tf.stack([tf.convert_to_tensor(t) for t in tensors]), trainable=False)
+
+        self.params = [stack([a.variables[i] for a in agents]) for i in range(len(agents[0].variables))]
+        adam = initial_adam_state(agents[0].variables)
+        count = len(agents)
+        self.m = [tf.Variable(tf.stack([x] * count), trainable=False) for x in adam.m]
+        self.v = [tf.Variable(tf.stack([x] * count), trainable=False) for x in adam.v]
+        self.steps = tf.Variable(tf.zeros([count]), trainable=False)
+
+    def read(self) -> tuple[list, AdamState]:
+        return ([tf.convert_to_tensor(p) for p in self.params],
+                AdamState([tf.convert_to_tensor(x) for x in self.m], [tf.convert_to_tensor(x) for x in self.v],
+                          tf.convert_to_tensor(self.steps)))
+
+    def assign(self, params: list, adam: AdamState) -> None:
+        for variable, value in zip(self.params + self.m + self.v + [self.steps],
+                                   list(params) + list(adam.m) + list(adam.v) + [adam.steps]):
+            variable.assign(value)
+
+    def member(self, index: int) -> tuple[list, AdamState]:
+        params, adam = self.read()
+        return [p[index] for p in params], tf.nest.map_structure(lambda x: x[index], adam)
+
+
+class Population(NamedTuple):
+    """What a population runner builds before its first compiled call."""
+
+    configs: list[Config]
+    template: NativeParts  # the first member's envs and agent: the networks every member's weights run through
+    weights: MemberWeights
+    state: RunnerState  # every leaf [M, ...]
+    key_eval: tf.Tensor  # int32 [M, 2]
+    values: MemberValues
+
+
+def _is_builtin(name: str) -> bool:
+    try:
+        envs_lib.resolve_name(name)
+        return True
+    except ValueError:
+        return False
+
+
+def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
+    check_members(configs)
+    if not isinstance(env, VecEnv) and not (isinstance(env, str) and configs[0].env_backend != "gymnasium"
+                                            and _is_builtin(env)):
+        raise ValueError(f"env: a population needs a TF-native env (a kppo.envs VecEnv, or one of "
+                         f"{sorted(envs_lib.TASKS)}), got {env!r}")
+    members = [build_native(env, config) for config in configs]
+    state = tf.nest.map_structure(lambda *xs: tf.stack(xs), *[m.state for m in members])
+    return Population(configs, members[0], MemberWeights([m.agent for m in members]), state,
+                      tf.stack([m.key_eval for m in members]), member_values(configs))
+
+
+def make_member_iterations(population: Population) -> Callable:
+    """Compiled `(runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`, updating the
+    population's weights."""
+    config, agent, env = population.configs[0], population.template.agent, population.template.train_env
+    weights = population.weights
+
+    def member_iteration(elems):  # one member's iteration: what iteration_step computes, on tensor weights
+        (params, adam, state), values = elems
+        rollout_kw = rollout_settings(config)._replace(gamma=values.gamma, gae_lambda=values.gae_lambda)
+        update_kw = update_settings(config)._replace(clip_range=values.clip_range, ent_coef=values.ent_coef,
+                                                     vf_coef=values.vf_coef, max_grad_norm=values.max_grad_norm)
+
+        def collect(rollout_state, key):
+            return with_weights(agent, params, lambda: collect_rollout(env, agent, rollout_kw, rollout_state, key))
+
+        with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
+            lr = learning_rate(config, state.iteration, values.learning_rate)
+            state, rollout, key_update, lr = start_iteration(lambda _: lr, collect, state)
+            (params, adam), stats = functional_update(agent, update_kw, config.adam_style, params, adam,
+                                                      flatten(rollout), key_update, lr)
+        return (params, adam, state), diagnostics(rollout, stats, lr)
+
+    def run(state, n):
+        # The loop over iterations stays outside the vectorized map: vectorizing a loop that contains loops makes
+        # tf.vectorized_map build TensorArrays XLA cannot compile, and converts the inner loops twice (slower tracing).
+        def body(i, params, adam, state, total):
+            (params, adam, state), diag = tf.vectorized_map(member_iteration, ((params, adam, state), population.values))
+            return i + 1, params, adam, state, tf.nest.map_structure(tf.add, total, diag)
+
+        count = len(population.configs)
+        zeros = tf.nest.map_structure(lambda x: tf.fill([count], x), zero_diagnostics())
+        params, adam = weights.read()
+        _, params, adam, state, total = tf.while_loop(lambda i, *_: i < n, body,
+                                                      (tf.constant(0), params, adam, state, zeros))
+        weights.assign(params, adam)
+        return state, total
+
+    return tf.function(run, jit_compile=config.jit_rollout, autograph=False)
+
+
+def make_member_evaluation(population: Population) -> Callable:
+    """Compiled `(obs_stats [M], keys [M, 2]) -> EvalResult [M, num_eval_envs]`: one deterministic round per member."""
+    config, agent, env = population.configs[0], population.template.agent, population.template.eval_env
+
+    def member(elems):
+        params, stats, key = elems
+        with vectorizing(key[0]):
+            return with_weights(agent, params, lambda: evaluate(env, agent, stats, key, config.num_eval_envs,
+                                                                  config.normalize_obs, config.action_masks)[0])
+
+    def run(stats, keys):
+        params, _ = population.weights.read()
+        return tf.vectorized_map(member, (params, stats, keys))
+
+    return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
+
+
+def member_agent(population: Population, index: int) -> Agent:
+    """Member `index` as a single agent (its own networks and Adam, weights copied): policy, export, checkpoint."""
+    config, template = population.configs[index], population.template
+    agent = make_agent(config, int(template.train_env.observation_space.shape[0]), template.train_env.action_space)
+    params, adam = population.weights.member(index)
+    for variable, value in zip(agent.variables, params):
+        variable.assign(value)
+    assign_adam_state(agent.optimizer, agent.variables, adam)
+    return agent
+
+
+def member_state(state: RunnerState, index: int) -> RunnerState:
+    return tf.nest.map_structure(lambda x: x[index], state)
+
+
+class PopulationRunner(Runner):
+    """Every member's iterations in one compiled call; diagnostics, evaluations and learning rates have a member
+    axis; `view` is the state with the members' common iteration count."""
+
+    def __init__(self, population: Population):
+        template = population.template
+        super().__init__(template.agent, population.state, template.train_env.observation_space,
+                         template.train_env.action_space, template.train_env)
+        self.population, self.config = population, population.configs[0]
+        self.iterations_fn, self.evaluation_fn = make_member_iterations(population), make_member_evaluation(population)
+
+    def run_iterations(self, state, n, on_step=None) -> Iterations:
+        del on_step  # compiled: the loop calls the step callbacks once per call
+        state, diag = self.iterations_fn(state, tf.constant(n))
+        return Iterations(state, diag, n)
+
+    def _eval_keys(self, round_index: int) -> tf.Tensor:
+        return tf.stack([tf.random.experimental.stateless_fold_in(k, round_index) for k in self.population.key_eval])
+
+    def evaluate(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
+        del total_steps, diag
+        return self.evaluation_fn(obs_stats, self._eval_keys(round_index)), {}
+
+    def warmup(self) -> None:
+        self.evaluation_fn(self.population.state.rollout.obs_stats, self._eval_keys(0))
+
+    def clip_range(self) -> np.ndarray:
+        return self.population.values.clip_range.numpy()
+
+    def view(self, state) -> RunnerState:
+        return state._replace(iteration=state.iteration[0])
+
+    def learning_rate(self, state) -> np.ndarray:  # the last iteration's, per member
+        iteration = tf.maximum(state.iteration[0] - 1, 0)
+        return learning_rate(self.config, iteration, self.population.values.learning_rate).numpy()
+
+
+def make_population_runner(env: str | VecEnv, configs: list[Config]) -> tuple[Runner, Population]:
+    """The Runner for the training loop (its diagnostics and evaluations have a member axis) and the population."""
+    population = build_population(env, configs)
+    return PopulationRunner(population), population

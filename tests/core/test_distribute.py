@@ -1,0 +1,86 @@
+"""tf.distribute: the tests that need 2 logical CPU devices live in tests/replicated and run here in a fresh pytest
+process each (logical devices must be configured before TensorFlow initializes, and this process has initialized
+it); tests/conftest.py keeps the main run from collecting them."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kppo
+
+ROOT = Path(__file__).resolve().parents[2]
+REPLICATED = Path(__file__).resolve().parents[1] / "replicated"
+
+
+def _pytest(target: str, *args: str, timeout: int = 900) -> None:
+    """Runs `python -m pytest tests/replicated/<target>` with KPPO_REPLICATED=1 and asserts that it passed."""
+    path = REPLICATED.relative_to(ROOT) / target
+    env = {**os.environ, "KPPO_REPLICATED": "1"}
+    env.pop("TF_CONFIG", None)
+    argv = [sys.executable, "-m", "pytest", str(path), "-q", "--tb=short", "-n", "0", *args]  # -n 0: no xdist workers
+    out = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    command = " ".join(["pytest", str(path), *args])
+    assert out.returncode == 0, f"{command} exited {out.returncode}:\n" + (out.stdout + out.stderr)[-6000:]
+
+
+@pytest.mark.distributed
+def test_mirrored_strategy_on_two_logical_cpus():
+    """tests/replicated/test_mirrored.py: the 2-replica update equals the one-device update, training keeps the
+    replicas identical, states sit where the step leaves them, normalization moments merge, gymnasium envs feed 2
+    replicas, and num_envs that do not split are named (its slow tests: below)."""
+    _pytest("test_mirrored.py")
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_mirrored_target_kl_and_a_second_strategy_in_one_process():
+    """tests/replicated/test_mirrored.py's slow checks: target_kl stops every replica; a second run with other network
+    shapes shares the process (~35 s)."""
+    _pytest("test_mirrored.py", "-m", "slow", "-k", "target_kl or share_one_process")
+
+
+@pytest.mark.slow  # ~45 s of worker processes: outside the default suite's budget
+@pytest.mark.distributed
+def test_replicated_checkpoints_restore_in_fresh_processes():
+    """tests/replicated/test_checkpoint.py: a 2-replica run resumes bit-identical in a fresh process; two
+    MultiWorkerMirroredStrategy worker processes train in sync and the chief's checkpoint restores."""
+    _pytest("test_checkpoint.py")
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_two_replicas_learn_cartpole():
+    """tests/replicated/test_mirrored.py::test_two_replicas_learn_cartpole (slow: 2 CartPole trainings)."""
+    _pytest("test_mirrored.py::test_two_replicas_learn_cartpole", "-m", "slow", timeout=1800)
+
+
+def test_tpu_and_multi_worker_without_their_hardware_or_cluster_get_one_line_errors():
+    code = """
+import kppo
+for name, env in (("tpu", None), ("multi_worker", "")):
+    import os
+    os.environ["TF_CONFIG"] = "" if env is None else env
+    try:
+        kppo.train("CartPole-v1", kppo.Config(distribute=name))
+    except ValueError as err:
+        print(str(err))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 2, out.stderr[-2000:]
+    assert lines[0].startswith("distribute: 'tpu' needs a TPU, found none")
+    assert lines[1].startswith("distribute: 'multi_worker' reads the cluster from TF_CONFIG, expected")
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(distribute="gpus"), "distribute: expected one of"),
+    ],
+)
+def test_unsupported_combinations_are_named(changes, message):
+    with pytest.raises(ValueError, match=message):
+        kppo.Config(**changes)

@@ -1,0 +1,140 @@
+"""Reading invalid-action masks from gymnasium envs (`kppo.gym_envs.action_masks`): the sources, and bad masks."""
+
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import kppo
+from kppo.gym_envs.action_masks import ActionMasker, MaskReader, env_mask, mask_sizes
+from kppo.gym_envs.vector import make_vec_env
+from tests.helpers.masked_envs import MaskedChoiceEnv
+
+
+def _vec(source, num_envs=3, vectorization="sync", **kwargs):
+    return make_vec_env(
+        functools.partial(MaskedChoiceEnv, source=source, **kwargs), num_envs, vectorization=vectorization, seed=0
+    )
+
+
+def _sub_env_masks(vec):
+    return np.stack([env.unwrapped._mask for env in vec.vec_env.envs])
+
+
+@pytest.mark.parametrize("source", ["method", "info"])
+def test_the_reader_gives_the_masks_of_the_observations_just_returned_across_auto_resets(source):
+    vec = _vec(source, length=3)  # episodes end every 3 steps: the masks after an auto-reset are the new episode's
+    reader = MaskReader(vec.vec_env, vec.action_space)
+    vec.reset(seed=0)
+    np.testing.assert_array_equal(reader.reset(vec.reset_infos), _sub_env_masks(vec))
+    assert reader.source == {"method": "sub_envs", "info": "info"}[source]
+    for _ in range(7):
+        step = vec.step(np.zeros(3, np.int64))
+        np.testing.assert_array_equal(reader.step(step.infos), _sub_env_masks(vec))
+    assert step.truncated.any() or reader.steps == 7
+
+
+def test_async_sub_envs_and_action_masker_and_multidiscrete():
+    vec = _vec("method", num_envs=2, vectorization="async", nvec=[3, 4])
+    reader = MaskReader(vec.vec_env, vec.action_space)
+    vec.reset(seed=0)
+    mask = reader.reset(vec.reset_infos)
+    assert mask.shape == (2, 7) and reader.source == "sub_envs"
+    assert (mask[:, :3].sum(1) == 2).all() and (mask[:, 3:].sum(1) == 2).all()
+    vec.close()
+    wrapped = ActionMasker(MaskedChoiceEnv(source="info"), lambda env: np.array([1, 0, 1, 0, 1, 0]))
+    np.testing.assert_array_equal(env_mask(wrapped, {}), [True, False, True, False, True, False])
+    named = ActionMasker(MaskedChoiceEnv(source="method"), "action_masks")
+    named.reset(seed=0)
+    np.testing.assert_array_equal(named.action_masks(), named.unwrapped._mask)
+
+
+def test_a_vector_env_with_its_own_method_is_read_directly():
+    class MaskedVector(gym.vector.SyncVectorEnv):
+        def action_masks(self):
+            return np.array([[True, False, False, False, False, True]] * self.num_envs)
+
+    vec = MaskedVector([lambda: MaskedChoiceEnv(source="info")] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    reader = MaskReader(vec, vec.single_action_space)
+    infos = vec.reset(seed=0)[1]
+    assert reader.reset(infos)[:, [0, 5]].all() and reader.source == "vector"
+
+
+class _Broken(MaskedChoiceEnv):
+    def __init__(self, mask, **kwargs):
+        super().__init__(**kwargs)
+        self.broken = np.asarray(mask)
+
+    def action_masks(self):
+        return self.broken
+
+
+@pytest.mark.parametrize(
+    "mask,match",
+    [
+        ([True, True], r"action_mask: expected 6 entries per env \(2 envs\), got shape"),
+        (
+            [False] * 6,
+            r"action_mask: env 0 allows no action at step 0 \(expected at least one True per action dimension",
+        ),
+        ([0, 2, 1, 0, 0, 0], r"action_mask: expected booleans or 0/1, got np.int64\(2\) at step 0"),
+    ],
+)
+def test_bad_masks_are_one_line_errors(mask, match):
+    vec = make_vec_env(functools.partial(_Broken, mask), 2)
+    reader = MaskReader(vec.vec_env, vec.action_space)
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match=match) as err:
+        reader.reset(vec.reset_infos)
+    assert "\n" not in str(err.value)
+
+
+def test_multidiscrete_masks_need_one_allowed_action_per_dimension():
+    vec = make_vec_env(functools.partial(_Broken, [1, 1, 1, 0, 0, 0, 0], nvec=[3, 4]), 1)
+    reader = MaskReader(vec.vec_env, vec.action_space)
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match="env 0 allows no action at step 0"):
+        reader.reset(vec.reset_infos)
+
+
+def test_an_env_without_masks_and_a_missing_info_mask_are_named():
+    vec = make_vec_env("CartPole-v1", 2)
+    vec.reset(seed=0)
+    with pytest.raises(
+        ValueError,
+        match=r"action_masks: expected the env to give masks \(an action_masks\(\) method, "
+        r"e.g. kppo.ActionMasker\(env, fn\), or info\['action_mask'\]\), got none",
+    ):
+        MaskReader(vec.vec_env, gym.spaces.Discrete(2)).reset(vec.reset_infos)
+    vec = _vec("info", num_envs=2)
+    reader = MaskReader(vec.vec_env, vec.action_space)
+    vec.reset(seed=0)
+    reader.reset(vec.reset_infos)
+    with pytest.raises(
+        ValueError,
+        match=r"action_mask: expected info\['action_mask'\] from every env, env 0 gave none "
+        r"at step 1",
+    ):
+        reader.step({})
+    with pytest.raises(
+        ValueError, match=r"action_masks: expected a Discrete or 1-D MultiDiscrete action space, got Box"
+    ):
+        mask_sizes(gym.spaces.Box(-1, 1, (2,)))
+    with pytest.raises(ValueError, match="action_masks: expected the env to give masks"):
+        env_mask(gym.make("CartPole-v1"), {})
+
+
+def test_training_with_masks_on_an_env_without_them_or_on_box_actions_fails_in_one_line():
+    config = kppo.Config(action_masks=True, total_timesteps=1024, num_envs=2, num_steps=64)
+    with pytest.raises(ValueError, match="action_masks: expected the env to give masks") as err:
+        kppo.train(lambda: gym.make("CartPole-v1"), config)  # gymnasium
+    assert "\n" not in str(err.value)
+    with pytest.raises(
+        ValueError,
+        match=r"action_masks: expected the env to implement action_mask\(state\), got None "
+        r"from CartPole",
+    ):
+        kppo.train("cartpole", config)  # TF-native
+    with pytest.raises(ValueError, match=r"action_masks: expected a Discrete or MultiDiscrete action space, got Box"):
+        kppo.train("Pendulum-v1", kppo.Config(action_masks=True, total_timesteps=1024, num_envs=2, num_steps=64))

@@ -1,0 +1,129 @@
+"""`kppo.RecurrentPPO` (sb3-contrib's interface) and a recurrent `Policy`: the state through `predict`, its reset
+at episode starts, save/load, `evaluate_policy` carrying the state, and sb3-contrib's policy_kwargs."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import kppo
+
+SMALL = dict(n_steps=32, batch_size=32, n_epochs=2, seed=0, policy_kwargs=dict(lstm_hidden_size=16, net_arch=[16]))
+
+
+def _episode(model, env, obs) -> float:
+    """One deterministic episode from `obs`, the state carried (the first step an episode start)."""
+    state, start, total, done = None, True, 0.0, False
+    while not done:
+        action, state = model.predict(obs, state=state, episode_start=np.array([start]), deterministic=True)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, start, done = total + reward, False, terminated or truncated
+    return total
+
+
+@pytest.fixture(scope="module")
+def model():
+    model = kppo.RecurrentPPO("MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=4, seed=0), **SMALL)
+    model.learn(256)
+    return model
+
+
+def test_predict_carries_the_state_and_restarts_it_at_episode_starts(model):
+    obs = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32) * 0.1
+    action, state = model.predict(obs, deterministic=True)
+    assert action.shape == (4,) and [s.shape for s in state] == [(1, 4, 16), (1, 4, 16)]
+    assert np.abs(state[0]).max() > 0
+    _, carried = model.predict(obs, state=state, deterministic=True)
+    assert not np.allclose(carried[0], state[0])  # the second step continues the first one's memory
+    _, restarted = model.predict(obs, state=state, episode_start=np.ones(4, bool), deterministic=True)
+    np.testing.assert_allclose(restarted[0], state[0], atol=1e-6)  # = the first step from zeros
+    single, single_state = model.predict(obs[0], deterministic=True)
+    assert np.ndim(single) == 0 and single_state[0].shape == (1, 1, 16)
+    with pytest.raises(ValueError, match=r"get_action: a recurrent policy acts with its memory"):
+        model.policy.get_action(obs)
+    with pytest.raises(ValueError, match=r"state: expected \(h, c\), each of shape \[1, 4, 16\]"):
+        model.predict(obs, state=(np.zeros(3), np.zeros(3)))
+
+
+def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
+    model.save(tmp_path / "agent")
+    loaded = kppo.RecurrentPPO.load(tmp_path / "agent")
+    assert loaded.config.recurrent == "lstm" and loaded.config.lstm_hidden_size == 16
+    obs = np.full((4, 4), 0.03, np.float32)
+    np.testing.assert_array_equal(
+        loaded.predict(obs, deterministic=True)[1][0], model.predict(obs, deterministic=True)[1][0]
+    )
+    env = gym.make("CartPole-v1")
+    env.reset(seed=5)
+    returns, _ = kppo.evaluate_policy(model, env, n_eval_episodes=2, return_episode_rewards=True, warn=False)
+    manual, env = [], gym.make("CartPole-v1")  # the same episodes by hand, carrying the state
+    env.reset(seed=5)
+    for _ in range(2):
+        manual.append(_episode(model, env, env.reset()[0]))  # evaluate_policy starts episodes with a plain reset
+    assert returns == manual
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_lstm_layers=2), r"policy_kwargs.n_lstm_layers: expected 1 \(kppo builds one LSTM layer\), got 2"),
+        (dict(shared_lstm=True), r"policy_kwargs.shared_lstm: expected False"),
+        (dict(lstm_kwargs={"dropout": 0.1}), r"policy_kwargs.lstm_kwargs: expected None or \{\}"),
+    ],
+)
+def test_unsupported_lstm_options_are_one_line_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", policy_kwargs=kwargs)
+    with pytest.raises(ValueError, match=r"policy: expected one of \('MlpLstmPolicy', 'MultiInputLstmPolicy'\)"):
+        kppo.RecurrentPPO("MlpPolicy", "CartPole-v1")
+
+
+def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whole_episodes(model, tmp_path):
+    """TFLite and SavedModel artifacts take (obs, state_h, state_c) and return the action and the new state; the
+    deployment kit (no TensorFlow) plays the same closed-loop episodes as predict, state carried."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exported = kppo.export(model, tmp_path / "lstm.tflite")
+    parity = exported.metadata["parity"]
+    assert parity["max_error"] == 0.0 and parity["state_max_error"] < 1e-5
+    assert not {"WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE"} & set(exported.metadata["tflite_ops"])
+    saved = kppo.export(model, tmp_path / "lstm_sm", format="saved_model", batch_size=None)
+    assert saved.metadata["parity"]["state_max_error"] < 1e-5
+    int8 = kppo.export(model, tmp_path / "lstm_int8.tflite", quantize="int8", calibration_env="CartPole-v1")
+    assert int8.metadata["calibration"]["source"] == "policy rollouts in CartPole-v1"  # episodes, state carried
+    assert int8.metadata["parity"]["state_max_error"] < 0.2 and int8.metadata["parity"]["non_finite"] == 0.0
+    seeds = [21, 22, 23]
+    want = [_episode(model, env, env.reset(seed=seed)[0]) for seed in seeds for env in [gym.make("CartPole-v1")]]
+    code = (
+        "import sys, json\nfor n in ('tensorflow', 'kppo'):\n    sys.modules[n] = None\n"
+        "from kppo_runtime.evaluate import run_episodes\nfrom kppo_runtime.micro_check import check\n"
+        "from kppo_runtime.runtime import Controller\n"
+        f"c = Controller({str(exported.path)!r})\n"
+        f"print(json.dumps({{'returns': [run_episodes(c, 'CartPole-v1', 1, s)[0] for s in {seeds}], "
+        f"'micro': check({str(exported.path)!r}, 50), 'micro8': check({str(int8.path)!r}, 50)}}))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["returns"] == want
+    for micro in (got["micro"], got["micro8"]):  # TFLite Micro runs float32 and int8 recurrent artifacts as LiteRT
+        assert micro["action_mismatch_vs_litert"] == 0.0 and micro["arena_bytes"] <= 16 * 1024
+
+
+def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps():
+    for batch_size, minibatches in ((16, 8), (128, 1), (96, 1)):  # 96 does not divide the 128 steps: one window
+        model = kppo.RecurrentPPO(
+            "MlpLstmPolicy",
+            kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0),
+            n_steps=64,
+            batch_size=batch_size,
+            n_epochs=2,
+            seed=0,
+            policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]),
+        )
+        model.learn(128)
+        assert (model.config.lstm_batching, model.config.lstm_sequence_length) == ("rotated", 0)
+        assert model.config.num_minibatches == minibatches

@@ -1,0 +1,242 @@
+"""The shape of `kppo/`: its folders are layers and imports flow one way, from the bottom layer up (imports inside
+functions count); no cycle; no module imports another module's private names; no function over McCabe complexity 15;
+docs/architecture.md lists every module with what it imports; the wheel lists every folder."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "kppo"
+
+#: folder -> layer. A module may import modules of its own folder and of folders in lower layers; two folders of one
+#: layer do not import each other. `kppo` is the package's own `__init__.py` (the public names).
+LAYERS = {
+    "_tf": 0, "version": 0,
+    "config": 1,
+    "core": 2,
+    "envs": 3, "gym_envs": 3,
+    "agent": 4,
+    "rollout": 5,
+    "update": 6, "callbacks": 6,
+    "training": 7,
+    "sb3": 8, "exporter": 8,
+    "kppo": 9,
+    "cli": 10,
+}
+MAX_COMPLEXITY = 15
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(package: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(p, package): p for p in package.rglob("*.py")}
+
+
+MODULES = modules()
+
+
+def imports(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every `import kppo...` / `from kppo... import` in the file, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "kppo" and node.level == 0:
+            found.append((node.module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names if alias.name.split(".")[0] == "kppo"]
+    return found
+
+
+def import_graph(found: dict[str, Path] = MODULES) -> dict[str, set[str]]:
+    """module -> the kppo modules it imports (`from kppo.x import y` counts kppo.x.y when y is a module)."""
+    graph = {}
+    for name, path in found.items():
+        edges = set()
+        for module, names in imports(path):
+            submodules = {f"{module}.{n}" for n in names if f"{module}.{n}" in found}
+            edges |= submodules
+            if len(submodules) < max(len(names), 1):  # some name (or the whole module) comes from `module` itself
+                edges.add(module)
+        graph[name] = {e for e in edges if e in found and e != name}
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules, or None (depth-first search with colours)."""
+    colour: dict[str, str] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        colour[node] = "grey"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if colour.get(nxt) == "grey":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in colour and (found := visit(nxt)):
+                return found
+        stack.pop()
+        colour[node] = "black"
+        return None
+
+    for node in sorted(graph):
+        if node not in colour and (found := visit(node)):
+            return found
+    return None
+
+
+def folder(module: str) -> str:
+    """kppo.core.gae -> core; kppo._tf -> _tf; kppo -> kppo."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "kppo"
+
+
+def layer_violations(graph: dict[str, set[str]], layers: dict[str, int] = LAYERS) -> list[str]:
+    """The imports that do not flow down: into a higher layer, or across two folders of one layer."""
+    bad = []
+    for source, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = folder(source), folder(target)
+            if a != b and layers[b] >= layers[a]:
+                bad.append(f"{source} ({a}, layer {layers[a]}) imports {target} ({b}, layer {layers[b]})")
+    return bad
+
+
+def private_imports(found: dict[str, Path] = MODULES) -> list[str]:
+    return [
+        f"{name} imports {module}.{imported}"
+        for name, path in found.items()
+        for module, names in imports(path)
+        for imported in names
+        if imported.startswith("_") and not imported.startswith("__") and module != name
+    ]
+
+
+def too_complex(paths: list[Path]) -> list[str]:
+    """`path:line function complexity` for every function over MAX_COMPLEXITY (ruff's C901, mccabe's count)."""
+    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+    assert ruff, "ruff is in the test extra"
+    out = subprocess.run([ruff, "check", "--isolated", "--select", "C901", "--output-format", "json",
+                          "--config", f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}", *map(str, paths)],
+                         capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    return [f"{d['filename']}:{d['location']['row']} {d['message']}" for d in json.loads(out.stdout)]
+
+
+# --- the checks can fail ---------------------------------------------------------------------------------------------
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_layer_contract_catches_an_upward_import_and_one_across_a_layer():
+    graph = {"kppo.core.gae": {"kppo.agent.agent", "kppo.core.tf_loops"}, "kppo.envs.base": {"kppo.gym_envs.spaces"},
+             "kppo.agent.agent": {"kppo.core.gae"}, "kppo.core.tf_loops": set(), "kppo.gym_envs.spaces": set()}
+    assert layer_violations(graph) == [
+        "kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 4)",
+        "kppo.envs.base (envs, layer 3) imports kppo.gym_envs.spaces (gym_envs, layer 3)",
+    ]
+
+
+def test_the_contract_reads_imports_inside_functions_and_private_names(tmp_path):
+    package = tmp_path / "kppo"
+    (package / "core").mkdir(parents=True)
+    (package / "agent").mkdir()
+    for path in (package / "__init__.py", package / "core" / "__init__.py", package / "agent" / "__init__.py"):
+        path.write_text("")
+    (package / "agent" / "agent.py").write_text("X = 1\n")
+    (package / "core" / "gae.py").write_text("def f():\n    from kppo.agent.agent import _hidden\n")
+    found = modules(package)
+    graph = import_graph(found)
+    assert graph["kppo.core.gae"] == {"kppo.agent.agent"}
+    assert layer_violations(graph) == ["kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 4)"]
+    assert private_imports(found) == ["kppo.core.gae imports kppo.agent.agent._hidden"]
+
+
+def test_the_complexity_cap_catches_a_function_over_15(tmp_path):
+    branches = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(MAX_COMPLEXITY))  # 1 + 15 = 16
+    (tmp_path / "complex.py").write_text(f"def complex_function(x):\n{branches}\n    return -1\n")
+    (tmp_path / "simple.py").write_text("def simple_function(x):\n    return x\n")
+    found = too_complex([tmp_path / "complex.py", tmp_path / "simple.py"])
+    assert len(found) == 1 and "`complex_function` is too complex (16 > 15)" in found[0]
+
+
+# --- kppo/ keeps them ------------------------------------------------------------------------------------------------
+
+
+def test_every_folder_has_a_layer():
+    assert sorted({folder(m) for m in MODULES} - set(LAYERS)) == []
+
+
+def test_kppo_has_no_import_cycle():
+    assert cycle(import_graph()) is None
+
+
+def test_imports_flow_down_the_layers():
+    assert layer_violations(import_graph()) == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_imports() == []
+
+
+def test_no_function_in_kppo_is_over_complexity_15():
+    assert too_complex([PACKAGE]) == []
+
+
+def test_the_runners_import_one_way():
+    """native <- replicated <- host <- the dispatch in runners/__init__; the loop sees runners, never the reverse."""
+    graph = import_graph()
+    runners = "kppo.training.runners"
+    assert f"{runners}.replicated" not in graph[f"{runners}.native"]
+    assert f"{runners}.host" not in graph[f"{runners}.replicated"] | graph[f"{runners}.native"]
+    assert not {"kppo.training.loop", "kppo.training.train"} & set().union(
+        *(graph[m] for m in MODULES if m.startswith(runners)))
+
+
+def test_the_wheel_lists_every_folder():
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    folders = sorted({m for m in MODULES if MODULES[m].name == "__init__.py"})
+    assert sorted(set(listed) - {"kppo.configs"}) == folders
+
+
+def _documented_imports() -> dict[str, set[str]]:
+    """module -> the kppo modules docs/architecture.md's tables say it imports."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    rows = {}
+    for line in doc.splitlines():
+        cells = [cell.strip() for cell in line.split(" | ")]
+        if len(cells) < 3 or not cells[0].lstrip("| ").startswith("`") or not cells[0].endswith(".py`"):
+            continue
+        path = cells[0].lstrip("| ").strip("`")[:-3]
+        name = "kppo." + path.replace("/", ".").removesuffix(".__init__").removesuffix("__init__").rstrip(".")
+        names = re.findall(r"`([^`]+)`", cells[-1].removesuffix("|"))
+        rows[name.rstrip(".")] = {"kppo" if n == "kppo" else f"kppo.{n}" for n in names}
+    return rows
+
+
+def test_the_architecture_map_lists_every_module_with_its_imports():
+    """docs/architecture.md stays true: every module has a row, and its imports column is what the code imports."""
+    documented, graph = _documented_imports(), import_graph()
+    assert sorted(set(graph) - set(documented)) == [] and sorted(set(documented) - set(graph)) == []
+    wrong = {name: {"doc": sorted(documented[name] - graph[name]), "code": sorted(graph[name] - documented[name])}
+             for name in graph if documented[name] != graph[name]}
+    assert wrong == {}
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_every_module_says_what_it_is_for(name):
+    assert ast.get_docstring(ast.parse(MODULES[name].read_text())), f"{name} has no module docstring"

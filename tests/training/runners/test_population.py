@@ -1,0 +1,149 @@
+"""Populations (`kppo.training.runners.population`, `kppo.train(..., seed=[...])`, `Config.sweep`): each member computes what a
+single run with its seed and hyperparameters computes, members are independent, and a population resumes exactly."""
+
+import numpy as np
+import pytest
+
+import kppo
+from kppo.training.runners.native import make_native_runner
+from kppo.training.runners.population import make_population_runner, member_agent, member_state
+
+SMALL = dict(num_envs=4, num_steps=32, num_epochs=3, num_minibatches=4, num_hidden_units=16, total_timesteps=4 * 32 * 6,
+             eval_freq=2, num_eval_envs=3)
+GRAPH = dict(jit_rollout=False, jit_update=False, jit_eval=False)  # TF kernels on both sides: the same random numbers
+
+
+def _close(a, b, rtol=1e-4, atol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("env, changes", [
+    ("cartpole", dict(learning_rate=3e-3, lr_schedule="linear")),
+    ("pendulum", dict(normalize_obs=True, normalize_reward=True, target_kl=0.002, learning_rate=3e-3,
+                      adam_style="torch", advantage_std_ddof=1, clip_range_vf=0.2, bias_init="torch_default",
+                      kernel_init="torch_default")),
+])
+def test_every_member_computes_what_a_single_run_with_its_seed_and_values_computes(env, changes):
+    base = kppo.Config(**SMALL, **GRAPH, **changes)
+    configs = [base.replace(seed=3), base.replace(seed=5, learning_rate=1e-3, ent_coef=0.01, clip_range=0.1, gamma=0.95,
+                                                  gae_lambda=0.9, vf_coef=0.7, max_grad_norm=0.3)]
+    runner, population = make_population_runner(env, configs)
+    result = runner.run_iterations(runner.state, 3)
+    for index, config in enumerate(configs):
+        single = make_native_runner(env, config)
+        alone = single.run_iterations(single.state, 3)
+        for name, value in alone.diagnostics._asdict().items():
+            _close(getattr(result.diagnostics, name)[index], value)
+        for mine, theirs in zip(member_agent(population, index).variables, single.agent.variables):
+            _close(mine, theirs)
+        state = member_state(result.state, index)
+        _close(state.rollout.obs, alone.state.rollout.obs)
+        _close(state.rollout.obs_stats.mean, alone.state.rollout.obs_stats.mean)
+        _close(state.rollout.return_stats.var, alone.state.rollout.return_stats.var)
+    steps = result.diagnostics.minibatch_steps.numpy()
+    np.testing.assert_array_equal(population.weights.steps.numpy(), steps)  # each member's own Adam step count
+    if "target_kl" in changes:  # the test covers a target-KL stop in one member at least
+        assert np.any(steps < 3 * 3 * 4)
+
+
+def test_tracing_a_population_converts_each_loop_once(pfor_conversions):
+    base = kppo.Config(**SMALL, **GRAPH)
+    runner, _ = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
+    runner.run_iterations(runner.state, 1)
+    runner.evaluate(runner.state.rollout.obs_stats, 0, 0, None)
+    # rollout, GAE and minibatch loops, the evaluation's: a condition and a body each, converted once (not 3 times)
+    assert len(pfor_conversions) == 8 and len(set(pfor_conversions)) == 8, pfor_conversions
+
+
+def test_a_members_result_does_not_depend_on_another_members_values():
+    base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
+    first = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
+    second = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2, learning_rate=1e-2,
+                                                                                   ent_coef=0.1)])
+    results = [runner.run_iterations(runner.state, 2) for runner, _ in (first, second)]
+    agents = [member_agent(population, 0) for _, population in (first, second)]
+    for a, b in zip(agents[0].variables, agents[1].variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(results[0].diagnostics.total_loss[0], results[1].diagnostics.total_loss[0])
+    assert results[0].diagnostics.total_loss[1] != results[1].diagnostics.total_loss[1]
+
+
+def test_train_with_several_seeds_returns_one_result_per_member_and_a_summary():
+    config = kppo.Config(**SMALL).sweep(learning_rate=[1e-3, 3e-3])
+    result = kppo.train("cartpole", config, seed=[0, 1])
+    assert [(c.learning_rate, c.seed) for c in result.configs] == [(1e-3, 0), (1e-3, 1), (3e-3, 0), (3e-3, 1)]
+    assert result.metrics["eval/mean_returns"].shape == (2, 4)
+    np.testing.assert_array_equal(result.metrics["train/total_steps"], [384, 768])
+    summary = result.summary["eval/mean_returns"]
+    _close(summary["min"], result.metrics["eval/mean_returns"].min(axis=1))
+    member = result.members[2]
+    assert member.config.learning_rate == 3e-3 and int(member.runner_state.iteration) == 6
+    np.testing.assert_array_equal(member.metrics["eval/mean_returns"], result.metrics["eval/mean_returns"][:, 2])
+    assert member.metrics["train/learning_rate"][-1] == pytest.approx(3e-3 * (1 - 5 / 6))
+    action, _ = member.policy.predict(np.zeros(4, np.float32), deterministic=True)
+    assert action in (0, 1)
+
+
+@pytest.mark.slow  # ~30 s (three populations traced); the CLI test resumes a finished population in the default suite
+def test_a_population_resumes_bit_identically(tmp_path):
+    config = kppo.Config(**SMALL, **GRAPH, iterations_per_call=1, checkpoint_every=1)
+    seeds = [0, 7]
+    full = kppo.train("cartpole", config, seed=seeds)
+    calls = []
+    stopped = kppo.train("cartpole", config, seed=seeds, checkpoint_dir=tmp_path,
+                         should_stop=lambda: calls.append(1) or len(calls) == 4)
+    assert stopped.interrupted
+    resumed = kppo.train("cartpole", config, seed=seeds, checkpoint_dir=tmp_path, resume=True)
+    for a, b in zip(full.members, resumed.members):
+        for x, y in zip(a.agent.variables + a.agent.optimizer.variables, b.agent.variables + b.agent.optimizer.variables):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])
+    np.testing.assert_array_equal(full.metrics["train/gradient_steps"], resumed.metrics["train/gradient_steps"])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: kppo.train("cartpole", kppo.Config(**SMALL), seed=[0, 1], callback=lambda *_: True),
+     "callback: expected None for a population"),
+    (lambda: kppo.Config().sweep(num_envs=[4, 8]), "sweep: expected fields among learning_rate, .*got 'num_envs'"),
+    (lambda: kppo.Config().sweep(gamma=[]), r"sweep.gamma: expected a non-empty list of values, got \[\]"),
+    (lambda: kppo.Config().sweep(clip_range=[0.1, -1.0]), "clip_range: expected"),
+    (lambda: kppo.train("cartpole", kppo.Config(**SMALL), seed=[]), r"seed: expected at least one seed, got \[\]"),
+    (lambda: make_population_runner("cartpole", [kppo.Config(**SMALL), kppo.Config(**SMALL).replace(num_envs=8)]),
+     "num_envs: population members may differ only in seed and learning_rate, .*got 4 and 8"),
+    (lambda: kppo.train("FrozenLake-v1", kppo.Config(**SMALL), seed=[0, 1]),
+     "env: a population needs a TF-native env .*got 'FrozenLake-v1'"),
+])
+def test_bad_population_input_is_named_in_one_line(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_population_members_cross_the_grid_with_the_seeds():
+    from kppo.training.train import population_members
+
+    sweep = kppo.Config(seed=9).sweep(gamma=[0.9, 0.99], ent_coef=0.01)
+    members = population_members(sweep, np.arange(2))
+    assert [(m.gamma, m.ent_coef, m.seed) for m in members] == [(0.9, 0.01, 0), (0.9, 0.01, 1), (0.99, 0.01, 0),
+                                                                  (0.99, 0.01, 1)]
+    assert [m.seed for m in population_members(sweep, None)] == [9, 9]  # the config's seed
+    assert [m.seed for m in population_members(kppo.Config(), range(3))] == [0, 1, 2]
+    assert [m.seed for m in population_members(None, 4)] == [4]
+
+
+@pytest.mark.slow
+def test_under_xla_members_learn_as_single_runs_do_over_16_seeds():
+    """The default flags (XLA): a member's random numbers come from XLA's generator inside the vectorized program, so
+    members are compared with single runs in distribution: final evaluation returns of the fixed CartPole setting,
+    16 seeds each, permutation test (benchmarks/stats.py). Measured 2026-11-30: population 474.9, single runs 477.1,
+    p = 0.76 (~150 s)."""
+    from tests.helpers.benchmark_stats import load_stats
+
+    stats = load_stats()
+    config = kppo.Config(verbose=0, eval_freq=1)
+    seeds = list(range(16))
+    population = kppo.train("cartpole", config, seed=seeds).metrics["eval/mean_returns"][-1]
+    single = [kppo.train("cartpole", config, seed=s).metrics["eval/mean_returns"][-1] for s in seeds]
+    test = stats.permutation_test(population, single)
+    print(f"population {np.mean(population):.1f} {np.round(population, 1).tolist()}; single {np.mean(single):.1f} "
+          f"{np.round(single, 1).tolist()}; p = {test.p_value:.3f}")
+    assert test.p_value >= 0.05, (population.tolist(), single, test)
