@@ -38,10 +38,24 @@ _EXPORTS = {
     "make_vec_env": "kppo.sb3.ppo",
     "train": "kppo.training.train",
 }
-_SUBPACKAGES = ("agent", "callbacks", "cli", "config", "core", "envs", "exporter", "gym_envs", "rollout", "sb3",
-                "training", "update")
+_SUBPACKAGES = (
+    "agent",
+    "callbacks",
+    "cli",
+    "config",
+    "core",
+    "envs",
+    "exporter",
+    "gym_envs",
+    "rollout",
+    "sb3",
+    "training",
+    "update",
+)
 
 __all__ = [
+    "METRICS",
+    "PPO",
     "ActScaling",
     "ActionMasker",
     "BaseCallback",
@@ -49,10 +63,8 @@ __all__ = [
     "CheckpointCallback",
     "Config",
     "EvalCallback",
-    "METRICS",
     "MaskablePPO",
     "ObsScaling",
-    "PPO",
     "PPOResult",
     "Policy",
     "PopulationResult",

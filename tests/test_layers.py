@@ -21,15 +21,19 @@ PACKAGE = ROOT / "kppo"
 #: folder -> layer. A module may import modules of its own folder and of folders in lower layers; two folders of one
 #: layer do not import each other. `kppo` is the package's own `__init__.py` (the public names).
 LAYERS = {
-    "_tf": 0, "version": 0,
+    "_tf": 0,
+    "version": 0,
     "config": 1,
     "core": 2,
-    "envs": 3, "gym_envs": 3,
+    "envs": 3,
+    "gym_envs": 3,
     "agent": 4,
     "rollout": 5,
-    "update": 6, "callbacks": 6,
+    "update": 6,
+    "callbacks": 6,
     "training": 7,
-    "sb3": 8, "exporter": 8,
+    "sb3": 8,
+    "exporter": 8,
     "kppo": 9,
     "cli": 10,
 }
@@ -83,7 +87,7 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if colour.get(nxt) == "grey":
-                return stack[stack.index(nxt):] + [nxt]
+                return [*stack[stack.index(nxt) :], nxt]
             if nxt not in colour and (found := visit(nxt)):
                 return found
         stack.pop()
@@ -127,9 +131,22 @@ def too_complex(paths: list[Path]) -> list[str]:
     """`path:line function complexity` for every function over MAX_COMPLEXITY (ruff's C901, mccabe's count)."""
     ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
     assert ruff, "ruff is in the test extra"
-    out = subprocess.run([ruff, "check", "--isolated", "--select", "C901", "--output-format", "json",
-                          "--config", f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}", *map(str, paths)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            ruff,
+            "check",
+            "--isolated",
+            "--select",
+            "C901",
+            "--output-format",
+            "json",
+            "--config",
+            f"lint.mccabe.max-complexity = {MAX_COMPLEXITY}",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode in (0, 1), out.stderr
     return [f"{d['filename']}:{d['location']['row']} {d['message']}" for d in json.loads(out.stdout)]
 
@@ -143,8 +160,13 @@ def test_the_cycle_finder_finds_a_cycle():
 
 
 def test_the_layer_contract_catches_an_upward_import_and_one_across_a_layer():
-    graph = {"kppo.core.gae": {"kppo.agent.agent", "kppo.core.tf_loops"}, "kppo.envs.base": {"kppo.gym_envs.spaces"},
-             "kppo.agent.agent": {"kppo.core.gae"}, "kppo.core.tf_loops": set(), "kppo.gym_envs.spaces": set()}
+    graph = {
+        "kppo.core.gae": {"kppo.agent.agent", "kppo.core.tf_loops"},
+        "kppo.envs.base": {"kppo.gym_envs.spaces"},
+        "kppo.agent.agent": {"kppo.core.gae"},
+        "kppo.core.tf_loops": set(),
+        "kppo.gym_envs.spaces": set(),
+    }
     assert layer_violations(graph) == [
         "kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 4)",
         "kppo.envs.base (envs, layer 3) imports kppo.gym_envs.spaces (gym_envs, layer 3)",
@@ -204,7 +226,8 @@ def test_the_runners_import_one_way():
     assert f"{runners}.replicated" not in graph[f"{runners}.native"]
     assert f"{runners}.host" not in graph[f"{runners}.replicated"] | graph[f"{runners}.native"]
     assert not {"kppo.training.loop", "kppo.training.train"} & set().union(
-        *(graph[m] for m in MODULES if m.startswith(runners)))
+        *(graph[m] for m in MODULES if m.startswith(runners))
+    )
 
 
 def test_the_wheel_lists_every_folder():
@@ -232,8 +255,11 @@ def test_the_architecture_map_lists_every_module_with_its_imports():
     """docs/architecture.md stays true: every module has a row, and its imports column is what the code imports."""
     documented, graph = _documented_imports(), import_graph()
     assert sorted(set(graph) - set(documented)) == [] and sorted(set(documented) - set(graph)) == []
-    wrong = {name: {"doc": sorted(documented[name] - graph[name]), "code": sorted(graph[name] - documented[name])}
-             for name in graph if documented[name] != graph[name]}
+    wrong = {
+        name: {"doc": sorted(documented[name] - graph[name]), "code": sorted(graph[name] - documented[name])}
+        for name in graph
+        if documented[name] != graph[name]
+    }
     assert wrong == {}
 
 

@@ -127,6 +127,7 @@ class Policy:
             }
             return flatten_obs(space, batch), single
         obs = np.asarray(obs, dtype=np.float32)
+        assert space.shape is not None  # a Box, Discrete, MultiDiscrete or MultiBinary (checked at construction)
         shape = tuple(space.shape)
         single = obs.shape == shape
         if not single and obs.shape[1:] != shape:

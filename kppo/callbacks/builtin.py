@@ -178,7 +178,7 @@ class EvalCallback(EventCallback):
             self.evaluations_successes.append(list(self._is_success_buffer))
         if self.log_path is None:
             return
-        arrays = {
+        arrays: dict[str, Any] = {
             "timesteps": np.asarray(self.evaluations_timesteps, dtype=np.int64),
             "results": np.asarray(self.evaluations_results, dtype=np.float64),
             "ep_lengths": np.asarray(self.evaluations_length, dtype=np.int64),

@@ -58,7 +58,7 @@ class Rollout(NamedTuple):
 class RunnerState(NamedTuple):
     """Everything that changes between compiled calls, except variables (model, optimizer)."""
 
-    rollout: RolloutState
+    rollout: Any  # RolloutState (TF-native envs) or kppo.rollout.gymnasium.HostRolloutState (gymnasium envs)
     key: tf.Tensor  # int32 [2] stateless seed
     iteration: tf.Tensor  # int32 [], iterations done so far
 

@@ -175,7 +175,7 @@ def _float_nodes(calibrated: bytes) -> list[str]:
 def _convert(
     saved_model: Path,
     quantize: str | None,
-    representative: np.ndarray,
+    representative: np.ndarray | None,
     mask_sizes: list[int] | None = None,
     policy: Policy | None = None,
 ) -> bytes:
@@ -191,6 +191,7 @@ def _convert(
         converter.target_spec.supported_types = [tf.float16]
     if quantize != "int8":
         return converter.convert()
+    assert representative is not None  # int8: `export` passes its calibration rows
     rows = representative[np.linspace(0, len(representative) - 1, min(len(representative), 1000)).astype(int)]
 
     masks = None if mask_sizes is None else example_masks(mask_sizes, len(rows), np.random.default_rng(0))
@@ -303,6 +304,7 @@ def export(
         check_parity(parity, format)
     metadata = _metadata(policy, config, format, quantize, batch_size, parity, len(obs), ops, path)
     if quantize == "int8":
+        assert calibration_rows is not None  # made above for int8
         metadata["calibration"] = {"source": calibration, "observations": len(calibration_rows)}
     metadata_path = path.with_name(path.name + ".metadata.json")
     metadata_path.write_text(json.dumps(metadata, indent=2))

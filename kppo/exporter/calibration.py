@@ -39,7 +39,8 @@ def record_observations(policy: Policy, env: Any, steps: int, seed: int = 0) -> 
     made = policy_env(policy, env)
     if made is None:
         return None
-    rows, episode = [], 0
+    rows: list[np.ndarray] = []
+    episode = 0
     try:
         while len(rows) < steps:
             obs, _ = made.reset(seed=seed + episode)

@@ -4,6 +4,7 @@ action masks an artifact is checked on, and the parity measure (`measure_parity`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -130,7 +131,9 @@ def calibration_observations(policy: Policy, recorded: np.ndarray | None, seed: 
 def mask_parts(policy: Policy) -> list[int]:
     """The widths of the policy's mask parts: [n] for Discrete(n), nvec for MultiDiscrete."""
     space = policy.action_space
-    return [int(n) for n in (space.nvec if isinstance(space, gym.spaces.MultiDiscrete) else [space.n])]
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return [int(n) for n in space.nvec]
+    return [int(cast(gym.spaces.Discrete, space).n)]
 
 
 def example_masks(sizes: list[int], count: int, rng: np.random.Generator) -> np.ndarray:
@@ -173,6 +176,7 @@ def _compare(policy: Policy, want: np.ndarray, got: np.ndarray, logits: np.ndarr
     if isinstance(space, gym.spaces.Box):
         err = np.abs(got.astype(np.float64) - want) / (space.high - space.low)
         return {"max_error": float(err.max()), "mean_error": float(err.mean()), "non_finite": 0.0}
+    assert logits is not None  # given for discrete actions
     top2 = np.sort(logits, axis=-1)[..., -2:]
     decisive = (top2[..., 1] - top2[..., 0] > 1e-4).reshape(len(want), -1).all(axis=1)
     wrong = (got != want).reshape(len(want), -1).any(axis=1)
@@ -190,7 +194,7 @@ def recurrent_states(policy: Policy, rows: np.ndarray, episode_length: int = 50)
             h = c = np.zeros((1, units), np.float32)
         states.append((h, c))
         _, h, c, _ = policy.step_flat(policy.encode(row[None]), h, c, np.zeros(1, bool))
-    return tuple(np.concatenate(part) for part in zip(*states))
+    return cast(tuple[np.ndarray, np.ndarray], tuple(np.concatenate(part) for part in zip(*states)))
 
 
 def measure_recurrent_parity(
@@ -206,7 +210,10 @@ def measure_recurrent_parity(
     )
     h = c = np.zeros((episodes, policy.lstm.units), np.float32)
     run_h, run_c = h, c
-    want, got, logits, state_error = [], [], [], 0.0
+    want: list[np.ndarray] = []
+    got: list[np.ndarray] = []
+    logits: list[Any] = []
+    state_error = 0.0
     for t in range(episode_length):
         step_mask = None if mask_rows is None else mask_rows[:, t]
         action, h, c, params = policy.step_flat(
@@ -214,10 +221,12 @@ def measure_recurrent_parity(
         )
         run_action, run_h, run_c = run(rows[:, t], run_h, run_c, step_mask)
         state_error = max(state_error, float(np.abs(run_h - h).max()), float(np.abs(run_c - c).max()))
-        want.append(action), got.append(np.asarray(run_action).reshape(action.shape)), logits.append(params)
-    want, got = np.concatenate(want), np.concatenate(got)
+        want.append(action)
+        got.append(np.asarray(run_action).reshape(action.shape))
+        logits.append(params)
+    want_all, got_all = np.concatenate(want), np.concatenate(got)
     return {
-        **_compare(policy, want, got, np.concatenate(logits) if not isinstance(logits[0], tuple) else None),
+        **_compare(policy, want_all, got_all, np.concatenate(logits) if not isinstance(logits[0], tuple) else None),
         "state_max_error": state_error,
     }
 

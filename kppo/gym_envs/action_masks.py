@@ -11,7 +11,7 @@ the dimensions' masks are concatenated (n = sum(nvec)). Where it comes from, fir
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -49,7 +49,7 @@ def _sub_envs_have_method(vec_env: gym.vector.VectorEnv) -> bool:
     if envs is not None:  # SyncVectorEnv: ask the first sub-env without calling anything
         return envs[0].has_wrapper_attr(METHOD)
     try:
-        vec_env.call(METHOD)
+        cast(Any, vec_env).call(METHOD)  # a VectorEnv without `call` raises AttributeError too
     except AttributeError:
         return False
     return True
@@ -71,7 +71,8 @@ class MaskReader:
     env and the step since the reset); the source is found at the first reset."""
 
     def __init__(self, vec_env: gym.vector.VectorEnv, action_space: gym.spaces.Space):
-        self.vec_env, self.source = vec_env, None
+        self.vec_env = vec_env
+        self.source: str | None = None
         self.sizes = mask_sizes(action_space)
         self.width, self.num_envs = int(sum(self.sizes)), int(vec_env.num_envs)
         self.steps = 0
@@ -98,7 +99,7 @@ class MaskReader:
         if self.source == "vector":
             raw = getattr(self.vec_env, METHOD)()
         elif self.source == "sub_envs":
-            raw = self.vec_env.call(METHOD)
+            raw = cast(Any, self.vec_env).call(METHOD)  # found by `_sub_envs_have_method`
         else:
             raw, present = infos.get(INFO_KEY), infos.get("_" + INFO_KEY)
             if raw is None or (present is not None and not np.all(present)):

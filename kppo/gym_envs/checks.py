@@ -5,7 +5,7 @@ that raises or breaks the gymnasium API (which `kppo.gym_envs.vector` puts aroun
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -63,7 +63,7 @@ def observation_problem(space: gym.spaces.Space, obs: Any) -> tuple[str, str] | 
         array = np.asarray(obs)
     except ValueError:  # ragged nested sequences
         return describe(obs), f"shape {space.shape} {space.dtype} ({one_line(space)})"
-    if array.shape == space.shape and np.can_cast(array.dtype, space.dtype, "same_kind"):
+    if array.shape == space.shape and np.can_cast(array.dtype, cast(np.dtype, space.dtype), "same_kind"):
         return None
     got = describe(obs)
     if not isinstance(obs, np.ndarray) and array.dtype != object:  # a list or scalar: also its shape and dtype

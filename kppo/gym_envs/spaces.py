@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from gymnasium import spaces
+
+
+def space_shape(space: spaces.Space) -> tuple[int, ...]:
+    """`space.shape` of a Box, Discrete, MultiDiscrete or MultiBinary (gymnasium types it Optional for every space)."""
+    return cast(tuple[int, ...], space.shape)
 
 
 def one_line(value: Any) -> str:
@@ -35,7 +40,7 @@ def check_observation_space(space: spaces.Space) -> None:
             f"observation_space: expected a Box, Discrete, MultiDiscrete or MultiBinary, or a Dict of "
             f"those, got {one_line(space)}{hint}"
         )
-    if all(isinstance(s, spaces.Discrete) or int(np.prod(s.shape)) > 0 for s in parts):
+    if all(isinstance(s, spaces.Discrete) or int(np.prod(space_shape(s))) > 0 for s in parts):
         return
     raise ValueError(f"observation_space: expected at least one observation element, got {one_line(space)} of size 0")
 
@@ -71,8 +76,8 @@ def flat_dim(space: spaces.Space) -> int:
         return encoded_dim(space)
     check_observation_space(space)
     if isinstance(space, spaces.Dict):
-        return sum(int(np.prod(s.shape, dtype=np.int64)) for s in space.values())
-    return int(np.prod(space.shape, dtype=np.int64))
+        return sum(int(np.prod(space_shape(s), dtype=np.int64)) for s in space.values())
+    return int(np.prod(space_shape(space), dtype=np.int64))
 
 
 def flatten_obs(space: spaces.Space, obs: Any) -> np.ndarray:
@@ -113,6 +118,7 @@ def _flatten_box_batch(values: Any) -> np.ndarray:
 
 def flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
     """Flattens ONE observation (no batch axis) of `space` to float32 [D]."""
+    batched: dict[str, np.ndarray] | np.ndarray
     if isinstance(space, spaces.Dict):
         batched = {key: np.asarray(value)[None] for key, value in obs.items()}
     else:
@@ -171,7 +177,7 @@ def layout(space: spaces.Space) -> list[Part]:
         elif isinstance(sub, spaces.MultiDiscrete):
             sizes = tuple(int(n) for n in np.asarray(sub.nvec).reshape(-1))
             starts = tuple(int(s) for s in np.broadcast_to(np.asarray(sub.start), sub.nvec.shape).reshape(-1))
-        width = len(sizes) if sizes else int(np.prod(sub.shape, dtype=np.int64))
+        width = len(sizes) if sizes else int(np.prod(space_shape(sub), dtype=np.int64))
         size = sum(sizes) if sizes else width
         parts.append(
             Part(key, type(sub).__name__, slice(raw, raw + width), slice(encoded, encoded + size), sizes, starts)

@@ -42,6 +42,7 @@ from kppo.gym_envs.spaces import (
     flatten_obs,
     flatten_single,
     one_line,
+    space_shape,
 )
 from kppo.gym_envs.checks import CheckedEnv, EnvError, SubEnvError, install_hint, make_env
 from kppo.gym_envs.vector_info import same_step, time_limit_of, vector_env_id, vector_time_limit
@@ -146,7 +147,7 @@ class GymVecEnv:
         self._flatten = batch_flattener(self.observation_space)
         self.env_id = env_id if env_id is not None else vector_env_id(vec_env)
         self.max_episode_steps = max_episode_steps if max_episode_steps is not None else vector_time_limit(vec_env)
-        self._action_shape = (self.num_envs, *self.action_space.shape)
+        self._action_shape = (self.num_envs, *space_shape(self.action_space))
         self.action_dtype = action_dtype(self.action_space)
         self._pending_seed = seed
         self._step_count: int | None = None  # None until the first reset
@@ -393,6 +394,7 @@ def make_vec_env(
     if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
         raise ValueError(f"num_envs: expected a positive int, got {num_envs!r}")
     num_envs = int(num_envs)
+    env_id: str | None
     if isinstance(env, str):
         factory = functools.partial(make_env, env, env_kwargs or {})
         vec_env, max_steps, _ = _from_factory(factory, num_envs, vectorization, verbose)

@@ -4,6 +4,7 @@ entries; Stable-Baselines3's per-env infos of a step). The checks on envs are `k
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -102,9 +103,10 @@ def same_step(vec_env: VectorEnv) -> VectorEnv:
             f"{_SAME_STEP_FIX}"
         )
     spec = vec_env.spec
+    rebuilt: VectorEnv
     if isinstance(vec_env, SyncVectorEnv):
         rebuilt = SyncVectorEnv(
-            [lambda env=env: env for env in vec_env.envs],
+            [_returning(env) for env in vec_env.envs],
             copy=vec_env.copy,
             observation_mode=vec_env.observation_mode,
             autoreset_mode=AutoresetMode.SAME_STEP,
@@ -147,6 +149,11 @@ def same_step(vec_env: VectorEnv) -> VectorEnv:
         )
     rebuilt.spec = spec
     return rebuilt
+
+
+def _returning(env: gym.Env) -> Callable[[], gym.Env]:
+    """A factory that returns the existing `env` (to re-create a SyncVectorEnv around the same sub-envs)."""
+    return lambda: env
 
 
 def _wrapper_names(vec_env: VectorEnv) -> str:

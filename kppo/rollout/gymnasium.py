@@ -1,7 +1,7 @@
 """Rollouts on gymnasium environments stepped on the host, acting in numpy: no TensorFlow call per step.
 
-The policy acts from a numpy snapshot of the actor taken at the start of the rollout (`kppo.agent.numpy_actor`); after the
-last step one compiled call (`finish_rollout`) computes the log-probabilities of the actions taken, the values, the
+The policy acts from a numpy snapshot of the actor taken at the start of the rollout (`kppo.agent.numpy_actor`); after
+the last step one compiled call (`finish_rollout`) computes the log-probabilities of the actions taken, the values, the
 values of final observations, the reward scaling and GAE with the networks the update uses.
 
 The semantics are those of the compiled TF-native rollout (`kppo.rollout.native`) and of SB3's VecNormalize +
@@ -94,7 +94,7 @@ def finish_rollout(
     num_steps, num_envs = traj.reward.shape[0], traj.reward.shape[1]
 
     def flat(x: tf.Tensor) -> tf.Tensor:
-        return tf.reshape(x, [num_steps * num_envs] + x.shape[2:].as_list())
+        return tf.reshape(x, [num_steps * num_envs, *x.shape[2:].as_list()])
 
     def time_major(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [num_steps, num_envs])
@@ -123,10 +123,18 @@ def finish_rollout(
             scaled, disc, stats = normalization.scale_reward(stats, disc, reward, done_t, settings.gamma)
             return (stats, disc), scaled
 
-        (return_stats, discounted_return), rewards = scan(scale_step, (return_stats, discounted_return), (rewards, done))
+        (return_stats, discounted_return), rewards = scan(
+            scale_step, (return_stats, discounted_return), (rewards, done)
+        )
     traj = traj._replace(log_prob=log_prob, value=values, reward=rewards, final_value=final_values)
     advantages, returns = compute_gae(
-        rewards, values, traj.terminated, traj.truncated, final_values, last_value, settings.gamma,
+        rewards,
+        values,
+        traj.terminated,
+        traj.truncated,
+        final_values,
+        last_value,
+        settings.gamma,
         settings.gae_lambda,
     )
     return FinishedRollout(Rollout(traj, advantages, returns), return_stats, discounted_return, end_memory)
@@ -162,7 +170,7 @@ class StepRecord(NamedTuple):
 
     def finished_episodes(self) -> list[dict[str, Any]]:
         """The `"episode"` entries (Monitor's {"r", "l", "t"}) of the envs whose episode ended at this step."""
-        return [self.info(i)["episode"] for i in np.flatnonzero(self.step.terminated | self.step.truncated)]
+        return [self.info(int(i))["episode"] for i in np.flatnonzero(self.step.terminated | self.step.truncated)]
 
     def sb3_locals(self) -> dict[str, Any]:
         """The step as SB3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`): `obs` (raw, acted on),
@@ -170,9 +178,16 @@ class StepRecord(NamedTuple):
         `clipped_actions` (env units), `rewards` (raw), `dones` (terminated | truncated), `infos` (one dict per env,
         `info(i)`) and `n_steps`."""
         step = self.step
-        return {"obs": self.obs, "new_obs": step.raw_obs, "actions": self.actions, "clipped_actions": self.actions,
-                "rewards": step.reward, "dones": step.terminated | step.truncated,
-                "infos": [self.info(i) for i in range(len(step.reward))], "n_steps": self.n_steps}
+        return {
+            "obs": self.obs,
+            "new_obs": step.raw_obs,
+            "actions": self.actions,
+            "clipped_actions": self.actions,
+            "rewards": step.reward,
+            "dones": step.terminated | step.truncated,
+            "infos": [self.info(i) for i in range(len(step.reward))],
+            "n_steps": self.n_steps,
+        }
 
 
 def collect_host_rollout(
@@ -203,7 +218,7 @@ def collect_host_rollout(
     buf = {
         "obs": np.zeros((num_steps, num_envs, dim), np.float32),
         "final_obs": np.zeros((num_steps, num_envs, dim), np.float32),
-        "action": np.zeros((num_steps, num_envs) + tuple(dist.action_shape), dist.action_dtype.as_numpy_dtype),
+        "action": np.zeros((num_steps, num_envs, *tuple(dist.action_shape)), dist.action_dtype.as_numpy_dtype),
         "reward": np.zeros((num_steps, num_envs), np.float32),
         "terminated": np.zeros((num_steps, num_envs), bool),
         "truncated": np.zeros((num_steps, num_envs), bool),
@@ -227,7 +242,7 @@ def collect_host_rollout(
         if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
             noise = dist.new_noise_host(params, rng, num_envs)
         action = dist.sample_host(params, rng, noise)
-        actions = _env_actions(dist.to_env_host(action), space).reshape((num_envs,) + space.shape)
+        actions = _env_actions(dist.to_env_host(action), space).reshape((num_envs, *space.shape))
         step = vec_env.step(actions)
         if masks is not None:
             mask = masks.step(step.infos)
@@ -243,27 +258,60 @@ def collect_host_rollout(
         if ended:  # rows that did not end keep zeros: final values are read only where truncated
             buf["final_obs"][t, done] = network_input(stats, step.final_obs[done], normalize_obs)
             buf["episode_return"][t, done], buf["episode_length"][t, done] = ep_return[done], ep_length[done]
-        proceed = on_step is None or on_step(StepRecord(step, raw_obs, actions, ep_return, ep_length,
-                                                        time.perf_counter() - state.clock_start, t))
+        proceed = on_step is None or on_step(
+            StepRecord(step, raw_obs, actions, ep_return, ep_length, time.perf_counter() - state.clock_start, t)
+        )
         if ended:
             ep_return[done], ep_length[done] = 0.0, 0
         obs, raw_obs = step.obs, step.raw_obs
         if not proceed:
-            raise RolloutStopped(state._replace(obs=obs, raw_obs=raw_obs, obs_stats=stats, episode_return=ep_return,
-                                                episode_length=ep_length, action_mask=mask,
-                                                episode_start=np.ones_like(starts) if state.memory else starts))
+            raise RolloutStopped(
+                state._replace(
+                    obs=obs,
+                    raw_obs=raw_obs,
+                    obs_stats=stats,
+                    episode_return=ep_return,
+                    episode_length=ep_length,
+                    action_mask=mask,
+                    episode_start=np.ones_like(starts) if state.memory else starts,
+                )
+            )
     zeros = tf.zeros([num_steps, num_envs])
     traj = Trajectory(
-        obs=tf.constant(buf["obs"]), action=tf.constant(buf["action"]), log_prob=zeros, value=zeros,
-        reward=tf.constant(buf["reward"]), terminated=tf.constant(buf["terminated"]),
-        truncated=tf.constant(buf["truncated"]), final_value=zeros,
-        episode_return=tf.constant(buf["episode_return"]), episode_length=tf.constant(buf["episode_length"]),
-        action_mask=tf.constant(buf["action_mask"]), episode_start=tf.constant(buf["episode_start"]),
+        obs=tf.constant(buf["obs"]),
+        action=tf.constant(buf["action"]),
+        log_prob=zeros,
+        value=zeros,
+        reward=tf.constant(buf["reward"]),
+        terminated=tf.constant(buf["terminated"]),
+        truncated=tf.constant(buf["truncated"]),
+        final_value=zeros,
+        episode_return=tf.constant(buf["episode_return"]),
+        episode_length=tf.constant(buf["episode_length"]),
+        action_mask=tf.constant(buf["action_mask"]),
+        episode_start=tf.constant(buf["episode_start"]),
     )
-    finished = finish_fn(traj, tf.constant(buf["final_obs"]), tf.constant(network_input(stats, obs, normalize_obs)),
-                         state.return_stats, state.discounted_return, tuple(tf.constant(m) for m in state.memory))
-    new_state = HostRolloutState(obs, finished.discounted_return, stats, finished.return_stats, ep_return, ep_length,
-                                 raw_obs, state.clock_start, mask, starts, tuple(m.numpy() for m in finished.memory))
+    finished = finish_fn(
+        traj,
+        tf.constant(buf["final_obs"]),
+        tf.constant(network_input(stats, obs, normalize_obs)),
+        state.return_stats,
+        state.discounted_return,
+        tuple(tf.constant(m) for m in state.memory),
+    )
+    new_state = HostRolloutState(
+        obs,
+        finished.discounted_return,
+        stats,
+        finished.return_stats,
+        ep_return,
+        ep_length,
+        raw_obs,
+        state.clock_start,
+        mask,
+        starts,
+        tuple(m.numpy() for m in finished.memory),
+    )
     return new_state, finished.rollout
 
 

@@ -30,12 +30,15 @@ def current_mask(env: VecEnv, agent: Agent, env_state, num_envs: int, action_mas
     mask = env.action_mask(env_state) if action_masks else None
     if mask is None:
         if action_masks:
-            raise ValueError(f"action_masks: expected the env to implement action_mask(state), got None from "
-                             f"{type(getattr(env, 'task', env)).__name__}")
+            raise ValueError(
+                f"action_masks: expected the env to implement action_mask(state), got None from "
+                f"{type(getattr(env, 'task', env)).__name__}"
+            )
         return agent.dist.no_mask([num_envs])
     if mask.shape[1:] != [agent.dist.mask_size]:
-        raise ValueError(f"action_mask: expected shape [num_envs, {agent.dist.mask_size}] for "
-                         f"{env.action_space}, got {mask.shape}")
+        raise ValueError(
+            f"action_mask: expected shape [num_envs, {agent.dist.mask_size}] for {env.action_space}, got {mask.shape}"
+        )
     return tf.cast(mask, tf.bool)
 
 
@@ -55,10 +58,13 @@ def env_action(env: VecEnv, agent: Agent, action: tf.Tensor) -> tf.Tensor:
     return to_env if to_env.dtype.is_integer else tf.cast(to_env, env.dtype)
 
 
-def initial_rollout_state(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int, normalize_obs: bool) -> RolloutState:
+def initial_rollout_state(
+    env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int, normalize_obs: bool
+) -> RolloutState:
     """Resets the env; the first observations enter the observation statistics (as SB3's VecNormalize.reset)."""
     env_state, obs = env.reset(key, num_envs)
     obs_dim = env.observation_space.shape
+    assert obs_dim is not None, "a TF-native env's observation space has a shape"
     obs_stats = normalization.initial_stats(obs_dim)
     if normalize_obs:
         obs_stats = normalization.update_moments(obs_stats, obs)
@@ -165,7 +171,12 @@ class _EvalCarry(NamedTuple):
 
 
 def eval_env_step(
-    env: VecEnv, agent: Agent, obs_stats: MeanStd, normalize_obs: bool, action_masks: bool, carry: _EvalCarry,
+    env: VecEnv,
+    agent: Agent,
+    obs_stats: MeanStd,
+    normalize_obs: bool,
+    action_masks: bool,
+    carry: _EvalCarry,
     key: tf.Tensor,
 ) -> tuple[_EvalCarry, EvalTrajectory]:
     """One deterministic step (masked when `action_masks`); only each env's first episode counts."""
@@ -183,17 +194,27 @@ def eval_env_step(
 
 
 def evaluate(
-    env: VecEnv, agent: Agent, obs_stats: MeanStd, key: tf.Tensor, num_envs: int, normalize_obs: bool,
+    env: VecEnv,
+    agent: Agent,
+    obs_stats: MeanStd,
+    key: tf.Tensor,
+    num_envs: int,
+    normalize_obs: bool,
     action_masks: bool = False,
 ) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode in each of `num_envs` envs (max_episode_steps steps), statistics frozen."""
     key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
     env_state, obs = env.reset(key_reset, num_envs)
     carry = _EvalCarry(
-        env_state, obs, tf.ones([num_envs], tf.bool), tf.zeros([num_envs], tf.float32), tf.zeros([num_envs], tf.int32),
+        env_state,
+        obs,
+        tf.ones([num_envs], tf.bool),
+        tf.zeros([num_envs], tf.float32),
+        tf.zeros([num_envs], tf.int32),
         initial_memory(agent, num_envs),
     )
     keys = tf.random.experimental.stateless_split(key_steps, env.max_episode_steps)
-    carry, records = scan(lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k),
-                           carry, keys)
+    carry, records = scan(
+        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k), carry, keys
+    )
     return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active)), records

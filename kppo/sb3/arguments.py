@@ -15,7 +15,7 @@ from kppo.config.options import ACTIVATIONS, Config
 
 Schedule = Callable[[float], float]
 #: What SB3's update computes differently from kppo's defaults: torch's Adam, the sample std of the advantages.
-SB3_UPDATE = {"adam_style": "torch", "advantage_std_ddof": 1}
+SB3_UPDATE: dict[str, Any] = {"adam_style": "torch", "advantage_std_ddof": 1}
 IGNORED_POLICY_KWARGS = ("share_features_extractor", "normalize_images")
 
 

@@ -24,7 +24,7 @@ class MaskablePPO(PPO):
     def _make_config(self, n_envs, action_space, normalize) -> Config:
         return super()._make_config(n_envs, action_space, normalize).replace(action_masks=True)
 
-    def learn(
+    def learn(  # type: ignore[override]  # sb3-contrib's signature: use_masking before progress_bar
         self,
         total_timesteps: int,
         callback: Any = None,

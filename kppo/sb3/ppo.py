@@ -30,7 +30,7 @@ import contextlib
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -38,9 +38,10 @@ import numpy as np
 
 from kppo.agent import checkpoint
 from kppo._tf import tf
-from kppo.agent.agent import load_agent, make_policy
+from kppo.agent.agent import Agent, load_agent, make_policy
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
+from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.vector import make_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
 from kppo.sb3.logger import Logger, next_run_dir
@@ -48,13 +49,14 @@ from kppo.sb3.logger import progress_bar as make_progress_bar
 from kppo.training.loop import Hooks, Plan, run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy
-from kppo.training.runners import ScheduleVariables, Start, make_runner
+from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner
 from kppo.sb3.arguments import Schedule, jsonable_policy_kwargs, policy_config, sb3_config, split_schedule, tf_device
-from kppo.core.types import Diagnostics
+from kppo.core.types import Diagnostics, MeanStd
 from kppo.sb3.vec_normalize import VecNormalize
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
 _FRESH_START = Start()  # a NamedTuple: shared safely as the default of `_build`
+_Model = TypeVar("_Model", bound="PPO")
 
 
 def make_vec_env(
@@ -75,7 +77,7 @@ class PPO:
     same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
 
     policy_names = _POLICIES
-    _policy_config = staticmethod(policy_config)  # policy_kwargs -> Config fields
+    _policy_config: Callable[[dict], dict[str, Any]] = staticmethod(policy_config)  # policy_kwargs -> Config fields
 
     def __init__(
         self,
@@ -118,7 +120,7 @@ class PPO:
             raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
         self.policy_class = policy
         self.verbose = verbose
-        self.seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
+        self.seed = int(cast(int, np.random.SeedSequence().entropy) % 2**31) if seed is None else int(seed)
         self.device = tf_device(device)
         self.tensorboard_log = tensorboard_log
         self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
@@ -150,10 +152,16 @@ class PPO:
         self.policy_kwargs = dict(policy_kwargs or {})
         self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
         self._current_lr = self.learning_rate
-        self._runner, self.runner_state = None, None  # the host runner and its state (set by the training loop)
+        # the host runner and its state (set by the training loop)
+        self._runner: Runner | None = None
+        self.runner_state: Any = None
         self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
-        self._loaded_stats, self._policy, self._predict_calls = None, None, 0
-        self.agent, self.env, self.config = None, None, None
+        self._loaded_stats: tuple[MeanStd, MeanStd] | None = None
+        self._policy: Policy | None = None
+        self._predict_calls = 0
+        self.agent: Agent | None = None
+        self.env: GymVecEnv | None = None
+        self.config: Config | None = None
         self.logger = Logger(verbose)
         self.ep_info_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
         if env is not None:
@@ -180,8 +188,9 @@ class PPO:
         vec_env = _make_gym_vec_env(env, num_envs=1, seed=self.seed, verbose=self.verbose)  # SB3: one env per id
         try:
             if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
+                observation_space, action_space = self._model_spaces()
                 raise ValueError(
-                    f"env: expected spaces {self._spaces[0]} / {self._spaces[1]} (those of the model), got "
+                    f"env: expected spaces {observation_space} / {action_space} (those of the model), got "
                     f"{vec_env.observation_space} / {vec_env.action_space}"
                 )
             normalize = self._normalization(env)
@@ -199,7 +208,8 @@ class PPO:
             env.model = self
             start = start._replace(count_reset=env.training)
             if env.loaded is not None:  # VecNormalize.load: its statistics, as SB3
-                start = start._replace(**dict(zip(("obs_stats", "return_stats"), env.loaded_moments())))
+                obs_stats, return_stats = env.loaded_moments()
+                start = start._replace(obs_stats=obs_stats, return_stats=return_stats)
         schedule = ScheduleVariables(self._clip_var, self._clip_vf_var)
         with self._device_scope():
             self._runner = make_runner(vec_env, self.config, None, start, schedule)
@@ -243,11 +253,16 @@ class PPO:
 
     @property
     def observation_space(self) -> gym.spaces.Space:
-        return self._spaces[0]
+        return self._model_spaces()[0]
 
     @property
     def action_space(self) -> gym.spaces.Space:
-        return self._spaces[1]
+        return self._model_spaces()[1]
+
+    def _model_spaces(self) -> tuple[gym.spaces.Space, gym.spaces.Space]:
+        """The networks' (observation space, action space), set with them (`_build`, `load`)."""
+        assert self._spaces is not None, "the model has no networks yet"
+        return self._spaces
 
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise)."""
@@ -256,19 +271,19 @@ class PPO:
             self._build(env)
             return
         old_runner = self._runner
-        self._build(env, Start(self.agent, *self.statistics()))
+        self._build(env, Start(self.agent, *self._statistics()))
         if old_runner is not None:
             old_runner.close()
 
     def learn(
-        self,
+        self: _Model,
         total_timesteps: int,
         callback: Any = None,
         log_interval: int = 1,
         tb_log_name: str = "PPO",
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
-    ) -> PPO:
+    ) -> _Model:
         """Collects rollouts and updates until `total_timesteps` more steps (SB3's counting) have been taken.
 
         Callbacks follow SB3: `on_step` runs after every vector-env step during the rollout, with `self.locals`
@@ -276,7 +291,8 @@ class PPO:
         """
         if self._runner is None:
             raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
-        if isinstance(self.get_env(), VecNormalize) and not self.get_env().training:
+        vec_env = self.get_env()
+        if isinstance(vec_env, VecNormalize) and not vec_env.training:
             raise ValueError(
                 "VecNormalize.training: expected True while learning (kppo freezes the statistics outside "
                 "learn by itself), got False"
@@ -294,6 +310,7 @@ class PPO:
         callback = None if callback is None else make_callback(callback)  # None: no SB3 locals built per step
         if callback is not None:
             callback.init_callback(self)
+        assert self.config is not None  # built with the runner
         rollout_size = self.config.rollout_size
         iterations = max(math.ceil((self._total_timesteps - self.num_timesteps) / rollout_size), 0)
         bar = make_progress_bar(iterations * rollout_size) if progress_bar else None
@@ -332,16 +349,19 @@ class PPO:
         """SB3's schedules, evaluated before every rollout (the loop's `schedule` hook)."""
         if self._lr_schedule is not None:
             self._current_lr = float(self._lr_schedule(progress_remaining))
+        assert self.agent is not None  # called by `learn`, which needs the runner
         self.agent.optimizer.learning_rate.assign(self._current_lr)
         if self._clip_schedule is not None:
             self._clip_var.assign(float(self._clip_schedule(progress_remaining)))
         if self._clip_vf_schedule is not None:
+            assert self._clip_vf_var is not None  # made with the schedule, for clip_range_vf
             self._clip_vf_var.assign(float(self._clip_vf_schedule(progress_remaining)))
 
     def _log(self, diag: Diagnostics, iteration: int, progress: Progress, start: tuple[float, int]) -> None:
         """One SB3 logger dump: the metrics of this iteration under SB3's keys (`kppo.training.metrics.METRICS`), with
         SB3's counters (iterations and fps of this `learn` call, episode means over the last `stats_window_size`)."""
         elapsed = max(time.perf_counter() - start[0], 1e-9)
+        assert self.config is not None  # called by `learn`
         row = training_row(diag, 1, self.config.rollout_size, elapsed, progress)
         row.update(
             {
@@ -364,18 +384,29 @@ class PPO:
         """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
         return self._get_policy()
 
-    def statistics(self) -> tuple:
-        """(observation statistics, return statistics) of the running or loaded model."""
+    def statistics(self) -> tuple[MeanStd, MeanStd] | None:
+        """(observation statistics, return statistics) of the running or loaded model (None before it has networks)."""
         if self._runner is not None:
             return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
         return self._loaded_stats
+
+    def _statistics(self) -> tuple[MeanStd, MeanStd]:
+        """`statistics()` of a model with networks (running or loaded)."""
+        stats = self.statistics()
+        assert stats is not None, "the model has no networks yet"
+        return stats
 
     def _get_policy(self) -> Policy:
         if self.agent is None:
             raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
         if self._policy is None:
+            assert self.config is not None  # set with the agent
             self._policy = make_policy(
-                self.agent, self.statistics()[0], self.config.normalize_obs, *self._spaces, self.config.action_masks
+                self.agent,
+                self._statistics()[0],
+                self.config.normalize_obs,
+                *self._model_spaces(),
+                self.config.action_masks,
             )
         return self._policy
 
@@ -406,7 +437,7 @@ class PPO:
         as their current values."""
         if self.agent is None:
             raise ValueError("save: the model has no networks yet; construct it with an env first")
-        obs_stats, return_stats = self.statistics()
+        obs_stats, return_stats = self._statistics()
         extra = {
             "sb3": {
                 **self._ppo_args,
@@ -422,7 +453,8 @@ class PPO:
                 "num_timesteps": self.num_timesteps,
             }
         }
-        checkpoint.save(path, self.config, self.agent, obs_stats, return_stats, *self._spaces, extra)
+        assert self.config is not None  # set with the agent
+        checkpoint.save(path, self.config, self.agent, obs_stats, return_stats, *self._model_spaces(), extra)
 
     @classmethod
     def load(

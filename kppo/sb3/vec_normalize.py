@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
@@ -30,7 +30,7 @@ class RunningMeanStd(NamedTuple):
 
     mean: np.ndarray
     var: np.ndarray
-    count: float
+    count: float  # type: ignore[assignment]  # SB3's attribute name, shadowing tuple.count on purpose
 
 
 def _stats(moments: Any) -> RunningMeanStd | None:
@@ -114,10 +114,11 @@ class VecNormalize(VectorWrapper):
 
     def loaded_moments(self) -> tuple[MeanStd | None, MeanStd | None]:
         """The statistics `load` read, as the moments a kppo run starts from."""
-        return tuple(
+        moments = tuple(
             None if rms is None else MeanStd(*(tf.constant(x, tf.float32) for x in rms))
             for rms in (self.loaded or (None, None))
         )
+        return cast(tuple[MeanStd | None, MeanStd | None], moments)
 
     def save(self, path: str | Path) -> None:
         """Writes the settings and statistics as JSON (SB3 pickles the wrapper)."""
@@ -149,12 +150,17 @@ class VecNormalize(VectorWrapper):
                 f"got {str(load_path)!r}"
             )
         wrapper = VecNormalize(venv, data["training"], data["norm_obs"], data["norm_reward"], gamma=data["gamma"])
-        wrapper.loaded = tuple(
-            None
-            if data[k] is None
-            else RunningMeanStd(
-                np.asarray(data[k]["mean"], np.float32), np.asarray(data[k]["var"], np.float32), float(data[k]["count"])
-            )
-            for k in ("obs_rms", "ret_rms")
+        wrapper.loaded = cast(
+            tuple[Any, Any],
+            tuple(
+                None
+                if data[k] is None
+                else RunningMeanStd(
+                    np.asarray(data[k]["mean"], np.float32),
+                    np.asarray(data[k]["var"], np.float32),
+                    float(data[k]["count"]),
+                )
+                for k in ("obs_rms", "ret_rms")
+            ),
         )
         return wrapper

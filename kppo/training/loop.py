@@ -60,7 +60,7 @@ class LoopResult(NamedTuple):
 def round_sizes(num_iterations: int, rounds: int) -> list[int]:
     """Splits the iterations into `rounds` nearly equal rounds (all iterations run, none dropped)."""
     bounds = [round((r + 1) * num_iterations / rounds) for r in range(rounds)]
-    return [b - a for a, b in zip([0] + bounds[:-1], bounds)]
+    return [b - a for a, b in zip([0, *bounds[:-1]], bounds)]
 
 
 def check_finite(diag: Diagnostics, iteration: int) -> None:
@@ -77,9 +77,12 @@ def check_finite(diag: Diagnostics, iteration: int) -> None:
 def _print_debug(diag: Diagnostics, iteration: int) -> None:
     """rex's DEBUG output: episode statistics of the iterations just run."""
     episodes = max(np.sum(diag.episodes), 1.0)  # a population's: over all members
-    print(f"[kppo debug] iterations to {iteration}: {np.sum(diag.episodes):.0f} episodes, "
-          f"mean return {np.sum(diag.episode_return_sum) / episodes:.2f}, "
-          f"mean length {np.sum(diag.episode_length_sum) / episodes:.1f}", flush=True)
+    print(
+        f"[kppo debug] iterations to {iteration}: {np.sum(diag.episodes):.0f} episodes, "
+        f"mean return {np.sum(diag.episode_return_sum) / episodes:.2f}, "
+        f"mean length {np.sum(diag.episode_length_sum) / episodes:.1f}",
+        flush=True,
+    )
 
 
 def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:
@@ -88,9 +91,11 @@ def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:
     try:
         return getattr(callback, event)(*args)
     except Exception as err:
-        raise RuntimeError(f"callback: {type(callback).__name__}.{event} raised {type(err).__name__}"
-                           f"{first_line(err)} at step {model.num_timesteps:,}; training stopped "
-                           "(checkpoints and files written so far are kept)") from err
+        raise RuntimeError(
+            f"callback: {type(callback).__name__}.{event} raised {type(err).__name__}"
+            f"{first_line(err)} at step {model.num_timesteps:,}; training stopped "
+            "(checkpoints and files written so far are kept)"
+        ) from err
 
 
 def _step_hook(hooks: Hooks, model: Any, num_envs: int) -> Callable[[StepRecord], bool] | None:
@@ -132,8 +137,16 @@ class _Run:
     """One `run_loop`: the state it carries from call to call, and its phases (`call`, `after_call`,
     `evaluate_round`)."""
 
-    def __init__(self, runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[dict] | None,
-                 checkpointer: Any, checkpoint_every: int):
+    def __init__(
+        self,
+        runner: Runner,
+        plan: Plan,
+        hooks: Hooks,
+        model: Any,
+        rows: list[dict] | None,
+        checkpointer: Any,
+        checkpoint_every: int,
+    ):
         self.runner, self.plan, self.hooks, self.model = runner, plan, hooks, model
         self.checkpointer, self.checkpoint_every = checkpointer, checkpoint_every
         self.state, self.rows, self.clock = runner.state, list(rows or []), _Clock()
@@ -179,9 +192,14 @@ class _Run:
         self.iteration += n
         self.gradient_steps = self.gradient_steps + np.asarray(diag.minibatch_steps).astype(np.int64)
         runner = self.runner
-        progress = Progress(self.model.num_timesteps, self.iteration, host_value(self.gradient_steps),
-                            runner.learning_rate(self.state),
-                            runner.clip_range(), time.perf_counter() - self.clock.start)
+        progress = Progress(
+            self.model.num_timesteps,
+            self.iteration,
+            host_value(self.gradient_steps),
+            runner.learning_rate(self.state),
+            runner.clip_range(),
+            time.perf_counter() - self.clock.start,
+        )
         return diag, progress
 
     def after_call(self, diag: Diagnostics, n: int, progress: Progress) -> LoopResult | None:
@@ -197,8 +215,11 @@ class _Run:
                 callback.update_locals({"iterations": n, "diagnostics": diag})
                 continue_training = run_callback(callback, "on_step", model)
             run_callback(callback, "on_rollout_end", model)
-        if self.checkpointer is not None and self.checkpoint_every and \
-                self.iteration - self.last_checkpoint >= self.checkpoint_every:
+        if (
+            self.checkpointer is not None
+            and self.checkpoint_every
+            and self.iteration - self.last_checkpoint >= self.checkpoint_every
+        ):
             self.save()
         if hooks.should_stop is not None and hooks.should_stop():
             if self.checkpointer is not None:
@@ -228,11 +249,13 @@ class _Run:
             if ended is not None:
                 return ended
         if self.plan.evaluate:
+            assert sums is not None and progress is not None  # size > 0: the round ran
             self.evaluate_round(round_index, sums, done, time.perf_counter() - round_start, progress)
         return None
 
-    def evaluate_round(self, round_index: int, sums: Diagnostics, done: int, train_wall: float,
-                       progress: Progress) -> None:
+    def evaluate_round(
+        self, round_index: int, sums: Diagnostics, done: int, train_wall: float, progress: Progress
+    ) -> None:
         """One metric row: the round's training means and a deterministic evaluation; then a checkpoint."""
         self.warmup.join()
         t0 = time.perf_counter()
@@ -251,8 +274,15 @@ class _Run:
             self.save()
 
 
-def run_loop(runner: Runner, plan: Plan, hooks: Hooks, model: Any, rows: list[dict] | None = None,
-             checkpointer: Any = None, checkpoint_every: int = 0) -> LoopResult:
+def run_loop(
+    runner: Runner,
+    plan: Plan,
+    hooks: Hooks,
+    model: Any,
+    rows: list[dict] | None = None,
+    checkpointer: Any = None,
+    checkpoint_every: int = 0,
+) -> LoopResult:
     """Runs `plan` from `runner.state`; `model` is what callbacks see (`num_timesteps` is advanced here, and
     `runner_state` set after every call). Phases: start (warm-up, `on_training_start`), rounds of calls (each call:
     schedules, rollouts and updates, reports, callbacks, checkpoint, stop requests), an evaluation after each round,

@@ -29,17 +29,20 @@ METRICS = {
     "train/entropy": Metric("policy entropy", "train/entropy_loss", -1.0),
     "train/clip_fraction": Metric("fraction of ratios outside [1 - clip, 1 + clip]", "train/clip_fraction"),
     "train/clip_range": Metric("clip range of the round's last iteration", "train/clip_range"),
-    "train/explained_variance": Metric("1 - Var(returns - values) / Var(returns) of the rollouts",
-                                       "train/explained_variance"),
+    "train/explained_variance": Metric(
+        "1 - Var(returns - values) / Var(returns) of the rollouts", "train/explained_variance"
+    ),
     "train/learning_rate": Metric("learning rate of the round's last iteration", "train/learning_rate"),
     "train/grad_norm": Metric("global gradient norm before clipping"),
     "train/minibatch_steps": Metric("gradient steps per iteration (fewer after a target-KL stop)"),
     "train/gradient_steps": Metric("gradient steps applied so far", "train/n_updates"),
-    "rollout/ep_rew_mean": Metric("mean raw return of training episodes finished in the round (NaN if none)",
-                                  "rollout/ep_rew_mean"),
+    "rollout/ep_rew_mean": Metric(
+        "mean raw return of training episodes finished in the round (NaN if none)", "rollout/ep_rew_mean"
+    ),
     "rollout/ep_len_mean": Metric("their mean length", "rollout/ep_len_mean"),
-    "eval/mean_returns": Metric("deterministic evaluation: mean first-episode return over num_eval_envs envs",
-                                "eval/mean_reward"),
+    "eval/mean_returns": Metric(
+        "deterministic evaluation: mean first-episode return over num_eval_envs envs", "eval/mean_reward"
+    ),
     "eval/std_returns": Metric("its standard deviation"),
     "eval/mean_lengths": Metric("mean episode length", "eval/mean_ep_length"),
     "eval/std_lengths": Metric("its standard deviation"),

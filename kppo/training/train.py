@@ -26,8 +26,15 @@ from kppo.training.runners import EvalMetricsFn, Runner, make_runner
 from kppo.training.runners.population import make_population_runner, member_agent, member_state
 from kppo.core.types import RunnerState
 
-__all__ = ["METRICS", "PPOResult", "PopulationResult", "TrainingModel", "load_run_checkpoint", "population_members",
-           "train"]
+__all__ = [
+    "METRICS",
+    "PPOResult",
+    "PopulationResult",
+    "TrainingModel",
+    "load_run_checkpoint",
+    "population_members",
+    "train",
+]
 
 
 @dataclasses.dataclass
@@ -62,8 +69,14 @@ class PPOResult:
     @functools.cached_property
     def policy(self) -> Policy:
         """The trained policy with the final statistics; SB3's `predict` makes it usable by `evaluate_policy`."""
-        return make_policy(self.agent, self.runner_state.rollout.obs_stats, self.config.normalize_obs,
-                           self.observation_space, self.action_space, self.config.action_masks)
+        return make_policy(
+            self.agent,
+            self.runner_state.rollout.obs_stats,
+            self.config.normalize_obs,
+            self.observation_space,
+            self.action_space,
+            self.config.action_masks,
+        )
 
     @property
     def act_scaling(self):
@@ -94,8 +107,11 @@ class PopulationResult:
     @property
     def summary(self) -> dict[str, dict[str, np.ndarray]]:
         """Per metric with a value per member: its mean, std and min over the members, per round."""
-        return {name: {"mean": values.mean(axis=1), "std": values.std(axis=1), "min": values.min(axis=1)}
-                for name, values in self.metrics.items() if values.ndim == 2}
+        return {
+            name: {"mean": values.mean(axis=1), "std": values.std(axis=1), "min": values.min(axis=1)}
+            for name, values in self.metrics.items()
+            if values.ndim == 2
+        }
 
 
 def population_members(config: Config | Sweep | None, seed: Any) -> list[Config]:
@@ -124,17 +140,36 @@ class TrainingModel:
     @property
     def policy(self) -> Policy:
         stats = self.runner.view(self.runner_state).rollout.obs_stats
-        return make_policy(self.runner.agent, stats, self.config.normalize_obs, self.runner.observation_space,
-                           self.runner.action_space, self.config.action_masks)
+        return make_policy(
+            self.runner.agent,
+            stats,
+            self.config.normalize_obs,
+            self.runner.observation_space,
+            self.runner.action_space,
+            self.config.action_masks,
+        )
 
-    def predict(self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False,
-                action_masks: Any = None):
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+        action_masks: Any = None,
+    ):
         return self.policy.predict(observation, state, episode_start, deterministic, action_masks)
 
     def save(self, path: str | Path) -> None:
         stats = self.runner.view(self.runner_state).rollout
-        checkpoint.save(path, self.config, self.runner.agent, stats.obs_stats, stats.return_stats,
-                        self.runner.observation_space, self.runner.action_space)
+        checkpoint.save(
+            path,
+            self.config,
+            self.runner.agent,
+            stats.obs_stats,
+            stats.return_stats,
+            self.runner.observation_space,
+            self.runner.action_space,
+        )
 
     def get_env(self) -> Any:
         """The gymnasium vector env of a gymnasium run; the `kppo.envs.VecEnv` of a TF-native one."""
@@ -198,9 +233,12 @@ def train(
         for name, value in unsupported.items():
             if value is not None:
                 raise ValueError(f"{name}: expected None for a population (several seeds or a sweep), got {value!r}")
-        return _train_population(env, population_members(config, seed), on_eval, on_progress, checkpoint_dir, resume,
-                                 should_stop)
+        return _train_population(
+            env, population_members(config, seed), on_eval, on_progress, checkpoint_dir, resume, should_stop
+        )
     config = Config() if config is None else config
+    if not isinstance(config, Config):  # a Sweep is a population (above)
+        raise TypeError(f"config: expected a kppo.Config or a Config.sweep(...), got {type(config).__name__}")
     if seed is not None:
         config = config.replace(seed=seed)
     runner = make_runner(env, config, eval_metrics_fn)
@@ -210,19 +248,33 @@ def train(
         raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
     runner, checkpointer, rows = _checkpointing(runner, config, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
-    hooks = Hooks(callback=None if callback is None else make_callback(callback), on_eval=on_eval,
-                  on_progress=on_progress, should_stop=should_stop)
+    hooks = Hooks(
+        callback=None if callback is None else make_callback(callback),
+        on_eval=on_eval,
+        on_progress=on_progress,
+        should_stop=should_stop,
+    )
     if hooks.callback is not None:
         hooks.callback.init_callback(model)
     try:
         plan = _plan(config, int(runner.view(runner.state).iteration))._replace(
-            gradient_steps=int(runner.agent.optimizer.iterations.numpy()))  # restored by a resume
+            gradient_steps=int(runner.agent.optimizer.iterations.numpy())
+        )  # restored by a resume
         result = run_loop(runner, plan, hooks, model, rows, checkpointer, config.checkpoint_every)
     finally:
         runner.close()
     metrics = _columns(result.rows)
-    return PPOResult(config, runner.view(result.state), metrics, runner.agent, runner.observation_space,
-                     runner.action_space, result.timings, result.interrupted, result.stopped)
+    return PPOResult(
+        config,
+        runner.view(result.state),
+        metrics,
+        runner.agent,
+        runner.observation_space,
+        runner.action_space,
+        result.timings,
+        result.interrupted,
+        result.stopped,
+    )
 
 
 def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
@@ -230,14 +282,17 @@ def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
     return {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
 
 
-def _checkpointing(runner: Runner, config: Config, checkpoint_dir: Any, resume: bool, fits: str,
-                   weights: Any = None) -> tuple[Runner, TrainingCheckpointer | None, list[dict]]:
+def _checkpointing(
+    runner: Runner, config: Config, checkpoint_dir: Any, resume: bool, fits: str, weights: Any = None
+) -> tuple[Runner, TrainingCheckpointer | None, list[dict]]:
     """(runner, checkpointer or None, metric rows so far): with `resume`, the runner starts from the newest readable
     checkpoint that fits `fits` and the rows are restored."""
-    checkpointer, rows = None, []
+    checkpointer: TrainingCheckpointer | None = None
+    rows: list[dict] = []
     if checkpoint_dir is not None:
-        checkpointer = TrainingCheckpointer(checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy,
-                                            weights=weights)
+        checkpointer = TrainingCheckpointer(
+            checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy, weights=weights
+        )
     if resume:
         if checkpointer is None:
             raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
@@ -248,31 +303,47 @@ def _checkpointing(runner: Runner, config: Config, checkpoint_dir: Any, resume: 
 
 def _print_population(metrics: dict[str, Any]) -> None:
     returns = np.asarray(metrics["eval/mean_returns"])
-    print(f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval over {returns.size} members: mean "
-          f"{returns.mean():9.2f} +- {returns.std():7.2f}, min {returns.min():9.2f}  "
-          f"{metrics['time/steps_per_s'] * returns.size:8.0f} steps/s (all members)", flush=True)
+    print(
+        f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval over {returns.size} members: mean "
+        f"{returns.mean():9.2f} +- {returns.std():7.2f}, min {returns.min():9.2f}  "
+        f"{metrics['time/steps_per_s'] * returns.size:8.0f} steps/s (all members)",
+        flush=True,
+    )
 
 
-def _train_population(env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume,
-                      should_stop) -> PopulationResult:
+def _train_population(
+    env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume, should_stop
+) -> PopulationResult:
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs)
-    runner, checkpointer, rows = _checkpointing(runner, base, checkpoint_dir, resume, "this population",
-                                                population.weights)
+    runner, checkpointer, rows = _checkpointing(
+        runner, base, checkpoint_dir, resume, "this population", population.weights
+    )
     if on_eval is None and base.verbose >= 1:
         on_eval = _print_population
     hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)
     plan = _plan(base, int(runner.view(runner.state).iteration))._replace(
-        gradient_steps=population.weights.steps.numpy().astype(np.int64))  # Adam steps: restored by a resume
+        gradient_steps=population.weights.steps.numpy().astype(np.int64)
+    )  # Adam steps: restored by a resume
     result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
     metrics = _columns(result.rows)
     members = []
     for index, config in enumerate(configs):
         own = {name: values[:, index] if values.ndim == 2 else values for name, values in metrics.items()}
-        members.append(PPOResult(config, member_state(result.state, index), own, member_agent(population, index),
-                                 runner.observation_space, runner.action_space, result.timings, result.interrupted,
-                                 result.stopped))
+        members.append(
+            PPOResult(
+                config,
+                member_state(result.state, index),
+                own,
+                member_agent(population, index),
+                runner.observation_space,
+                runner.action_space,
+                result.timings,
+                result.interrupted,
+                result.stopped,
+            )
+        )
     return PopulationResult(members, metrics, result.timings, result.interrupted)
 
 
@@ -285,21 +356,26 @@ def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) ->
     unreadable = [str(w.message).removesuffix("; trying the previous one") for w in caught]
     if restored is None:
         got = f"{len(unreadable)} unreadable ({unreadable[0]})" if unreadable else "none"
-        raise ValueError(f"{field}: expected a checkpoint in {str(checkpointer.manager.directory)!r} that fits "
-                         f"{fits}, got {got}")
+        raise ValueError(
+            f"{field}: expected a checkpoint in {str(checkpointer.manager.directory)!r} that fits {fits}, got {got}"
+        )
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return restored, unreadable
 
 
-def restore_run(checkpointer: TrainingCheckpointer, runner: Runner, config: Config, field: str,
-                fits: str) -> tuple[tuple[Any, list], list[str]]:
+def restore_run(
+    checkpointer: TrainingCheckpointer, runner: Runner, config: Config, field: str, fits: str
+) -> tuple[tuple[Any, list], list[str]]:
     """`restore_newest` into the runner's agent, a run checkpointed while kppo's LSTM cells had one bias included
     (`kppo.agent.agent.read_any_cells`)."""
 
     def read(agent: Agent):
-        reader = (checkpointer if agent is runner.agent
-                  else TrainingCheckpointer(checkpointer.manager.directory, agent, runner.state))
+        reader = (
+            checkpointer
+            if agent is runner.agent
+            else TrainingCheckpointer(checkpointer.manager.directory, agent, runner.state)
+        )
         return restore_newest(reader, field, fits)
 
     return read_any_cells(read, runner.agent, config, runner.action_space)
@@ -315,19 +391,35 @@ def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
     config = Config.from_yaml(run_dir / "config.yaml")
     runner = make_runner(None, config)
     try:
-        checkpointer = TrainingCheckpointer(run_dir / "checkpoints", runner.agent, runner.state, strategy=runner.strategy)
-        (state, _), unreadable = restore_run(checkpointer, runner, config, "checkpoints",
-                                             repr(str(run_dir / "config.yaml")))
+        checkpointer = TrainingCheckpointer(
+            run_dir / "checkpoints", runner.agent, runner.state, strategy=runner.strategy
+        )
+        (state, _), unreadable = restore_run(
+            checkpointer, runner, config, "checkpoints", repr(str(run_dir / "config.yaml"))
+        )
         state = runner.view(state)
     finally:
         runner.close()
     iteration = int(state.iteration)
-    path = next((p for p in checkpointer.manager.checkpoints if p.endswith(f"-{iteration}")),
-                str(run_dir / "checkpoints" / f"ckpt-{iteration}"))  # the loop numbers checkpoints by iteration
-    metadata = {"checkpoint": path, "iteration": iteration, "num_iterations": config.num_iterations,
-                "unreadable": unreadable}
-    return SavedAgent(config, runner.agent, state.rollout.obs_stats, state.rollout.return_stats,
-                      runner.observation_space, runner.action_space, metadata)
+    path = next(
+        (p for p in checkpointer.manager.checkpoints if p.endswith(f"-{iteration}")),
+        str(run_dir / "checkpoints" / f"ckpt-{iteration}"),
+    )  # the loop numbers checkpoints by iteration
+    metadata = {
+        "checkpoint": path,
+        "iteration": iteration,
+        "num_iterations": config.num_iterations,
+        "unreadable": unreadable,
+    }
+    return SavedAgent(
+        config,
+        runner.agent,
+        state.rollout.obs_stats,
+        state.rollout.return_stats,
+        runner.observation_space,
+        runner.action_space,
+        metadata,
+    )
 
 
 def _plan(config: Config, iteration: int) -> Plan:
@@ -335,10 +427,18 @@ def _plan(config: Config, iteration: int) -> Plan:
     rounds finished before `iteration` (a resume) are empty and the interrupted one keeps only its remaining
     iterations."""
     if config.eval_rounds < config.eval_freq:
-        warnings.warn(f"eval_freq: {config.eval_freq} evaluation rounds asked for, but the run has only "
-                      f"{config.num_iterations} iterations (total_timesteps // rollout_size): evaluating after each")
+        warnings.warn(
+            f"eval_freq: {config.eval_freq} evaluation rounds asked for, but the run has only "
+            f"{config.num_iterations} iterations (total_timesteps // rollout_size): evaluating after each"
+        )
     ends = np.cumsum(round_sizes(config.num_iterations, config.eval_rounds))
     starts = np.concatenate([[0], ends[:-1]])
     rounds = [int(max(end - max(start, iteration), 0)) for start, end in zip(starts, ends)]
-    return Plan(rounds, True, config.iterations_per_call, config.rollout_size,
-                config.num_iterations * config.rollout_size, config.debug)
+    return Plan(
+        rounds,
+        True,
+        config.iterations_per_call,
+        config.rollout_size,
+        config.num_iterations * config.rollout_size,
+        config.debug,
+    )

@@ -44,8 +44,9 @@ class UpdateStats(NamedTuple):
 
 def zero_stats() -> UpdateStats:
     """The sums before the first minibatch."""
-    return UpdateStats(LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0), tf.constant(0),
-                       tf.constant(0))
+    return UpdateStats(
+        LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0), tf.constant(0), tf.constant(0)
+    )
 
 
 def flatten(rollout: Rollout, sequence_length: int = 0, rotated: bool = False) -> Batch:
@@ -76,8 +77,9 @@ def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[t
     """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences, or one window
     of rows (`settings.rotated_steps`)."""
     if agent.memory is not None:
-        mb, params, values = (replay_window(agent, mb, settings.rotated_steps) if settings.rotated_steps
-                              else replay_sequences(agent, mb))
+        mb, params, values = (
+            replay_window(agent, mb, settings.rotated_steps) if settings.rotated_steps else replay_sequences(agent, mb)
+        )
     else:
         params, values = agent.actor(mb.obs), agent.critic(mb.obs)
     params = agent.dist.masked(params, mb.action_mask)
@@ -165,12 +167,19 @@ def ppo_update(agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Ten
     return stats
 
 
-def functional_update(agent: Agent, settings: UpdateSettings, adam_style: str, params: list, adam: AdamState,
-                      batch: Batch, key: tf.Tensor, learning_rate: tf.Tensor) -> tuple[tuple[list, AdamState],
-                                                                                       UpdateStats]:
+def functional_update(
+    agent: Agent,
+    settings: UpdateSettings,
+    adam_style: str,
+    params: list,
+    adam: AdamState,
+    batch: Batch,
+    key: tf.Tensor,
+    learning_rate: tf.Tensor,
+) -> tuple[tuple[list, AdamState], UpdateStats]:
     """`ppo_update` on weights held as tensors (`params`, in `agent.variables` order) with Adam as a function
-    (`kppo.core.optimizers.adam_step`): what a population vectorizes over its members. Computes what `ppo_update` computes
-    on one device; every minibatch is computed (see `_minibatch_loop`). Returns ((params, Adam state), stats)."""
+    (`kppo.core.optimizers.adam_step`): what a population vectorizes over its members. Computes what `ppo_update`
+    computes on one device; every minibatch is computed (see `_minibatch_loop`). Returns ((params, Adam state), stats)."""
 
     def step(carry, mb, stopped):
         params, adam = carry

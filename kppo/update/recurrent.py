@@ -19,11 +19,20 @@ def sequences(rollout: Rollout, length: int = 0) -> Batch:
     length = length or steps
 
     def chunks(x: tf.Tensor) -> tf.Tensor:  # [T, B, ...] -> [B * T / L, L, ...], env after env
-        return tf.reshape(swap_leading(x), [envs * (steps // length), length] + x.shape[2:].as_list())
+        return tf.reshape(swap_leading(x), [envs * (steps // length), length, *x.shape[2:].as_list()])
 
     memory = tuple(chunks(m)[:, 0] for m in traj.memory)
-    return Batch(chunks(traj.obs), chunks(traj.action), chunks(traj.log_prob), chunks(traj.value), chunks(advantages),
-                 chunks(returns), chunks(traj.action_mask), chunks(traj.episode_start), memory)
+    return Batch(
+        chunks(traj.obs),
+        chunks(traj.action),
+        chunks(traj.log_prob),
+        chunks(traj.value),
+        chunks(advantages),
+        chunks(returns),
+        chunks(traj.action_mask),
+        chunks(traj.episode_start),
+        memory,
+    )
 
 
 def rows(rollout: Rollout) -> Batch:
@@ -37,9 +46,18 @@ def rows(rollout: Rollout) -> Batch:
         return merge_leading(swap_leading(x))
 
     restart = tf.reshape(tf.tile((tf.range(steps) == 0)[None], [envs, 1]), [-1])
-    return Batch(env_major(traj.obs), env_major(traj.action), env_major(traj.log_prob), env_major(traj.value),
-                 env_major(advantages), env_major(returns), env_major(traj.action_mask), env_major(traj.episode_start),
-                 tuple(env_major(m) for m in traj.memory), restart)
+    return Batch(
+        env_major(traj.obs),
+        env_major(traj.action),
+        env_major(traj.log_prob),
+        env_major(traj.value),
+        env_major(advantages),
+        env_major(returns),
+        env_major(traj.action_mask),
+        env_major(traj.episode_start),
+        tuple(env_major(m) for m in traj.memory),
+        restart,
+    )
 
 
 def rotated_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:
@@ -81,12 +99,14 @@ def replay_window(agent: Agent, mb: Batch, steps: int) -> tuple[Batch, tf.Tensor
     if mb.obs.shape[0] <= steps:
         column = lambda x: tf.expand_dims(x, 1)  # noqa: E731  [W, ...] -> time-major [W, 1, ...]
         stored = tuple(column(m) for m in mb.memory)
-        params, values, _ = replay(agent, column(mb.obs), column(mb.episode_start), tuple(m[0] for m in stored),
-                                   column(mb.restart), stored)
+        params, values, _ = replay(
+            agent, column(mb.obs), column(mb.episode_start), tuple(m[0] for m in stored), column(mb.restart), stored
+        )
         return flat, merge_steps(agent, params), tf.reshape(values, [-1])
     grid, index = window_segments(mb.restart, steps)
     gathered = tf.maximum(grid, 0)  # past a segment's end: any row (its outputs are dropped)
     time_major = lambda x: swap_leading(tf.gather(x, gathered))  # noqa: E731  [W, ...] -> [L, S, ...]
-    params, values, _ = replay(agent, time_major(mb.obs), time_major(mb.episode_start),
-                               tuple(tf.gather(m, gathered[:, 0]) for m in mb.memory))
+    params, values, _ = replay(
+        agent, time_major(mb.obs), time_major(mb.episode_start), tuple(tf.gather(m, gathered[:, 0]) for m in mb.memory)
+    )
     return flat, merge_steps(agent, params, index), tf.gather(tf.reshape(values, [-1]), index)

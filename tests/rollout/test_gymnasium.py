@@ -30,8 +30,9 @@ class Counter(gym.Env):
 
 
 def _parts(normalize_obs=False):
-    config = kppo.Config(num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, num_hidden_units=8,
-                         normalize_obs=normalize_obs)
+    config = kppo.Config(
+        num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, num_hidden_units=8, normalize_obs=normalize_obs
+    )
     vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(Counter(), 3), 2, seed=0)
     agent = make_agent(config, 1, vec_env.action_space)
     settings = rollout_settings(config)
@@ -40,16 +41,25 @@ def _parts(normalize_obs=False):
     stats = normalization.to_host(normalization.initial_stats([1]))
     if normalize_obs:
         stats = normalization.update_moments_host(stats, obs)
-    state = HostRolloutState(obs, tf.zeros([2]), stats, normalization.initial_stats(()), np.zeros(2),
-                             np.zeros(2, np.int32), vec_env.reset_raw_obs, 0.0)
+    state = HostRolloutState(
+        obs,
+        tf.zeros([2]),
+        stats,
+        normalization.initial_stats(()),
+        np.zeros(2),
+        np.zeros(2, np.int32),
+        vec_env.reset_raw_obs,
+        0.0,
+    )
     return vec_env, (agent, settings), finish, state
 
 
 def test_the_step_hook_sees_sb3_locals_with_monitor_episodes_and_terminal_observations():
     vec_env, parts, finish, state = _parts()
     seen = []
-    collect_host_rollout(vec_env, *parts, finish, state, tf.constant([0, 1]),
-                         lambda record: seen.append(record.sb3_locals()) or True)
+    collect_host_rollout(
+        vec_env, *parts, finish, state, tf.constant([0, 1]), lambda record: seen.append(record.sb3_locals()) or True
+    )
     assert [s["n_steps"] for s in seen] == [0, 1, 2, 3]
     np.testing.assert_array_equal(seen[0]["obs"], [[0.0], [0.0]])
     np.testing.assert_array_equal(seen[1]["obs"], seen[0]["new_obs"])
@@ -69,8 +79,14 @@ def test_a_false_from_the_step_hook_stops_at_once_with_the_state_at_that_step(no
     vec_env, parts, finish, state = _parts(normalize_obs)
     calls = []
     with pytest.raises(RolloutStopped) as stop:
-        collect_host_rollout(vec_env, *parts, finish, state, tf.constant([0, 1]),
-                             lambda record: calls.append(record.n_steps) or len(calls) < 2)
+        collect_host_rollout(
+            vec_env,
+            *parts,
+            finish,
+            state,
+            tf.constant([0, 1]),
+            lambda record: calls.append(record.n_steps) or len(calls) < 2,
+        )
     assert calls == [0, 1]
     stopped = stop.value.state
     np.testing.assert_array_equal(stopped.obs, [[2.0], [2.0]])  # the obs after the second step
@@ -85,16 +101,22 @@ def test_the_first_minibatch_of_the_update_sees_a_probability_ratio_of_exactly_o
     """Actions are drawn in numpy, log-probabilities computed after the rollout by the networks the update uses."""
     from kppo.update.ppo import flatten, minibatch_indices
 
-    config = kppo.Config(num_envs=4, num_steps=32, total_timesteps=128, num_minibatches=4, normalize_obs=True,
-                         normalize_reward=True)
+    config = kppo.Config(
+        num_envs=4, num_steps=32, total_timesteps=128, num_minibatches=4, normalize_obs=True, normalize_reward=True
+    )
     vec_env = make_vec_env("Pendulum-v1", 4, seed=0)
     agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
     settings = rollout_settings(config)
     finish = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=True, autograph=False)
     obs = vec_env.reset(seed=0)
-    state = HostRolloutState(obs, tf.zeros([4]), normalization.update_moments_host(
-        normalization.to_host(normalization.initial_stats([3])), obs), normalization.initial_stats(()), np.zeros(4),
-        np.zeros(4, np.int32))
+    state = HostRolloutState(
+        obs,
+        tf.zeros([4]),
+        normalization.update_moments_host(normalization.to_host(normalization.initial_stats([3])), obs),
+        normalization.initial_stats(()),
+        np.zeros(4),
+        np.zeros(4, np.int32),
+    )
     _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([3, 4]))
     batch = flatten(rollout)
     rows = minibatch_indices(tf.constant([5, 6]), 128, 1, 4)[0]
@@ -117,22 +139,37 @@ def test_a_masked_rollout_stores_the_env_masks_acts_only_within_them_and_the_upd
     from kppo.update.ppo import flatten, minibatch_loss, UpdateSettings
     from tests.helpers.masked_envs import MaskedChoiceEnv
 
-    config = kppo.Config(num_envs=3, num_steps=40, total_timesteps=120, num_minibatches=1, num_hidden_units=8,
-                         action_masks=True)
+    config = kppo.Config(
+        num_envs=3, num_steps=40, total_timesteps=120, num_minibatches=1, num_hidden_units=8, action_masks=True
+    )
     vec_env = make_vec_env(functools.partial(MaskedChoiceEnv, source=source, length=7), 3, seed=0)
     agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
     settings = rollout_settings(config)
     reader = MaskReader(vec_env.vec_env, vec_env.action_space)
     seen = []  # the masks of the sub-envs when each step's observations were returned
     obs = vec_env.reset(seed=0)
-    state = HostRolloutState(obs, tf.zeros([3]), normalization.to_host(normalization.initial_stats([6])),
-                             normalization.initial_stats(()), np.zeros(3), np.zeros(3, np.int32),
-                             action_mask=reader.reset(vec_env.reset_infos))
+    state = HostRolloutState(
+        obs,
+        tf.zeros([3]),
+        normalization.to_host(normalization.initial_stats([6])),
+        normalization.initial_stats(()),
+        np.zeros(3),
+        np.zeros(3, np.int32),
+        action_mask=reader.reset(vec_env.reset_infos),
+    )
     masks_now = lambda: np.stack([e.unwrapped._mask for e in vec_env.vec_env.envs])  # noqa: E731
     seen.append(masks_now())
     finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
-    _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([1, 2]),
-                                      lambda record: seen.append(masks_now()) or True, reader)
+    _, rollout = collect_host_rollout(
+        vec_env,
+        agent,
+        settings,
+        finish,
+        state,
+        tf.constant([1, 2]),
+        lambda record: seen.append(masks_now()) or True,
+        reader,
+    )
     traj = rollout.trajectory
     np.testing.assert_array_equal(traj.action_mask.numpy(), np.stack(seen[:40]))
     assert traj.truncated.numpy().any()  # auto-resets happened inside the rollout

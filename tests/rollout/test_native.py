@@ -39,7 +39,7 @@ def test_normalized_observations_are_counted_once_per_step():
 
 
 def test_evaluation_plays_each_envs_first_episode_deterministically():
-    config, env, agent, state = _setup()
+    _, env, agent, state = _setup()
     result, trajectory = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)
     again, _ = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)
     np.testing.assert_array_equal(result.returns.numpy(), again.returns.numpy())

@@ -30,8 +30,9 @@ def test_hooks_see_every_call_and_the_schedule_forces_one_iteration_per_call(bac
     runner = make_runner("CartPole-v1", config)
     model = TrainingModel(runner, config)
     calls, progress, rows = [], [], []
-    hooks = Hooks(schedule=progress.append, on_call=lambda diag, n, p: calls.append((n, p.total_steps)),
-                  on_eval=rows.append)
+    hooks = Hooks(
+        schedule=progress.append, on_call=lambda diag, n, p: calls.append((n, p.total_steps)), on_eval=rows.append
+    )
     result = run_loop(runner, Plan([2, 2], True, 4, config.rollout_size, config.total_timesteps), hooks, model)
     runner.close()
     assert [n for n, _ in calls] == [1, 1, 1, 1]  # host-side schedules: one iteration per call
@@ -46,16 +47,18 @@ def test_should_stop_ends_the_loop_after_the_current_call():
     runner = make_runner("CartPole-v1", config)
     polls = []
     hooks = Hooks(should_stop=lambda: polls.append(1) or len(polls) == 3)
-    result = run_loop(runner, Plan([2, 2], True, 1, config.rollout_size, config.total_timesteps), hooks,
-                      TrainingModel(runner, config))
+    result = run_loop(
+        runner, Plan([2, 2], True, 1, config.rollout_size, config.total_timesteps), hooks, TrainingModel(runner, config)
+    )
     assert result.interrupted and int(result.state.iteration) == 3 and len(result.rows) == 1
 
 
 def test_a_plan_without_evaluation_makes_no_rows():
     config = kppo.Config(**TINY)
     runner = make_runner("CartPole-v1", config)
-    result = run_loop(runner, Plan([3], False, 2, config.rollout_size, config.total_timesteps), Hooks(),
-                      TrainingModel(runner, config))
+    result = run_loop(
+        runner, Plan([3], False, 2, config.rollout_size, config.total_timesteps), Hooks(), TrainingModel(runner, config)
+    )
     assert result.rows == [] and int(result.state.iteration) == 3
     assert np.isfinite(result.timings["total_s"])
 

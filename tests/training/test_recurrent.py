@@ -69,12 +69,12 @@ def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     settings = update_settings(config)
     assert settings.rotated_steps == 64
     for start in (0, 40, 100, 230):  # 40..71 enters env 1 at row 64; 230..261 wraps from env 3 to env 0
-        window = tf.nest.map_structure(lambda x: tf.gather(x, np.arange(start, start + 32) % 256), batch)
+        window = tf.nest.map_structure(lambda x, start=start: tf.gather(x, np.arange(start, start + 32) % 256), batch)
         _, info = minibatch_loss(agent, settings, window)
         assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0, start
     starts = batch.episode_start.numpy().reshape(4, 64)
     env = next(e for e in (1, 2, 3) if not starts[e, :4].any())  # its first steps continue a live memory
-    window = tf.nest.map_structure(lambda x: x[64 * env - 16:64 * env + 16], batch)
+    window = tf.nest.map_structure(lambda x: x[64 * env - 16 : 64 * env + 16], batch)
     _, params, _ = replay_window(agent, window, 64)
     np.testing.assert_array_equal(agent.dist.log_prob(params, window.action).numpy(), window.log_prob.numpy())
     _, params, _ = replay_window(agent, window._replace(restart=tf.zeros([32], tf.bool)), 64)  # one sequence
@@ -101,9 +101,12 @@ def test_recurrent_training_runs_evaluates_and_checkpoints(tmp_path):
 
 
 def test_recurrent_settings_are_checked_in_one_line():
-    with pytest.raises(ValueError, match=r"num_minibatches: expected a divisor of the 4 sequences \(num_envs x "
-                                         r"num_steps / lstm_sequence_length; recurrent minibatches are whole "
-                                         r"sequences\), got 3"):
+    with pytest.raises(
+        ValueError,
+        match=r"num_minibatches: expected a divisor of the 4 sequences \(num_envs x "
+        r"num_steps / lstm_sequence_length; recurrent minibatches are whole "
+        r"sequences\), got 3",
+    ):
         kppo.Config(**{**SMALL, "num_minibatches": 3, "num_steps": 63})
     with pytest.raises(ValueError, match=r"lstm_sequence_length: expected 0 or a divisor of num_steps = 64, got 10"):
         kppo.Config(**SMALL, lstm_sequence_length=10)
@@ -120,10 +123,25 @@ def test_an_lstm_learns_cartpole_without_velocities_where_an_mlp_cannot():
     """CartPoleNoVel (positions only), RL-Zoo's ppo_lstm setting for it (8 envs x 32 steps, one minibatch, 20
     epochs, gamma 0.98, GAE 0.8, lr 1e-3 annealed, normalized observations and rewards, LSTM 64, pi/vf [64] ReLU),
     100,000 steps, 3 seeds each."""
-    zoo = dict(num_envs=8, num_steps=32, num_minibatches=1, num_epochs=20, gamma=0.98, gae_lambda=0.8,
-               learning_rate=1e-3, lr_schedule="linear", ent_coef=0.0, normalize_obs=True, normalize_reward=True,
-               activation="relu", actor_hidden_units=[64], critic_hidden_units=[64], total_timesteps=100_000,
-               eval_freq=5, num_eval_envs=16)
+    zoo = dict(
+        num_envs=8,
+        num_steps=32,
+        num_minibatches=1,
+        num_epochs=20,
+        gamma=0.98,
+        gae_lambda=0.8,
+        learning_rate=1e-3,
+        lr_schedule="linear",
+        ent_coef=0.0,
+        normalize_obs=True,
+        normalize_reward=True,
+        activation="relu",
+        actor_hidden_units=[64],
+        critic_hidden_units=[64],
+        total_timesteps=100_000,
+        eval_freq=5,
+        num_eval_envs=16,
+    )
     env = envs.wrap(envs.CartPoleNoVel())
     lstm = [kppo.train(env, kppo.Config(**zoo, recurrent="lstm", lstm_hidden_size=64), seed=s) for s in range(3)]
     mlp = [kppo.train(env, kppo.Config(**zoo), seed=s) for s in range(3)]
@@ -145,8 +163,15 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     settings = rollout_settings(config)
     obs = vec_env.reset(seed=0)
     memory = tuple(m.numpy() for m in initial_memory(agent, 4))
-    state = HostRolloutState(obs, tf.zeros([4]), normalization.to_host(normalization.initial_stats([4])),
-                             normalization.initial_stats(()), np.zeros(4), np.zeros(4, np.int32), memory=memory)
+    state = HostRolloutState(
+        obs,
+        tf.zeros([4]),
+        normalization.to_host(normalization.initial_stats([4])),
+        normalization.initial_stats(()),
+        np.zeros(4),
+        np.zeros(4, np.int32),
+        memory=memory,
+    )
     finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
     state, _ = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([1, 2]))
     assert np.any(np.abs(state.memory[0]) > 0) and len(state.memory) == 4
@@ -178,20 +203,31 @@ def test_a_recurrent_run_resumes_bit_identically(tmp_path):
     config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 6, eval_freq=2, num_eval_envs=2, iterations_per_call=1)
     whole = kppo.train("cartpole", config)
     calls = []
-    stopped = kppo.train("cartpole", config, checkpoint_dir=tmp_path,
-                         should_stop=lambda: calls.append(1) or len(calls) == 3)
+    stopped = kppo.train(
+        "cartpole", config, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 3
+    )
     assert stopped.interrupted
     resumed = kppo.train("cartpole", config, checkpoint_dir=tmp_path, resume=True)
-    for a, b in zip(whole.agent.variables + whole.agent.optimizer.variables,
-                    resumed.agent.variables + resumed.agent.optimizer.variables):
+    for a, b in zip(
+        whole.agent.variables + whole.agent.optimizer.variables,
+        resumed.agent.variables + resumed.agent.optimizer.variables,
+    ):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 @pytest.mark.parametrize("backend", ["tf", "gymnasium"])
 def test_gsde_with_an_lstm_trains_on_both_paths_from_the_replayed_log_probs(backend):
     """gSDE's log-std is the same at every replayed step (kept once, not stacked): Pendulum with chunks of 16."""
-    config = kppo.Config(**{**SMALL, "num_steps": 32}, use_sde=True, sde_sample_freq=4, lstm_sequence_length=16,
-                         total_timesteps=4 * 32 * 2, eval_freq=1, num_eval_envs=2, env_backend=backend)
+    config = kppo.Config(
+        **{**SMALL, "num_steps": 32},
+        use_sde=True,
+        sde_sample_freq=4,
+        lstm_sequence_length=16,
+        total_timesteps=4 * 32 * 2,
+        eval_freq=1,
+        num_eval_envs=2,
+        env_backend=backend,
+    )
     result = kppo.train("Pendulum-v1", config)
     assert np.isfinite(result.metrics["train/total_loss"]).all()
     assert float(result.metrics["train/mean_approxkl"][0]) < 0.05
@@ -207,8 +243,9 @@ def test_a_run_checkpointed_with_one_bias_lstm_cells_is_read_and_resumes(tmp_pat
     shutil.copytree(legacy / "one_bias_recurrent_run", run)
     saved = load_run_checkpoint(run)
     assert saved.metadata["iteration"] == int(recorded["iteration"])
-    policy = make_policy(saved.agent, saved.obs_stats, saved.config.normalize_obs, saved.observation_space,
-                         saved.action_space)
+    policy = make_policy(
+        saved.agent, saved.obs_stats, saved.config.normalize_obs, saved.observation_space, saved.action_space
+    )
     state = None
     for step, obs in enumerate(recorded["obs"]):
         action, state = policy.predict(obs, state=state, deterministic=True)

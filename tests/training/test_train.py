@@ -57,8 +57,10 @@ def test_hooks_are_called():
     seen = []
 
     def eval_metrics_fn(total_steps, diagnostics, transitions):
-        return {"eval/active_steps": tf.reduce_sum(tf.cast(transitions.active, tf.int32)),
-                "eval/steps_seen": total_steps}
+        return {
+            "eval/active_steps": tf.reduce_sum(tf.cast(transitions.active, tf.int32)),
+            "eval/steps_seen": total_steps,
+        }
 
     result = kppo.train("CartPole-v1", kppo.Config(**TINY), eval_metrics_fn=eval_metrics_fn, on_eval=seen.append)
     assert len(seen) == 2 and seen[-1]["train/total_steps"] == 384
@@ -90,8 +92,16 @@ def test_policy_on_single_and_batched_observations():
 
 def test_continuous_options_path():
     result = _train(
-        "Pendulum-v1", squash=True, normalize_obs=True, normalize_reward=True, target_kl=0.01, clip_range_vf=0.2,
-        fixed_init=True, offset_step=True, state_independent_std=False, lr_schedule="constant",
+        "Pendulum-v1",
+        squash=True,
+        normalize_obs=True,
+        normalize_reward=True,
+        target_kl=0.01,
+        clip_range_vf=0.2,
+        fixed_init=True,
+        offset_step=True,
+        state_independent_std=False,
+        lr_schedule="constant",
     )
     assert np.all(np.isfinite(result.metrics["train/total_loss"]))
     scaling = result.obs_scaling
@@ -135,7 +145,7 @@ def test_custom_env_trains_without_episode_statistics_wrapper():
 def test_bad_env_is_named():
     with pytest.raises(ValueError, match="env: expected one of"):
         _train("Nope-v0", env_backend="tf")
-    with pytest.raises(ValueError, match="env: expected a TF-native env .* or a gymnasium env .*, got int"):
+    with pytest.raises(ValueError, match=r"env: expected a TF-native env .* or a gymnasium env .*, got int"):
         kppo.train(3, kppo.Config(**TINY))
 
 
@@ -143,12 +153,16 @@ def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
     config = kppo.Config(**{**TINY, "total_timesteps": 4 * 16 * 8, "eval_freq": 2, "iterations_per_call": 1})
     full = kppo.train("CartPole-v1", config)
     calls = []
-    stopped = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 5)
+    stopped = kppo.train(
+        "CartPole-v1", config, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 5
+    )
     assert stopped.interrupted and int(stopped.runner_state.iteration) == 5
     resumed = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, resume=True)
     assert not resumed.interrupted and int(resumed.runner_state.iteration) == 8
-    for a, b in zip(full.agent.variables + full.agent.optimizer.variables,
-                    resumed.agent.variables + resumed.agent.optimizer.variables):
+    for a, b in zip(
+        full.agent.variables + full.agent.optimizer.variables,
+        resumed.agent.variables + resumed.agent.optimizer.variables,
+    ):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(full.metrics["train/total_steps"], resumed.metrics["train/total_steps"])
     np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])
@@ -166,7 +180,7 @@ def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(tmp_path):
 
 
 def test_resume_needs_a_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match="resume: expected a checkpoint in .* that fits this config, got none"):
+    with pytest.raises(ValueError, match=r"resume: expected a checkpoint in .* that fits this config, got none"):
         kppo.train("CartPole-v1", kppo.Config(**TINY), checkpoint_dir=tmp_path, resume=True)
 
 
@@ -178,7 +192,7 @@ class _NanReward(_Walk):
 
 def test_a_non_finite_loss_stops_training_and_keeps_the_last_checkpoint(tmp_path):
     env = envs.wrap(_NanReward())
-    with pytest.raises(FloatingPointError, match="training: non-finite total_loss.* in iterations up to 1 "):
+    with pytest.raises(FloatingPointError, match=r"training: non-finite total_loss.* in iterations up to 1 "):
         kppo.train(env, kppo.Config(**{**TINY, "iterations_per_call": 1}), checkpoint_dir=tmp_path)
     assert not list(tmp_path.glob("ckpt-*"))  # nothing was written after the bad update
 
@@ -234,5 +248,12 @@ def test_evaluate_policy_accepts_a_train_result_policy():
 def test_resume_with_checkpoints_of_another_config_says_why(tmp_path):
     kppo.train("CartPole-v1", kppo.Config(**TINY), checkpoint_dir=tmp_path)
     other = kppo.Config(**{**TINY, "num_hidden_units": 32})
-    with pytest.raises(ValueError, match=r"resume: expected a checkpoint in .* that fits this config, got \d unreadable"):
+    with pytest.raises(
+        ValueError, match=r"resume: expected a checkpoint in .* that fits this config, got \d unreadable"
+    ):
         kppo.train("CartPole-v1", other, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_a_config_that_is_not_a_config_is_a_one_line_error():
+    with pytest.raises(TypeError, match=r"^config: expected a kppo.Config or a Config.sweep\(...\), got dict$"):
+        kppo.train("CartPole-v1", {"num_envs": 4})

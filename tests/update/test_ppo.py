@@ -48,9 +48,18 @@ def _batch(learner, n=64, seed=0):
 
 
 def _settings(**changes):
-    base = dict(num_epochs=4, num_minibatches=4, clip_range=0.2, clip_range_vf=None, vf_clip_mode="max",
-                ent_coef=0.0, vf_coef=0.5,
-                max_grad_norm=0.5, normalize_advantage=True, target_kl=None)
+    base = dict(
+        num_epochs=4,
+        num_minibatches=4,
+        clip_range=0.2,
+        clip_range_vf=None,
+        vf_clip_mode="max",
+        ent_coef=0.0,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        normalize_advantage=True,
+        target_kl=None,
+    )
     base.update(changes)
     return UpdateSettings(**base)
 
@@ -58,7 +67,10 @@ def _settings(**changes):
 def test_all_minibatch_steps_run_and_the_value_loss_falls():
     learner = _learner()
     batch = _batch(learner)
-    value_error = lambda: float(tf.reduce_mean(tf.square(learner.critic(batch.obs) - batch.returns)))
+
+    def value_error():
+        return float(tf.reduce_mean(tf.square(learner.critic(batch.obs) - batch.returns)))
+
     before = value_error()
     stats = tf.function(lambda b, k: ppo_update(learner, _settings(), b, k))(batch, tf.constant([1, 2]))
     assert int(stats.minibatches) == int(stats.steps) == 16
@@ -83,7 +95,9 @@ def test_gradients_are_clipped_by_global_norm():
     learner = learner._replace(optimizer=opt)
     opt.build(learner.variables)
     before = [v.numpy().copy() for v in learner.variables]
-    stats = ppo_update(learner, _settings(num_epochs=1, num_minibatches=1, max_grad_norm=1e-3), batch, tf.constant([0, 1]))
+    stats = ppo_update(
+        learner, _settings(num_epochs=1, num_minibatches=1, max_grad_norm=1e-3), batch, tf.constant([0, 1])
+    )
     step = np.sqrt(sum(np.sum((v.numpy() - b) ** 2) for v, b in zip(learner.variables, before)))
     assert float(stats.grad_norm) > 1e-3  # the raw gradient was larger than the limit ...
     assert step == pytest.approx(1e-3, rel=1e-3)  # ... and SGD(lr=1) moved the parameters by exactly the limit

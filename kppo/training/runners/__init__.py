@@ -22,12 +22,20 @@ from kppo.training.runners.host import Start, make_host_runner
 from kppo.training.runners.native import make_native_runner
 from kppo.training.runners.replicated import make_replicated_runner
 
-__all__ = ["EvalMetricsFn", "Iterations", "Runner", "ScheduleVariables", "Start", "StepHook", "make_runner",
-           "runner_kind"]
+__all__ = [
+    "EvalMetricsFn",
+    "Iterations",
+    "Runner",
+    "ScheduleVariables",
+    "Start",
+    "StepHook",
+    "make_runner",
+    "runner_kind",
+]
 
 
 def runner_kind(env: Any, config: Config) -> str:
-    """"native" for `kppo.envs.VecEnv`s and built-in names (unless env_backend="gymnasium"), "host" for other ids,
+    """ "native" for `kppo.envs.VecEnv`s and built-in names (unless env_backend="gymnasium"), "host" for other ids,
     `gym.Env` instances, factories and gymnasium vector envs; "native" becomes "replicated" under a strategy."""
     from kppo.gym_envs.vector import GymVecEnv
 
@@ -49,8 +57,13 @@ def runner_kind(env: Any, config: Config) -> str:
     )
 
 
-def make_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None, start: Start | None = None,
-                schedule: ScheduleVariables | None = None) -> Runner:
+def make_runner(
+    env: Any,
+    config: Config,
+    eval_metrics_fn: EvalMetricsFn | None = None,
+    start: Start | None = None,
+    schedule: ScheduleVariables | None = None,
+) -> Runner:
     """The runner for `env` (default: `config.env`); `start` and `schedule` apply to the host runner only."""
     env = config.env if env is None else env
     kind = runner_kind(env, config)

@@ -46,8 +46,9 @@ class Runner:
     #: the tf.distribute strategy the state is distributed over, or None
     strategy: Any = None
 
-    def __init__(self, agent: Agent, state: Any, observation_space: gym.spaces.Space, action_space: gym.spaces.Space,
-                 env: Any):
+    def __init__(
+        self, agent: Agent, state: Any, observation_space: gym.spaces.Space, action_space: gym.spaces.Space, env: Any
+    ):
         self.agent = agent
         self.state = state  # RunnerState (per-replica values under a strategy, stacked members in a population)
         self.observation_space, self.action_space = observation_space, action_space
@@ -119,8 +120,15 @@ def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = F
 
 
 def rollout_settings(config: Config) -> RolloutSettings:
-    return RolloutSettings(config.num_steps, config.gamma, config.gae_lambda, config.normalize_obs,
-                           config.normalize_reward, config.sde_sample_freq, config.action_masks)
+    return RolloutSettings(
+        config.num_steps,
+        config.gamma,
+        config.gae_lambda,
+        config.normalize_obs,
+        config.normalize_reward,
+        config.sde_sample_freq,
+        config.action_masks,
+    )
 
 
 def update_batch(config: Config, rollout: Rollout) -> Batch:
@@ -135,8 +143,17 @@ def update_settings(config: Config, schedule: ScheduleVariables | None = None) -
         clip_range = schedule.clip_range
         clip_range_vf = config.clip_range_vf if schedule.clip_range_vf is None else schedule.clip_range_vf
     return UpdateSettings(
-        config.num_epochs, config.num_minibatches, clip_range, clip_range_vf, config.vf_clip_mode, config.ent_coef,
-        config.vf_coef, config.max_grad_norm, config.normalize_advantage, config.target_kl, config.advantage_std_ddof,
+        config.num_epochs,
+        config.num_minibatches,
+        clip_range,
+        clip_range_vf,
+        config.vf_clip_mode,
+        config.ent_coef,
+        config.vf_coef,
+        config.max_grad_norm,
+        config.normalize_advantage,
+        config.target_kl,
+        config.advantage_std_ddof,
         config.num_steps if config.lstm_batching == "rotated" else 0,
     )
 
@@ -179,7 +196,7 @@ def diagnostics(rollout: Rollout, stats: UpdateStats, lr: tf.Tensor) -> Diagnost
     count = tf.cast(tf.maximum(stats.minibatches, 1), tf.float32)
     ended = tf.cast(tf.logical_or(traj.terminated, traj.truncated), tf.float32)
     return Diagnostics(
-        *[x / count for x in stats.loss],
+        **{name: x / count for name, x in stats.loss._asdict().items()},
         explained_variance=explained_variance(tf.reshape(traj.value, [-1]), tf.reshape(rollout.returns, [-1])),
         learning_rate=tf.cast(lr, tf.float32),
         grad_norm=stats.grad_norm / count,
@@ -201,8 +218,9 @@ def start_iteration(learning_rate_fn: Callable, collect: Callable, state: Runner
     return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, lr
 
 
-def iteration_step(learning_rate_fn: Callable, collect: Callable, update: Callable,
-                   state: RunnerState) -> tuple[RunnerState, Diagnostics]:
+def iteration_step(
+    learning_rate_fn: Callable, collect: Callable, update: Callable, state: RunnerState
+) -> tuple[RunnerState, Diagnostics]:
     """One training iteration: keys -> schedule -> rollout + GAE -> update -> diagnostics. The same function runs
     inside the native runner's compiled loop and eagerly in the host runner; the replicated runner runs
     `start_iteration` on every replica and its cross-replica update between (MirroredStrategy allows no all-reduce

@@ -21,9 +21,20 @@ from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.vector import GymVecEnv, make_vec_env
 from kppo.agent.numpy_actor import host_actor
 from kppo.rollout.gymnasium import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
-from kppo.training.runners.base import (EvalMetricsFn, Iterations, Runner, ScheduleVariables, add_diagnostics, iteration_step,
-                               jit_update, make_learning_rate_fn, rollout_settings, root_keys, update_batch,
-                               update_settings)
+from kppo.training.runners.base import (
+    EvalMetricsFn,
+    Iterations,
+    Runner,
+    ScheduleVariables,
+    add_diagnostics,
+    iteration_step,
+    jit_update,
+    make_learning_rate_fn,
+    rollout_settings,
+    root_keys,
+    update_batch,
+    update_settings,
+)
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import MeanStd, RunnerState
 from kppo.update.ppo import ppo_update
@@ -45,8 +56,10 @@ def eval_env_source(env: Any) -> Any:
     if isinstance(env, gym.vector.VectorEnv):
         spec = env.spec or getattr(env, "spec", None)
         if spec is None:
-            raise ValueError("env: a gymnasium VectorEnv without a spec cannot be re-created for evaluation; pass an "
-                             "env id or a factory instead")
+            raise ValueError(
+                "env: a gymnasium VectorEnv without a spec cannot be re-created for evaluation; pass an "
+                "env id or a factory instead"
+            )
         return spec.id
     return env
 
@@ -55,21 +68,29 @@ def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
     if strategy is None:
         return start.agent or make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
     if start.agent is not None:
-        raise ValueError("distribute: expected 'none' when reusing trained networks (PPO.load/set_env), "
-                         f"got {config.distribute!r}")
+        raise ValueError(
+            f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {config.distribute!r}"
+        )
     with strategy.scope():  # all env shards step on the host; the update runs on the replicas
         return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
 
 
-def _initial_state(vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None,
-                   agent: Agent) -> RunnerState:
+def _initial_state(
+    vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None, agent: Agent
+) -> RunnerState:
     obs = vec_env.reset(seed=config.seed)
     obs_stats = normalization.to_host(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
     if config.normalize_obs and start.count_reset:
         obs_stats = normalization.update_moments_host(obs_stats, obs)
     rollout = HostRolloutState(
-        obs, tf.zeros([config.num_envs]), obs_stats, start.return_stats or normalization.initial_stats(()),
-        np.zeros(config.num_envs), np.zeros(config.num_envs, np.int32), vec_env.reset_raw_obs, time.perf_counter(),
+        obs,
+        tf.zeros([config.num_envs]),
+        obs_stats,
+        start.return_stats or normalization.initial_stats(()),
+        np.zeros(config.num_envs),
+        np.zeros(config.num_envs, np.int32),
+        vec_env.reset_raw_obs,
+        time.perf_counter(),
         masks.reset(vec_env.reset_infos) if masks is not None else None,
         memory=tuple(m.numpy() for m in initial_memory(agent, config.num_envs)),
     )
@@ -82,20 +103,38 @@ class HostRunner(Runner):
 
     steps_on_host = True
 
-    def __init__(self, env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None,
-                 start: Start = Start(), schedule: ScheduleVariables | None = None):
-        vec_env = env if isinstance(env, GymVecEnv) else make_vec_env(
-            env, config.num_envs, vectorization=config.vectorization, seed=config.seed, verbose=config.verbose)
+    def __init__(
+        self,
+        env: Any,
+        config: Config,
+        eval_metrics_fn: EvalMetricsFn | None = None,
+        start: Start | None = None,
+        schedule: ScheduleVariables | None = None,
+    ):
+        vec_env = (
+            env
+            if isinstance(env, GymVecEnv)
+            else make_vec_env(
+                env, config.num_envs, vectorization=config.vectorization, seed=config.seed, verbose=config.verbose
+            )
+        )
+        start = start or Start()
         strategy = make_strategy(config.distribute, config.devices)
         agent = _agent(config, vec_env, start, strategy)
         self.masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
         self.eval_source = eval_env_source(env)  # before training touches an Env instance (the reset below)
-        super().__init__(agent, _initial_state(vec_env, config, start, self.masks, agent), vec_env.observation_space,
-                         vec_env.action_space, vec_env)
+        super().__init__(
+            agent,
+            _initial_state(vec_env, config, start, self.masks, agent),
+            vec_env.observation_space,
+            vec_env.action_space,
+            vec_env,
+        )
         self.config, self.schedule, self.eval_metrics_fn = config, schedule, eval_metrics_fn
         self.settings = rollout_settings(config)
-        self.finish_fn = tf.function(lambda *a: finish_rollout(agent, self.settings, *a),
-                                     jit_compile=config.jit_rollout, autograph=False)
+        self.finish_fn = tf.function(
+            lambda *a: finish_rollout(agent, self.settings, *a), jit_compile=config.jit_rollout, autograph=False
+        )
         self.update = self._make_update(strategy)
         self.learning_rate_fn = make_learning_rate_fn(config, agent, host_scheduled=schedule is not None)
         self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
@@ -107,16 +146,18 @@ class HostRunner(Runner):
         if strategy is not None:
             return make_sharded_update(agent, config, strategy)
         upd = update_settings(config, self.schedule)
-        compiled = tf.function(lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True),
-                               autograph=False)
+        compiled = tf.function(
+            lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True), autograph=False
+        )
         return lambda rollout, key: compiled(update_batch(config, rollout), key)
 
     def run_iterations(self, state: RunnerState, n: int, on_step=None) -> Iterations:
         total, completed = None, 0
 
         def collect(rollout_state, key):
-            return collect_host_rollout(self.env, self.agent, self.settings, self.finish_fn, rollout_state, key,
-                                        on_step, self.masks)
+            return collect_host_rollout(
+                self.env, self.agent, self.settings, self.finish_fn, rollout_state, key, on_step, self.masks
+            )
 
         for _ in range(n):
             try:
@@ -129,14 +170,22 @@ class HostRunner(Runner):
     def evaluate(self, obs_stats, round_index, total_steps, diag):
         config = self.config
         if self.eval_env is None:
-            self.eval_env = make_vec_env(self.eval_source, config.num_eval_envs, vectorization=config.vectorization,
-                                         seed=config.seed + 1)
+            self.eval_env = make_vec_env(
+                self.eval_source, config.num_eval_envs, vectorization=config.vectorization, seed=config.seed + 1
+            )
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None
         actor = host_actor(self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.memory)
-        result, trajectory = evaluate_host(self.eval_env, actor, obs_stats, config.seed * 1000 + round_index,
-                                           self.eval_env.max_episode_steps or 1000, self.eval_masks)
-        extra = (self.eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if self.eval_metrics_fn
-                 else {})
+        result, trajectory = evaluate_host(
+            self.eval_env,
+            actor,
+            obs_stats,
+            config.seed * 1000 + round_index,
+            self.eval_env.max_episode_steps or 1000,
+            self.eval_masks,
+        )
+        extra = (
+            self.eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if self.eval_metrics_fn else {}
+        )
         return result, extra
 
     def close(self) -> None:
@@ -148,8 +197,13 @@ class HostRunner(Runner):
         return float(self.schedule.clip_range.numpy()) if self.schedule is not None else self.config.clip_range
 
 
-def make_host_runner(env: Any, config: Config, eval_metrics_fn: EvalMetricsFn | None = None, start: Start = Start(),
-                     schedule: ScheduleVariables | None = None) -> Runner:
+def make_host_runner(
+    env: Any,
+    config: Config,
+    eval_metrics_fn: EvalMetricsFn | None = None,
+    start: Start | None = None,
+    schedule: ScheduleVariables | None = None,
+) -> Runner:
     """The Runner for a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
 
     Args:

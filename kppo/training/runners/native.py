@@ -14,9 +14,20 @@ from kppo.agent.agent import Agent, make_agent
 from kppo.config.options import Config
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, current_mask, evaluate, initial_rollout_state
-from kppo.training.runners.base import (EvalMetricsFn, Iterations, Runner, iteration_step, jit_update, make_learning_rate_fn,
-                               maybe_compile, rollout_settings, root_keys, update_batch, update_settings,
-                               zero_diagnostics)
+from kppo.training.runners.base import (
+    EvalMetricsFn,
+    Iterations,
+    Runner,
+    iteration_step,
+    jit_update,
+    make_learning_rate_fn,
+    maybe_compile,
+    rollout_settings,
+    root_keys,
+    update_batch,
+    update_settings,
+    zero_diagnostics,
+)
 from kppo.core.types import RunnerState
 from kppo.update.ppo import ppo_update
 
@@ -72,8 +83,9 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
 
     def run_iterations(state: RunnerState, num_iterations: tf.Tensor):
         def body(i, state, total):
-            state, diag = iteration_step(learning_rate_fn, collect, lambda r, k: update(update_batch(config, r), k),
-                                          state)
+            state, diag = iteration_step(
+                learning_rate_fn, collect, lambda r, k: update(update_batch(config, r), k), state
+            )
             return i + 1, state, tf.nest.map_structure(tf.add, total, diag)
 
         start = (tf.constant(0), state, zero_diagnostics())  # a zero accumulator: one traced iteration, not two
@@ -86,8 +98,9 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
 def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
     """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
     run_eval = maybe_compile(
-        lambda stats, key: evaluate(env, agent, stats, key, config.num_eval_envs, config.normalize_obs,
-                                     config.action_masks),
+        lambda stats, key: evaluate(
+            env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks
+        ),
         bool(config.jit_eval),  # None: not for one run (measured)
     )
 
@@ -102,10 +115,12 @@ def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_f
 class NativeRunner(Runner):
     """TF-native envs: n iterations in one compiled call (`iterations_fn`), compiled evaluation rounds."""
 
-    def __init__(self, parts: NativeParts, config: Config, iterations_fn: Callable,
-                 eval_metrics_fn: EvalMetricsFn | None):
-        super().__init__(parts.agent, parts.state, parts.train_env.observation_space, parts.train_env.action_space,
-                         parts.train_env)
+    def __init__(
+        self, parts: NativeParts, config: Config, iterations_fn: Callable, eval_metrics_fn: EvalMetricsFn | None
+    ):
+        super().__init__(
+            parts.agent, parts.state, parts.train_env.observation_space, parts.train_env.action_space, parts.train_env
+        )
         self.parts, self.config = parts, config
         self.iterations_fn = iterations_fn  # (state, n) -> (state, summed Diagnostics)
         self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config, eval_metrics_fn)
@@ -120,8 +135,12 @@ class NativeRunner(Runner):
         return self.evaluation_fn(obs_stats, key, tf.constant(total_steps, tf.int64), diag)
 
     def warmup(self) -> None:
-        self.evaluation_fn(self.view(self.parts.state).rollout.obs_stats, self.parts.key_eval,
-                           tf.constant(0, tf.int64), zero_diagnostics())
+        self.evaluation_fn(
+            self.view(self.parts.state).rollout.obs_stats,
+            self.parts.key_eval,
+            tf.constant(0, tf.int64),
+            zero_diagnostics(),
+        )
 
     def clip_range(self) -> float:
         return self.config.clip_range

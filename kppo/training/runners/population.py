@@ -2,8 +2,8 @@
 
 A member computes exactly what a single run computes: the same `start_iteration`, `collect_rollout`, update loop and
 `diagnostics`, its own initial weights (built from its seed as a single run builds them), keys, normalization
-statistics, Adam state, target-KL decisions and hyperparameters (`kppo.config.options.SWEEPABLE`). Only the weights are held
-differently: as tensors with a leading member axis (variables [M, ...]), read by the networks through Keras'
+statistics, Adam state, target-KL decisions and hyperparameters (`kppo.config.options.SWEEPABLE`). Only the weights
+are held differently: as tensors with a leading member axis (variables [M, ...]), read by the networks through Keras'
 StatelessScope, and updated by the functional Adam (`kppo.update.ppo.functional_update`). `tf.vectorized_map` turns the
 per-member iteration into one batched program; the stateless RNG ops, which it cannot vectorize for per-member keys,
 run as loops over the members inside it.
@@ -24,9 +24,17 @@ from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluate
-from kppo.training.runners.base import (Iterations, Runner, diagnostics, learning_rate, rollout_settings, start_iteration,
-                               update_settings, zero_diagnostics)
-from kppo.training.runners.native import NativeParts, build_native
+from kppo.training.runners.base import (
+    Iterations,
+    Runner,
+    diagnostics,
+    learning_rate,
+    rollout_settings,
+    start_iteration,
+    update_settings,
+    zero_diagnostics,
+)
+from kppo.training.runners.native import NativeParts, build_native, native_observation_dim
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.ppo import flatten, functional_update
 
@@ -58,14 +66,17 @@ def check_members(configs: list[Config]) -> None:
     for config in configs[1:]:
         for name, value in config.to_dict().items():
             if name not in SWEEPABLE and name != "seed" and value != first[name]:
-                raise ValueError(f"{name}: population members may differ only in seed and {', '.join(SWEEPABLE)}; "
-                                 f"got {first[name]!r} and {value!r}")
+                raise ValueError(
+                    f"{name}: population members may differ only in seed and {', '.join(SWEEPABLE)}; "
+                    f"got {first[name]!r} and {value!r}"
+                )
     if configs[0].distribute != "none":
-        raise ValueError(f"distribute: a population runs on one device, expected 'none', got "
-                         f"{configs[0].distribute!r}")
+        raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
     if configs[0].recurrent is not None:
-        raise ValueError(f"recurrent: populations of recurrent agents are not built yet, expected null, got "
-                         f"{configs[0].recurrent!r}; train each seed on its own")
+        raise ValueError(
+            f"recurrent: populations of recurrent agents are not built yet, expected null, got "
+            f"{configs[0].recurrent!r}; train each seed on its own"
+        )
 
 
 class MemberWeights(tf.Module):
@@ -85,13 +96,19 @@ class MemberWeights(tf.Module):
         self.steps = tf.Variable(tf.zeros([count]), trainable=False)
 
     def read(self) -> tuple[list, AdamState]:
-        return ([tf.convert_to_tensor(p) for p in self.params],
-                AdamState([tf.convert_to_tensor(x) for x in self.m], [tf.convert_to_tensor(x) for x in self.v],
-                          tf.convert_to_tensor(self.steps)))
+        return (
+            [tf.convert_to_tensor(p) for p in self.params],
+            AdamState(
+                [tf.convert_to_tensor(x) for x in self.m],
+                [tf.convert_to_tensor(x) for x in self.v],
+                tf.convert_to_tensor(self.steps),
+            ),
+        )
 
     def assign(self, params: list, adam: AdamState) -> None:
-        for variable, value in zip(self.params + self.m + self.v + [self.steps],
-                                   list(params) + list(adam.m) + list(adam.v) + [adam.steps]):
+        for variable, value in zip(
+            self.params + self.m + self.v + [self.steps], list(params) + list(adam.m) + list(adam.v) + [adam.steps]
+        ):
             variable.assign(value)
 
     def member(self, index: int) -> tuple[list, AdamState]:
@@ -120,14 +137,23 @@ def _is_builtin(name: str) -> bool:
 
 def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
     check_members(configs)
-    if not isinstance(env, VecEnv) and not (isinstance(env, str) and configs[0].env_backend != "gymnasium"
-                                            and _is_builtin(env)):
-        raise ValueError(f"env: a population needs a TF-native env (a kppo.envs VecEnv, or one of "
-                         f"{sorted(envs_lib.TASKS)}), got {env!r}")
+    if not isinstance(env, VecEnv) and not (
+        isinstance(env, str) and configs[0].env_backend != "gymnasium" and _is_builtin(env)
+    ):
+        raise ValueError(
+            f"env: a population needs a TF-native env (a kppo.envs VecEnv, or one of "
+            f"{sorted(envs_lib.TASKS)}), got {env!r}"
+        )
     members = [build_native(env, config) for config in configs]
     state = tf.nest.map_structure(lambda *xs: tf.stack(xs), *[m.state for m in members])
-    return Population(configs, members[0], MemberWeights([m.agent for m in members]), state,
-                      tf.stack([m.key_eval for m in members]), member_values(configs))
+    return Population(
+        configs,
+        members[0],
+        MemberWeights([m.agent for m in members]),
+        state,
+        tf.stack([m.key_eval for m in members]),
+        member_values(configs),
+    )
 
 
 def make_member_iterations(population: Population) -> Callable:
@@ -139,8 +165,12 @@ def make_member_iterations(population: Population) -> Callable:
     def member_iteration(elems):  # one member's iteration: what iteration_step computes, on tensor weights
         (params, adam, state), values = elems
         rollout_kw = rollout_settings(config)._replace(gamma=values.gamma, gae_lambda=values.gae_lambda)
-        update_kw = update_settings(config)._replace(clip_range=values.clip_range, ent_coef=values.ent_coef,
-                                                     vf_coef=values.vf_coef, max_grad_norm=values.max_grad_norm)
+        update_kw = update_settings(config)._replace(
+            clip_range=values.clip_range,
+            ent_coef=values.ent_coef,
+            vf_coef=values.vf_coef,
+            max_grad_norm=values.max_grad_norm,
+        )
 
         def collect(rollout_state, key):
             return with_weights(agent, params, lambda: collect_rollout(env, agent, rollout_kw, rollout_state, key))
@@ -148,22 +178,26 @@ def make_member_iterations(population: Population) -> Callable:
         with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
             lr = learning_rate(config, state.iteration, values.learning_rate)
             state, rollout, key_update, lr = start_iteration(lambda _: lr, collect, state)
-            (params, adam), stats = functional_update(agent, update_kw, config.adam_style, params, adam,
-                                                      flatten(rollout), key_update, lr)
+            (params, adam), stats = functional_update(
+                agent, update_kw, config.adam_style, params, adam, flatten(rollout), key_update, lr
+            )
         return (params, adam, state), diagnostics(rollout, stats, lr)
 
     def run(state, n):
         # The loop over iterations stays outside the vectorized map: vectorizing a loop that contains loops makes
         # tf.vectorized_map build TensorArrays XLA cannot compile, and converts the inner loops twice (slower tracing).
         def body(i, params, adam, state, total):
-            (params, adam, state), diag = tf.vectorized_map(member_iteration, ((params, adam, state), population.values))
+            (params, adam, state), diag = tf.vectorized_map(
+                member_iteration, ((params, adam, state), population.values)
+            )
             return i + 1, params, adam, state, tf.nest.map_structure(tf.add, total, diag)
 
         count = len(population.configs)
         zeros = tf.nest.map_structure(lambda x: tf.fill([count], x), zero_diagnostics())
         params, adam = weights.read()
-        _, params, adam, state, total = tf.while_loop(lambda i, *_: i < n, body,
-                                                      (tf.constant(0), params, adam, state, zeros))
+        _, params, adam, state, total = tf.while_loop(
+            lambda i, *_: i < n, body, (tf.constant(0), params, adam, state, zeros)
+        )
         weights.assign(params, adam)
         return state, total
 
@@ -177,8 +211,13 @@ def make_member_evaluation(population: Population) -> Callable:
     def member(elems):
         params, stats, key = elems
         with vectorizing(key[0]):
-            return with_weights(agent, params, lambda: evaluate(env, agent, stats, key, config.num_eval_envs,
-                                                                  config.normalize_obs, config.action_masks)[0])
+            return with_weights(
+                agent,
+                params,
+                lambda: evaluate(
+                    env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks
+                )[0],
+            )
 
     def run(stats, keys):
         params, _ = population.weights.read()
@@ -190,7 +229,9 @@ def make_member_evaluation(population: Population) -> Callable:
 def member_agent(population: Population, index: int) -> Agent:
     """Member `index` as a single agent (its own networks and Adam, weights copied): policy, export, checkpoint."""
     config, template = population.configs[index], population.template
-    agent = make_agent(config, int(template.train_env.observation_space.shape[0]), template.train_env.action_space)
+    agent = make_agent(
+        config, native_observation_dim(template.train_env.observation_space), template.train_env.action_space
+    )
     params, adam = population.weights.member(index)
     for variable, value in zip(agent.variables, params):
         variable.assign(value)
@@ -208,8 +249,13 @@ class PopulationRunner(Runner):
 
     def __init__(self, population: Population):
         template = population.template
-        super().__init__(template.agent, population.state, template.train_env.observation_space,
-                         template.train_env.action_space, template.train_env)
+        super().__init__(
+            template.agent,
+            population.state,
+            template.train_env.observation_space,
+            template.train_env.action_space,
+            template.train_env,
+        )
         self.population, self.config = population, population.configs[0]
         self.iterations_fn, self.evaluation_fn = make_member_iterations(population), make_member_evaluation(population)
 

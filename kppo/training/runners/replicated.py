@@ -21,8 +21,17 @@ from kppo.config.options import Config
 from kppo.core.distribute import merge_normalization, on_replica_devices, replica_view
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, initial_rollout_state
-from kppo.training.runners.base import (EvalMetricsFn, Runner, diagnostics, learning_rate, maybe_compile, rollout_settings,
-                               root_keys, start_iteration, update_settings)
+from kppo.training.runners.base import (
+    EvalMetricsFn,
+    Runner,
+    diagnostics,
+    learning_rate,
+    maybe_compile,
+    rollout_settings,
+    root_keys,
+    start_iteration,
+    update_settings,
+)
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
 from kppo.core.types import Diagnostics, Rollout, RunnerState
 from kppo.update.ppo import UpdateStats, flatten, minibatch_indices, minibatch_step, zero_stats
@@ -101,16 +110,18 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
             norm_sum += reduce(grad_norm)
         return loss_sum, norm_sum, steps
 
-    minibatch_call = tf.function(lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))),
-                                 autograph=False)
+    minibatch_call = tf.function(
+        lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))), autograph=False
+    )
 
     def replica_kl(batch, indices, k):  # the KL only: no collective inside (they clash across functions, measured)
         mb = gather(batch, indices, k)
         params = agent.dist.masked(agent.actor(mb.obs), mb.action_mask)
         return losses.approx_kl(agent.dist.log_prob(params, mb.action), mb.log_prob)
 
-    kl_call = tf.function(lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None),
-                          autograph=False)
+    kl_call = tf.function(
+        lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None), autograph=False
+    )
 
     def with_kl_stop(batch, indices):
         loss_sum, norm_sum, applied = zero_stats().loss, 0.0, 0
@@ -131,7 +142,9 @@ def _finish(partial: Diagnostics, loss_sum, norm_sum, applied, lr) -> Diagnostic
     count = tf.maximum(tf.cast(applied, tf.float32), 1.0)
     return partial._replace(
         **{name: value / count for name, value in loss_sum._asdict().items()},
-        learning_rate=lr, grad_norm=norm_sum / count, minibatch_steps=tf.cast(applied, tf.float32),
+        learning_rate=lr,
+        grad_norm=norm_sum / count,
+        minibatch_steps=tf.cast(applied, tf.float32),
     )
 
 
@@ -163,7 +176,8 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
 
     def iteration_with_kl_stop(state, lr) -> tuple[RunnerState, Diagnostics]:
         state, batch, indices, partial = rollout_call(state, lr)
-        return state, _finish(partial, *replica_update.with_kl_stop(batch, indices), lr)
+        loss_sum, norm_sum, applied = replica_update.with_kl_stop(batch, indices)
+        return state, _finish(partial, loss_sum, norm_sum, applied, lr)
 
     run_iteration = iteration if config.target_kl is None else iteration_with_kl_stop
 
@@ -191,8 +205,9 @@ class ReplicatedRunner(NativeRunner):
         return self.replica_view(state)
 
 
-def make_replicated_runner(env: str | VecEnv, config: Config, strategy,
-                           eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:
+def make_replicated_runner(
+    env: str | VecEnv, config: Config, strategy, eval_metrics_fn: EvalMetricsFn | None = None
+) -> Runner:
     """The Runner for TF-native envs under `strategy` (replica shards, merged statistics, all-reduced update)."""
     return ReplicatedRunner(build_replicated(env, config, strategy), config, strategy, eval_metrics_fn)
 

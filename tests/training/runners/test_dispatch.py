@@ -11,13 +11,16 @@ from kppo.training.runners.native import make_iterations_fn
 TINY = dict(num_envs=2, num_steps=8, total_timesteps=32, eval_freq=1, num_eval_envs=2, num_hidden_units=8)
 
 
-@pytest.mark.parametrize("env, changes, kind", [
-    ("CartPole-v1", {}, "native"),
-    ("CartPole-v1", {"env_backend": "gymnasium"}, "host"),
-    ("CartPole-v1", {"distribute": "mirrored"}, "replicated"),
-    ("Taxi-v3", {}, "host"),
-    (lambda: gym.make("CartPole-v1"), {}, "host"),
-])
+@pytest.mark.parametrize(
+    "env, changes, kind",
+    [
+        ("CartPole-v1", {}, "native"),
+        ("CartPole-v1", {"env_backend": "gymnasium"}, "host"),
+        ("CartPole-v1", {"distribute": "mirrored"}, "replicated"),
+        ("Taxi-v3", {}, "host"),
+        (lambda: gym.make("CartPole-v1"), {}, "host"),
+    ],
+)
 def test_runner_kind(env, changes, kind):
     assert runner_kind(env, kppo.Config(**changes)) == kind
 

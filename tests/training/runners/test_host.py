@@ -83,8 +83,15 @@ def test_every_space_kind_trains_and_predicts_inside_the_space(env, changes):
 
 
 def test_gymnasium_cartpole_learns_a_little():
-    config = kppo.Config(num_envs=8, num_steps=128, total_timesteps=8 * 128 * 20, eval_freq=1, num_eval_envs=8,
-                         env_backend="gymnasium", learning_rate=1e-3)
+    config = kppo.Config(
+        num_envs=8,
+        num_steps=128,
+        total_timesteps=8 * 128 * 20,
+        eval_freq=1,
+        num_eval_envs=8,
+        env_backend="gymnasium",
+        learning_rate=1e-3,
+    )
     result = kppo.train("CartPole-v1", config, seed=0)
     assert result.metrics["rollout/ep_rew_mean"][-1] > 40  # random policy: ~22
 
@@ -106,15 +113,25 @@ class ConstantEnv(gym.Env):
 
 
 def test_truncated_episodes_bootstrap_from_the_final_observation():
-    config = kppo.Config(num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, gamma=0.5, gae_lambda=1.0,
-                         num_hidden_units=8)
+    config = kppo.Config(
+        num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, gamma=0.5, gae_lambda=1.0, num_hidden_units=8
+    )
     vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(ConstantEnv(), 3), 2, seed=0)
     agent = make_agent(config, 1, vec_env.action_space)
     settings = rollout_settings(config)
-    finish = lambda *a: finish_rollout(agent, settings, *a)
+
+    def finish(*a):
+        return finish_rollout(agent, settings, *a)
+
     obs = vec_env.reset(seed=0)
-    state = HostRolloutState(obs, tf.zeros([2]), normalization.to_host(normalization.initial_stats([1])),
-                             normalization.initial_stats(()), np.zeros(2), np.zeros(2, np.int32))
+    state = HostRolloutState(
+        obs,
+        tf.zeros([2]),
+        normalization.to_host(normalization.initial_stats([1])),
+        normalization.initial_stats(()),
+        np.zeros(2),
+        np.zeros(2, np.int32),
+    )
     _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([0, 1]))
     v0, v1 = (float(agent.critic(tf.constant([[x]]))[0]) for x in (0.0, 1.0))
     np.testing.assert_array_equal(rollout.trajectory.truncated.numpy()[:, 0], [False, False, True, False])
@@ -129,7 +146,7 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
 
 class NanEnv(ConstantEnv):
     def step(self, action):
-        obs, *rest = super().step(action)
+        _, *rest = super().step(action)
         return np.full(1, np.nan, np.float32), *rest
 
 
@@ -142,14 +159,18 @@ def test_unsupported_spaces_are_named():
     class TupleEnv(ConstantEnv):
         observation_space = gym.spaces.Tuple((gym.spaces.Discrete(2),))
 
-    with pytest.raises(ValueError, match="observation_space: expected a Box, Discrete, MultiDiscrete or MultiBinary, or a Dict of those"):
+    with pytest.raises(
+        ValueError,
+        match="observation_space: expected a Box, Discrete, MultiDiscrete or MultiBinary, or a Dict of those",
+    ):
         kppo.train(TupleEnv, kppo.Config(**TINY))
 
 
 @pytest.mark.parametrize("backend", ["tf", "gymnasium"])
 def test_gsde_trains_on_both_paths(backend):
-    config = kppo.Config(**{**TINY, "env_backend": backend, "use_sde": True, "sde_sample_freq": 4, "squash": True,
-                            "log_std_init": -1.0})
+    config = kppo.Config(
+        **{**TINY, "env_backend": backend, "use_sde": True, "sde_sample_freq": 4, "squash": True, "log_std_init": -1.0}
+    )
     result = kppo.train("Pendulum-v1", config)
     assert np.all(np.isfinite(result.metrics["train/total_loss"]))
     names = [v.name for v in result.agent.actor.trainable_variables]

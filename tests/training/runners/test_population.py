@@ -1,5 +1,5 @@
-"""Populations (`kppo.training.runners.population`, `kppo.train(..., seed=[...])`, `Config.sweep`): each member computes what a
-single run with its seed and hyperparameters computes, members are independent, and a population resumes exactly."""
+"""Populations (`kppo.training.runners.population`, `kppo.train(..., seed=[...])`, `Config.sweep`): each member computes
+what a single run with its seed and hyperparameters computes, members are independent, and a population resumes exactly."""
 
 import numpy as np
 import pytest
@@ -8,8 +8,16 @@ import kppo
 from kppo.training.runners.native import make_native_runner
 from kppo.training.runners.population import make_population_runner, member_agent, member_state
 
-SMALL = dict(num_envs=4, num_steps=32, num_epochs=3, num_minibatches=4, num_hidden_units=16, total_timesteps=4 * 32 * 6,
-             eval_freq=2, num_eval_envs=3)
+SMALL = dict(
+    num_envs=4,
+    num_steps=32,
+    num_epochs=3,
+    num_minibatches=4,
+    num_hidden_units=16,
+    total_timesteps=4 * 32 * 6,
+    eval_freq=2,
+    num_eval_envs=3,
+)
 GRAPH = dict(jit_rollout=False, jit_update=False, jit_eval=False)  # TF kernels on both sides: the same random numbers
 
 
@@ -17,16 +25,41 @@ def _close(a, b, rtol=1e-4, atol=1e-5):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
 
 
-@pytest.mark.parametrize("env, changes", [
-    ("cartpole", dict(learning_rate=3e-3, lr_schedule="linear")),
-    ("pendulum", dict(normalize_obs=True, normalize_reward=True, target_kl=0.002, learning_rate=3e-3,
-                      adam_style="torch", advantage_std_ddof=1, clip_range_vf=0.2, bias_init="torch_default",
-                      kernel_init="torch_default")),
-])
+@pytest.mark.parametrize(
+    "env, changes",
+    [
+        ("cartpole", dict(learning_rate=3e-3, lr_schedule="linear")),
+        (
+            "pendulum",
+            dict(
+                normalize_obs=True,
+                normalize_reward=True,
+                target_kl=0.002,
+                learning_rate=3e-3,
+                adam_style="torch",
+                advantage_std_ddof=1,
+                clip_range_vf=0.2,
+                bias_init="torch_default",
+                kernel_init="torch_default",
+            ),
+        ),
+    ],
+)
 def test_every_member_computes_what_a_single_run_with_its_seed_and_values_computes(env, changes):
     base = kppo.Config(**SMALL, **GRAPH, **changes)
-    configs = [base.replace(seed=3), base.replace(seed=5, learning_rate=1e-3, ent_coef=0.01, clip_range=0.1, gamma=0.95,
-                                                  gae_lambda=0.9, vf_coef=0.7, max_grad_norm=0.3)]
+    configs = [
+        base.replace(seed=3),
+        base.replace(
+            seed=5,
+            learning_rate=1e-3,
+            ent_coef=0.01,
+            clip_range=0.1,
+            gamma=0.95,
+            gae_lambda=0.9,
+            vf_coef=0.7,
+            max_grad_norm=0.3,
+        ),
+    ]
     runner, population = make_population_runner(env, configs)
     result = runner.run_iterations(runner.state, 3)
     for index, config in enumerate(configs):
@@ -58,8 +91,9 @@ def test_tracing_a_population_converts_each_loop_once(pfor_conversions):
 def test_a_members_result_does_not_depend_on_another_members_values():
     base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
     first = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
-    second = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2, learning_rate=1e-2,
-                                                                                   ent_coef=0.1)])
+    second = make_population_runner(
+        "cartpole", [base.replace(seed=1), base.replace(seed=2, learning_rate=1e-2, ent_coef=0.1)]
+    )
     results = [runner.run_iterations(runner.state, 2) for runner, _ in (first, second)]
     agents = [member_agent(population, 0) for _, population in (first, second)]
     for a, b in zip(agents[0].variables, agents[1].variables):
@@ -90,29 +124,43 @@ def test_a_population_resumes_bit_identically(tmp_path):
     seeds = [0, 7]
     full = kppo.train("cartpole", config, seed=seeds)
     calls = []
-    stopped = kppo.train("cartpole", config, seed=seeds, checkpoint_dir=tmp_path,
-                         should_stop=lambda: calls.append(1) or len(calls) == 4)
+    stopped = kppo.train(
+        "cartpole", config, seed=seeds, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 4
+    )
     assert stopped.interrupted
     resumed = kppo.train("cartpole", config, seed=seeds, checkpoint_dir=tmp_path, resume=True)
     for a, b in zip(full.members, resumed.members):
-        for x, y in zip(a.agent.variables + a.agent.optimizer.variables, b.agent.variables + b.agent.optimizer.variables):
+        for x, y in zip(
+            a.agent.variables + a.agent.optimizer.variables, b.agent.variables + b.agent.optimizer.variables
+        ):
             np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])
     np.testing.assert_array_equal(full.metrics["train/gradient_steps"], resumed.metrics["train/gradient_steps"])
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: kppo.train("cartpole", kppo.Config(**SMALL), seed=[0, 1], callback=lambda *_: True),
-     "callback: expected None for a population"),
-    (lambda: kppo.Config().sweep(num_envs=[4, 8]), "sweep: expected fields among learning_rate, .*got 'num_envs'"),
-    (lambda: kppo.Config().sweep(gamma=[]), r"sweep.gamma: expected a non-empty list of values, got \[\]"),
-    (lambda: kppo.Config().sweep(clip_range=[0.1, -1.0]), "clip_range: expected"),
-    (lambda: kppo.train("cartpole", kppo.Config(**SMALL), seed=[]), r"seed: expected at least one seed, got \[\]"),
-    (lambda: make_population_runner("cartpole", [kppo.Config(**SMALL), kppo.Config(**SMALL).replace(num_envs=8)]),
-     "num_envs: population members may differ only in seed and learning_rate, .*got 4 and 8"),
-    (lambda: kppo.train("FrozenLake-v1", kppo.Config(**SMALL), seed=[0, 1]),
-     "env: a population needs a TF-native env .*got 'FrozenLake-v1'"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: kppo.train("cartpole", kppo.Config(**SMALL), seed=[0, 1], callback=lambda *_: True),
+            "callback: expected None for a population",
+        ),
+        (lambda: kppo.Config().sweep(num_envs=[4, 8]), "sweep: expected fields among learning_rate, .*got 'num_envs'"),
+        (lambda: kppo.Config().sweep(gamma=[]), r"sweep.gamma: expected a non-empty list of values, got \[\]"),
+        (lambda: kppo.Config().sweep(clip_range=[0.1, -1.0]), "clip_range: expected"),
+        (lambda: kppo.train("cartpole", kppo.Config(**SMALL), seed=[]), r"seed: expected at least one seed, got \[\]"),
+        (
+            lambda: make_population_runner(
+                "cartpole", [kppo.Config(**SMALL), kppo.Config(**SMALL).replace(num_envs=8)]
+            ),
+            "num_envs: population members may differ only in seed and learning_rate, .*got 4 and 8",
+        ),
+        (
+            lambda: kppo.train("FrozenLake-v1", kppo.Config(**SMALL), seed=[0, 1]),
+            "env: a population needs a TF-native env .*got 'FrozenLake-v1'",
+        ),
+    ],
+)
 def test_bad_population_input_is_named_in_one_line(call, message):
     with pytest.raises(ValueError, match=message):
         call()
@@ -123,8 +171,12 @@ def test_population_members_cross_the_grid_with_the_seeds():
 
     sweep = kppo.Config(seed=9).sweep(gamma=[0.9, 0.99], ent_coef=0.01)
     members = population_members(sweep, np.arange(2))
-    assert [(m.gamma, m.ent_coef, m.seed) for m in members] == [(0.9, 0.01, 0), (0.9, 0.01, 1), (0.99, 0.01, 0),
-                                                                  (0.99, 0.01, 1)]
+    assert [(m.gamma, m.ent_coef, m.seed) for m in members] == [
+        (0.9, 0.01, 0),
+        (0.9, 0.01, 1),
+        (0.99, 0.01, 0),
+        (0.99, 0.01, 1),
+    ]
     assert [m.seed for m in population_members(sweep, None)] == [9, 9]  # the config's seed
     assert [m.seed for m in population_members(kppo.Config(), range(3))] == [0, 1, 2]
     assert [m.seed for m in population_members(None, 4)] == [4]
@@ -144,6 +196,8 @@ def test_under_xla_members_learn_as_single_runs_do_over_16_seeds():
     population = kppo.train("cartpole", config, seed=seeds).metrics["eval/mean_returns"][-1]
     single = [kppo.train("cartpole", config, seed=s).metrics["eval/mean_returns"][-1] for s in seeds]
     test = stats.permutation_test(population, single)
-    print(f"population {np.mean(population):.1f} {np.round(population, 1).tolist()}; single {np.mean(single):.1f} "
-          f"{np.round(single, 1).tolist()}; p = {test.p_value:.3f}")
+    print(
+        f"population {np.mean(population):.1f} {np.round(population, 1).tolist()}; single {np.mean(single):.1f} "
+        f"{np.round(single, 1).tolist()}; p = {test.p_value:.3f}"
+    )
     assert test.p_value >= 0.05, (population.tolist(), single, test)
