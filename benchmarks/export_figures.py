@@ -57,11 +57,22 @@ def _recurrent_cartpole():
     setting = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(setting)
     task = setting.TASKS["cartpole_novel"]
-    venv = kppo.VecNormalize(kppo.make_vec_env("CartPole-v1", n_envs=task["n_envs"], seed=0), norm_obs=True,
-                             norm_reward=False, gamma=task["ppo"]["gamma"])
-    model = kppo.RecurrentPPO("MlpLstmPolicy", venv, seed=0, **task["ppo"], **setting._schedules(task),
-                              policy_kwargs=dict(ortho_init=False, activation_fn="relu", lstm_hidden_size=64,
-                                                 net_arch=dict(pi=[64], vf=[64])))
+    venv = kppo.VecNormalize(
+        kppo.make_vec_env("CartPole-v1", n_envs=task["n_envs"], seed=0),
+        norm_obs=True,
+        norm_reward=False,
+        gamma=task["ppo"]["gamma"],
+    )
+    model = kppo.RecurrentPPO(
+        "MlpLstmPolicy",
+        venv,
+        seed=0,
+        **task["ppo"],
+        **setting._schedules(task),
+        policy_kwargs=dict(
+            ortho_init=False, activation_fn="relu", lstm_hidden_size=64, net_arch=dict(pi=[64], vf=[64])
+        ),
+    )
     model.learn(task["timesteps"])
     print(f"trained: eval {kppo.evaluate_policy(model, 'CartPole-v1', n_eval_episodes=20)[0]:.1f}")
     return model
@@ -85,22 +96,32 @@ def main() -> None:
         env_id, quantizations = "Pendulum-v1", (None, "float16", "dynamic", "int8")
     rows = []
     for quantize in quantizations:
-        exported = kppo.export(source, out / f"{args.task}_{quantize or 'float32'}.tflite", quantize=quantize,
-                               calibration_env=env_id)
+        exported = kppo.export(
+            source, out / f"{args.task}_{quantize or 'float32'}.tflite", quantize=quantize, calibration_env=env_id
+        )
         micro = quantize in (None, "int8")
-        run = subprocess.run([sys.executable, "-c", KIT, str(exported.path), str(args.episodes), str(int(micro)),
-                              env_id], cwd=ROOT, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, "-c", KIT, str(exported.path), str(args.episodes), str(int(micro)), env_id],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         kit = json.loads(run.stdout.strip().splitlines()[-1])
         rows.append((quantize or "float32", exported.metadata, kit))
     base = np.mean(rows[0][2]["returns"])
-    print("\n| quantization | size bytes | parity max error (rel. to range) | median invoke us | TFLM arena bytes "
-          "| closed-loop return (20 ep.) | change vs float32 |")
+    print(
+        "\n| quantization | size bytes | parity max error (rel. to range) | median invoke us | TFLM arena bytes "
+        "| closed-loop return (20 ep.) | change vs float32 |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, meta, kit in rows:
         mean = np.mean(kit["returns"])
         arena = kit.get("arena_bytes", "n/a (TFLM rejects)") if name != "float16" else "n/a"
-        print(f"| {name} | {meta['size_bytes']:,} | {meta['parity']['max_error']:.2e} | {kit['invoke_us']:.1f} | "
-              f"{arena} | {mean:.1f} | {100 * (mean - base) / abs(base):+.1f}% |")
+        print(
+            f"| {name} | {meta['size_bytes']:,} | {meta['parity']['max_error']:.2e} | {kit['invoke_us']:.1f} | "
+            f"{arena} | {mean:.1f} | {100 * (mean - base) / abs(base):+.1f}% |"
+        )
 
 
 if __name__ == "__main__":

@@ -50,17 +50,24 @@ def _python_returns(policy, env_id, seeds):
 
 
 def _kit(code: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run([sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("env_id, changes", [("CartPole-v1", {}), ("Pendulum-v1", {"squash": True,
-                                                                                   "normalize_obs": True})])
+@pytest.mark.parametrize(
+    "env_id, changes", [("CartPole-v1", {}), ("Pendulum-v1", {"squash": True, "normalize_obs": True})]
+)
 def test_kit_reproduces_the_python_policy_without_tensorflow(env_id, changes, tmp_path):
-    config = kppo.Config(num_envs=8, num_steps=64, total_timesteps=8 * 64 * 8, eval_freq=1, num_eval_envs=2,
-                         env_backend="gymnasium" if env_id == "CartPole-v1" else "auto", **changes)
+    config = kppo.Config(
+        num_envs=8,
+        num_steps=64,
+        total_timesteps=8 * 64 * 8,
+        eval_freq=1,
+        num_eval_envs=2,
+        env_backend="gymnasium" if env_id == "CartPole-v1" else "auto",
+        **changes,
+    )
     result = kppo.train(env_id, config, seed=0)
     exported = kppo.export(result, tmp_path / "policy.tflite")
     seeds = [11, 12, 13]
@@ -93,11 +100,15 @@ def test_latency_and_controller_errors(tmp_path):
 
 @pytest.mark.parametrize("quantize", [None, "int8"])
 def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
-    result = kppo.train("Pendulum-v1", kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1,
-                                                   squash=True, normalize_obs=True))
+    result = kppo.train(
+        "Pendulum-v1",
+        kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1, squash=True, normalize_obs=True),
+    )
     exported = kppo.export(result, tmp_path / "p.tflite", quantize=quantize)
-    got = _kit("import json\nfrom kppo_runtime.micro_check import check\n"
-               f"print(json.dumps(check({str(exported.path)!r}, 100)))\n")
+    got = _kit(
+        "import json\nfrom kppo_runtime.micro_check import check\n"
+        f"print(json.dumps(check({str(exported.path)!r}, 100)))\n"
+    )
     assert 0 < got["arena_bytes"] <= 16 * 1024
     # float32: the same arithmetic up to float rounding; int8: TFLite Micro and LiteRT may round a value on either
     # side of a quantization step (one step of the output is ~1e-3 of Pendulum's [-2, 2] torque)
@@ -107,8 +118,9 @@ def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
 
 def _micro_check_cli(path, *args) -> subprocess.CompletedProcess:
     code = f"from kppo_runtime.micro_check import main\nsys.exit(main([{str(path)!r}, *{list(args)!r}]))\n"
-    return subprocess.run([sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -162,10 +174,12 @@ def test_int8_cartpole_keeps_the_closed_loop_return(tmp_path):
     """The issue's numbers: the default CartPole run, int8 vs float32 over 30 episodes (README: within 3%)."""
     result = kppo.train("CartPole-v1", kppo.Config(), seed=0)
     paths = [kppo.export(result, tmp_path / f"{q or 'float32'}.tflite", quantize=q).path for q in (None, "int8")]
-    got = _kit("import json\nfrom kppo_runtime.evaluate import run_episodes\n"
-               "from kppo_runtime.runtime import Controller\n"
-               f"paths = {list(map(str, paths))}\n"
-               "print(json.dumps([run_episodes(Controller(p), 'CartPole-v1', 30, 0) for p in paths]))\n")
+    got = _kit(
+        "import json\nfrom kppo_runtime.evaluate import run_episodes\n"
+        "from kppo_runtime.runtime import Controller\n"
+        f"paths = {list(map(str, paths))}\n"
+        "print(json.dumps([run_episodes(Controller(p), 'CartPole-v1', 30, 0) for p in paths]))\n"
+    )
     float32, int8 = (np.mean(r) for r in got)
     assert int8 >= 0.97 * float32, (float32, int8)
 
@@ -173,8 +187,13 @@ def test_int8_cartpole_keeps_the_closed_loop_return(tmp_path):
 def test_kit_runs_a_discrete_observation_policy_without_tensorflow(tmp_path):
     """FrozenLake-v1: Discrete(16) observations; the kit passes the raw integer, the artifact one-hot encodes it.
     float32 and int8 artifacts play the Python policy's episodes and run under TFLite Micro."""
-    result = kppo.train("FrozenLake-v1", kppo.Config(num_envs=8, num_steps=64, total_timesteps=8 * 64 * 4, eval_freq=1,
-                                                     num_eval_envs=2, learning_rate=1e-3), seed=0)
+    result = kppo.train(
+        "FrozenLake-v1",
+        kppo.Config(
+            num_envs=8, num_steps=64, total_timesteps=8 * 64 * 4, eval_freq=1, num_eval_envs=2, learning_rate=1e-3
+        ),
+        seed=0,
+    )
     paths = [str(kppo.export(result, tmp_path / f"{q}.tflite", quantize=q).path) for q in (None, "int8")]
     seeds = list(range(20))
     want = _python_returns(result.policy, "FrozenLake-v1", seeds)
@@ -200,8 +219,9 @@ def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_pa
 
     from tests.helpers.masked_envs import MaskedChoiceEnv
 
-    model = kppo.MaskablePPO("MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64,
-                             n_epochs=2, seed=0)
+    model = kppo.MaskablePPO(
+        "MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64, n_epochs=2, seed=0
+    )
     model.learn(128)
     exported = kppo.export(model, tmp_path / "masked.tflite", quantize=quantize)
     got = _kit(
@@ -216,9 +236,11 @@ def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_pa
         f"print(json.dumps({{'actions': actions, 'errors': errors, 'micro': check({str(exported.path)!r}, 100)}}))\n"
     )
     assert got["actions"] == [[i % 3, i % 4] for i in range(7)]  # the only allowed action of each dimension
-    assert got["errors"] == ["mask: expected 7 values, got None",
-                             "mask: expected 7 values with one allowed action at least, got 5 values, 5 allowed",
-                             "mask: expected 7 values with one allowed action at least, got 7 values, 0 allowed"]
+    assert got["errors"] == [
+        "mask: expected 7 values, got None",
+        "mask: expected 7 values with one allowed action at least, got 5 values, 5 allowed",
+        "mask: expected 7 values with one allowed action at least, got 7 values, 0 allowed",
+    ]
     assert got["micro"]["action_mismatch_vs_litert"] == 0.0 and 0 < got["micro"]["arena_bytes"] <= 16 * 1024
 
 
@@ -246,7 +268,7 @@ def test_the_controller_needs_neither_gymnasium_nor_tflite_micro():
         "try:\n    import kppo_runtime.evaluate\n    err = ''\nexcept ImportError as e:\n    err = str(e)\n"
         "print(json.dumps({'err': err}))\n"
     )
-    assert got["err"].startswith("kppo_runtime.evaluate needs gymnasium: pip install \"kppo-runtime[eval]\"")
+    assert got["err"].startswith('kppo_runtime.evaluate needs gymnasium: pip install "kppo-runtime[eval]"')
 
 
 def test_the_kit_commands_run_from_their_console_scripts_and_with_python_m(cartpole):
@@ -261,5 +283,6 @@ def test_the_kit_commands_run_from_their_console_scripts_and_with_python_m(cartp
     assert run(SCRIPTS / "kppo-latency", path, "--calls", "100").startswith("median ")
     assert run(SCRIPTS / "kppo-evaluate", path, "--env", "CartPole-v1", "--episodes", "1").startswith("CartPole-v1: ")
     assert json.loads(run(SCRIPTS / "kppo-micro-check", path, "--observations", "20"))["observations"] == 20
-    assert run(sys.executable, "-m", "kppo_runtime.evaluate", path, "--env", "CartPole-v1", "--episodes", "1") \
-        .startswith("CartPole-v1: ")
+    assert run(
+        sys.executable, "-m", "kppo_runtime.evaluate", path, "--env", "CartPole-v1", "--episodes", "1"
+    ).startswith("CartPole-v1: ")

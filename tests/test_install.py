@@ -21,8 +21,19 @@ pytestmark = pytest.mark.install
 
 ROOT = Path(__file__).resolve().parents[1]
 # What a fresh clone would not hold (.gitignore): not copied into the build trees.
-NOT_SOURCE = shutil.ignore_patterns(".git", ".venv*", "build", "dist", "*.egg-info", "runs", "__pycache__", "*.pyc",
-                                    ".pytest_cache", "bench_out", "MUJOCO_LOG.TXT")
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git",
+    ".venv*",
+    "build",
+    "dist",
+    "*.egg-info",
+    "runs",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    "bench_out",
+    "MUJOCO_LOG.TXT",
+)
 PENDULUM_ROLLOUT = 16 * 256  # configs/pendulum.yaml: num_envs x num_steps, one training iteration
 NUMBER = r"-?\d+(?:\.\d+)?"
 
@@ -51,8 +62,11 @@ def _venv(path: Path) -> Path:
 
 
 def _pip_install(python: Path, requirement: str) -> None:
-    _run([python, "-m", "pip", "install", "--disable-pip-version-check", "-q", requirement], cwd=python.parents[2],
-         timeout=1800)
+    _run(
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "-q", requirement],
+        cwd=python.parents[2],
+        timeout=1800,
+    )
 
 
 def _build_wheel(source: Path, out: Path) -> Path:
@@ -86,8 +100,20 @@ def kppo_venv(wheels, tmp_path_factory) -> Path:
 def run_dir(kppo_venv, tmp_path_factory) -> Path:
     """`kppo train pendulum` for one iteration in the kppo virtualenv; its run directory (exported by default)."""
     work = tmp_path_factory.mktemp("kppo_work")
-    out = _run([kppo_venv.parent / "kppo", "train", "pendulum", "--set", f"total_timesteps={PENDULUM_ROLLOUT}",
-                "--out", work / "run", "--quiet"], cwd=work, timeout=900)
+    out = _run(
+        [
+            kppo_venv.parent / "kppo",
+            "train",
+            "pendulum",
+            "--set",
+            f"total_timesteps={PENDULUM_ROLLOUT}",
+            "--out",
+            work / "run",
+            "--quiet",
+        ],
+        cwd=work,
+        timeout=900,
+    )
     assert "Pendulum-v1: final eval" in out.stdout, out.stdout[-2000:]
     return work / "run"
 
@@ -118,8 +144,7 @@ def test_kppo_wheel_imports_from_its_venv(kppo_venv, tmp_path):
 def test_kppo_wheel_trains_and_exports(run_dir):
     """`kppo train pendulum` from the wheel (its config shipped as kppo/configs/pendulum.yaml) writes a run directory
     with the trained agent and the exported policy.tflite + metadata."""
-    for name in ("config.yaml", "agent", "metrics.csv", "summary.json", "policy.tflite",
-                 "policy.tflite.metadata.json"):
+    for name in ("config.yaml", "agent", "metrics.csv", "summary.json", "policy.tflite", "policy.tflite.metadata.json"):
         assert (run_dir / name).exists(), f"{name} missing from {sorted(p.name for p in run_dir.iterdir())}"
     assert (run_dir / "policy.tflite").stat().st_size > 0
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -130,8 +155,19 @@ def test_kppo_wheel_trains_and_exports(run_dir):
 
 def test_kppo_export_command(kppo_venv, run_dir, tmp_path):
     """`kppo export RUN_DIR` of the installed package writes another artifact and reports its parity."""
-    out = _run([kppo_venv.parent / "kppo", "export", run_dir, "--quantize", "dynamic", "--out",
-                tmp_path / "policy_dynamic.tflite"], cwd=tmp_path, timeout=600)
+    out = _run(
+        [
+            kppo_venv.parent / "kppo",
+            "export",
+            run_dir,
+            "--quantize",
+            "dynamic",
+            "--out",
+            tmp_path / "policy_dynamic.tflite",
+        ],
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert (tmp_path / "policy_dynamic.tflite").stat().st_size > 0
     assert "parity max error" in out.stdout, out.stdout[-2000:]
 
@@ -148,8 +184,19 @@ def test_runtime_wheel_needs_no_tensorflow(runtime_venv, tmp_path):
 def test_runtime_evaluates_the_artifact(runtime_venv, run_dir, tmp_path):
     """`kppo-evaluate` plays episodes of the kppo-trained artifact on Pendulum-v1 without TensorFlow."""
     episodes = 2
-    out = _run([runtime_venv.parent / "kppo-evaluate", run_dir / "policy.tflite", "--env", "Pendulum-v1",
-                "--episodes", episodes, "--seed", 0], cwd=tmp_path)
+    out = _run(
+        [
+            runtime_venv.parent / "kppo-evaluate",
+            run_dir / "policy.tflite",
+            "--env",
+            "Pendulum-v1",
+            "--episodes",
+            episodes,
+            "--seed",
+            0,
+        ],
+        cwd=tmp_path,
+    )
     match = re.search(rf"Pendulum-v1: ({NUMBER}) \+- ({NUMBER}) over (\d+) episodes", out.stdout)
     assert match, out.stdout[-2000:]
     mean, std, count = float(match[1]), float(match[2]), int(match[3])

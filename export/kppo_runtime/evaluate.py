@@ -1,7 +1,7 @@
 """Closed-loop evaluation of an exported policy on a gymnasium env (numpy + LiteRT + gymnasium; no TensorFlow).
 
-    pip install "./export[eval]"       # gymnasium: only this module needs it
-    python -m kppo_runtime.evaluate policy.tflite --env Pendulum-v1 --episodes 10 --seed 0   # or: kppo-evaluate ...
+pip install "./export[eval]"       # gymnasium: only this module needs it
+python -m kppo_runtime.evaluate policy.tflite --env Pendulum-v1 --episodes 10 --seed 0   # or: kppo-evaluate ...
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import numpy as np
 try:
     import gymnasium as gym
 except ImportError as error:  # the kit's other modules run without it
-    raise ImportError('kppo_runtime.evaluate needs gymnasium: pip install "kppo-runtime[eval]" (or '
-                      '"./export[eval]" from a kppo checkout)') from error
+    raise ImportError(
+        'kppo_runtime.evaluate needs gymnasium: pip install "kppo-runtime[eval]" (or '
+        '"./export[eval]" from a kppo checkout)'
+    ) from error
 
 from kppo_runtime.runtime import Controller
 
@@ -24,8 +26,10 @@ def env_mask(env: gym.Env, info: dict) -> np.ndarray:
     if env.has_wrapper_attr("action_masks"):
         return np.asarray(env.get_wrapper_attr("action_masks")())
     if "action_mask" not in info:
-        raise ValueError("mask: the artifact takes an action mask, but the env has no action_masks() method and no "
-                         "info['action_mask']")
+        raise ValueError(
+            "mask: the artifact takes an action mask, but the env has no action_masks() method and no "
+            "info['action_mask']"
+        )
     return np.asarray(info["action_mask"])
 
 

@@ -19,8 +19,11 @@ def measure(controller: Controller, calls: int) -> dict[str, float]:
     artifact)."""
     rng = np.random.default_rng(0)
     obs = controller.example_observations(calls, rng)
-    masks = [None] * calls if controller.mask_size is None else \
-        example_masks(controller.metadata["action_space"], calls, rng)
+    masks = (
+        [None] * calls
+        if controller.mask_size is None
+        else example_masks(controller.metadata["action_space"], calls, rng)
+    )
     interp, index = controller.interpreter, controller._input["index"]
     invoke, act = [], []
     call = controller.act_flat if controller.metadata["observation_space"]["type"] == "Dict" else controller.act

@@ -76,8 +76,9 @@ def _log_lines(path: str) -> list[str]:
     return [line for line in lines if line and not line.startswith(noise)]
 
 
-def run_isolated(model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarray],
-                 timeout: float = 300.0, output: int = 0) -> tuple[np.ndarray | None, str]:
+def run_isolated(
+    model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarray], timeout: float = 300.0, output: int = 0
+) -> tuple[np.ndarray | None, str]:
     """`_run` in a child process: (outputs, "") or (None, one-line reason), also when TFLite Micro crashes. `obs`:
     the input rows, or a list of arrays, one per model input in its order."""
     obs = [np.asarray(x) for x in obs] if isinstance(obs, list) else [np.asarray(obs)]
@@ -104,14 +105,26 @@ def run_isolated(model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarra
     if result is not None and result[0] == "ok":
         return result[1], ""
     code = process.exitcode
-    reason = result[1] if result is not None else (
-        f"no answer from the TFLite Micro process within {timeout:.0f} s" if not code
-        else f"the TFLite Micro process crashed ({f'signal {-code}' if code < 0 else f'exit status {code}'})")
-    return None, "; ".join(lines + [reason])
+    reason = (
+        result[1]
+        if result is not None
+        else (
+            f"no answer from the TFLite Micro process within {timeout:.0f} s"
+            if not code
+            else f"the TFLite Micro process crashed ({f'signal {-code}' if code < 0 else f'exit status {code}'})"
+        )
+    )
+    return None, "; ".join([*lines, reason])
 
 
-def smallest_arena(model: bytes, probe: np.ndarray | list[np.ndarray], low: int = 256, high: int | None = None,
-                   expected: np.ndarray | None = None, output: int = 0) -> int:
+def smallest_arena(
+    model: bytes,
+    probe: np.ndarray | list[np.ndarray],
+    low: int = 256,
+    high: int | None = None,
+    expected: np.ndarray | None = None,
+    output: int = 0,
+) -> int:
     """Smallest arena size (bytes, to 16) with which the model allocates and runs `probe` (and reproduces `expected`,
     the outputs with the large arena, when given)."""
     high = high or max(10 * len(model), 64 * 1024)
@@ -137,8 +150,10 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
             not installed.
     """
     if importlib.util.find_spec("tflite_micro") is None:  # else each child process fails with ModuleNotFoundError
-        raise MicroError('tflite-micro is not installed: pip install "kppo-runtime[micro]" (or "./export[micro]" '
-                         'from a kppo checkout)')
+        raise MicroError(
+            'tflite-micro is not installed: pip install "kppo-runtime[micro]" (or "./export[micro]" '
+            "from a kppo checkout)"
+        )
     artifact = Path(artifact)
     model = artifact.read_bytes()
     metadata = load_metadata(artifact)
@@ -151,26 +166,37 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
     inputs[controller.obs_position] = obs
     if masks is not None:
         inputs[controller.mask_position] = masks
-    states = [np.tanh(rng.normal(size=(observations, controller.units))).astype(np.float32)
-              for _ in controller.state_positions]  # a recurrent artifact: random states in (-1, 1)
+    states = [
+        np.tanh(rng.normal(size=(observations, controller.units))).astype(np.float32)
+        for _ in controller.state_positions
+    ]  # a recurrent artifact: random states in (-1, 1)
     for position, state in zip(controller.state_positions, states):
         inputs[position] = state
     high = max(10 * len(model), 64 * 1024)
     micro, reason = run_isolated(model, high, inputs, output=controller.action_position)
     if micro is None:
-        hint = " (TFLite Micro runs float32 and int8 artifacts, not dynamic-range ones)" if (
-            metadata.get("quantization") == "dynamic") else ""
+        hint = (
+            " (TFLite Micro runs float32 and int8 artifacts, not dynamic-range ones)"
+            if (metadata.get("quantization") == "dynamic")
+            else ""
+        )
         raise MicroError(f"TFLite Micro rejects {artifact.name} (with a {high}-byte arena): {reason}{hint}")
-    arena = smallest_arena(model, [x[:4] for x in inputs], high=high, expected=micro[:4],
-                           output=controller.action_position)
+    arena = smallest_arena(
+        model, [x[:4] for x in inputs], high=high, expected=micro[:4], output=controller.action_position
+    )
     litert = []
     for i, row in enumerate(obs):
-        controller.state = tuple(state[i:i + 1] for state in states)
+        controller.state = tuple(state[i : i + 1] for state in states)
         litert.append(controller.act_flat(row, None if masks is None else masks[i]))
     litert = np.asarray(litert).reshape(micro.shape)
     error = np.abs(micro.astype(np.float64) - litert)
-    report = {"arena_bytes": arena, "model_bytes": len(model), "max_abs_error_vs_litert": float(error.max()),
-              "mean_abs_error_vs_litert": float(error.mean()), "observations": observations}
+    report = {
+        "arena_bytes": arena,
+        "model_bytes": len(model),
+        "max_abs_error_vs_litert": float(error.max()),
+        "mean_abs_error_vs_litert": float(error.mean()),
+        "observations": observations,
+    }
     if np.issubdtype(micro.dtype, np.integer):
         report["action_mismatch_vs_litert"] = float(np.mean((micro != litert).reshape(len(obs), -1).any(axis=1)))
     return report

@@ -78,18 +78,23 @@ class Controller:
     """A policy artifact ready to act: `act(obs)` for one observation, `act(obs, mask)` for an artifact with an
     action-mask input; a recurrent artifact's state is kept here (`reset()` at each episode start)."""
 
-    def __init__(self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1,
-                 delegates: bool = True):
+    def __init__(
+        self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1, delegates: bool = True
+    ):
         """`delegates`: LiteRT's default delegates (XNNPACK); False runs its builtin kernels only, silently."""
         self.metadata = load_metadata(artifact, metadata)
-        resolver = {} if delegates else {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+        no_delegates = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
+        resolver = {} if delegates else no_delegates
         self.interpreter = Interpreter(model_path=str(artifact), num_threads=num_threads, **resolver)
         self.interpreter.allocate_tensors()
         inputs = self.interpreter.get_input_details()
         #: Positions of the observation and the mask among the model's inputs (TFLite Micro sets inputs by position).
         self.mask_position = next((i for i, d in enumerate(inputs) if MASK_INPUT in d["name"]), None)
-        self.obs_position = next(i for i, d in enumerate(inputs) if i != self.mask_position
-                                 and not any(name in d["name"] for name in STATE_NAMES))
+        self.obs_position = next(
+            i
+            for i, d in enumerate(inputs)
+            if i != self.mask_position and not any(name in d["name"] for name in STATE_NAMES)
+        )
         self._input = inputs[self.obs_position]
         self._mask = None if self.mask_position is None else inputs[self.mask_position]
         signature = self.interpreter.get_signature_runner("action")
@@ -102,8 +107,11 @@ class Controller:
         self._state_in = [ins[name]["index"] for name in STATE_NAMES] if self.recurrent else []
         self._state_out = [outs[name]["index"] for name in STATE_NAMES] if self.recurrent else []
         #: Input positions of (h, c) for a recurrent artifact.
-        self.state_positions = [i for name in STATE_NAMES for i, d in enumerate(inputs)
-                                if d["index"] == ins[name]["index"]] if self.recurrent else []
+        self.state_positions = (
+            [i for name in STATE_NAMES for i, d in enumerate(inputs) if d["index"] == ins[name]["index"]]
+            if self.recurrent
+            else []
+        )
         self.units = int(ins[STATE_NAMES[0]]["shape"][1]) if self.recurrent else None
         self.reset()
         self.obs_dim = int(self.metadata["input"]["shape"][1])
@@ -128,8 +136,10 @@ class Controller:
             return None
         row = np.asarray(mask, np.float32).reshape(-1)
         if row.shape != (self.mask_size,) or not row.any():
-            raise ValueError(f"mask: expected {self.mask_size} values with one allowed action at least, got "
-                             f"{row.shape[0]} values, {int(row.astype(bool).sum())} allowed")
+            raise ValueError(
+                f"mask: expected {self.mask_size} values with one allowed action at least, got "
+                f"{row.shape[0]} values, {int(row.astype(bool).sum())} allowed"
+            )
         return row
 
     def act_flat(self, row: np.ndarray, mask: Any = None) -> np.ndarray | int:

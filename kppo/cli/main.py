@@ -137,6 +137,7 @@ def cmd_train(args) -> int:
         )
     finally:
         progress.close()
+    assert isinstance(result, kppo.PPOResult)  # one seed: one run
     if result.interrupted:
         step = int(result.runner_state.iteration) * config.rollout_size
         print(f"interrupted at step {step:,}: checkpoint written; continue with `kppo train --resume {out}`")
@@ -261,9 +262,12 @@ def cmd_eval(args) -> int:
     target = Path(args.target)
     if target.is_dir() and (target / "agent").is_dir():
         target = target / "agent"
+    model: Any  # a Policy or an _ArtifactModel: what evaluate_policy plays with
+    spaces: tuple[Any, Any] | None
     if target.is_dir():
         source = _load_unfinished_run(target) if _is_unfinished_run(target) else target
         policy, _, config = resolve_source(source)
+        assert config is not None  # an agent directory or a run's checkpoint: it has its training config
         env_id = args.env or config["env"]
         spaces, model = (policy.observation_space, policy.action_space), policy  # masks and state as predict has them
     elif target.suffix == ".tflite" and target.is_file():

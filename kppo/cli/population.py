@@ -102,6 +102,7 @@ def train_population(args: Any, load_config: Callable) -> int:
         )
     finally:
         progress.close()
+    assert isinstance(result, kppo.PopulationResult)  # a list of seeds: a population
     if result.interrupted:
         print(f"interrupted: checkpoint written; continue with `kppo train --resume {out}`")
         return 128 + received["signal"]

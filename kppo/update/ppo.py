@@ -179,7 +179,8 @@ def functional_update(
 ) -> tuple[tuple[list, AdamState], UpdateStats]:
     """`ppo_update` on weights held as tensors (`params`, in `agent.variables` order) with Adam as a function
     (`kppo.core.optimizers.adam_step`): what a population vectorizes over its members. Computes what `ppo_update`
-    computes on one device; every minibatch is computed (see `_minibatch_loop`). Returns ((params, Adam state), stats)."""
+    computes on one device; every minibatch is computed (see `_minibatch_loop`).
+    Returns ((params, Adam state), stats)."""
 
     def step(carry, mb, stopped):
         params, adam = carry

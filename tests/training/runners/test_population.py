@@ -1,5 +1,6 @@
 """Populations (`kppo.training.runners.population`, `kppo.train(..., seed=[...])`, `Config.sweep`): each member computes
-what a single run with its seed and hyperparameters computes, members are independent, and a population resumes exactly."""
+what a single run with its seed and hyperparameters computes, members are independent, and a population resumes
+exactly."""
 
 import numpy as np
 import pytest
