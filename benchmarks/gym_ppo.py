@@ -183,6 +183,8 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
     import kppo
     from kppo._tf import tf
 
+    kppo.PPO  # noqa: B018  (kppo loads its names lazily: import_s counts the SB3 facade's modules, as before)
+
     # One thread, like SB3 with torch.set_num_threads(1). Must happen before TensorFlow runs its first op.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -211,7 +213,7 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
             sde_note = f"{type(exc).__name__}: {exc}"
             try:
                 env.close()
-            except Exception:
+            except Exception:  # already closed by the failed constructor
                 pass
             sde_attempt_s = time.perf_counter() - t1
             t1 = time.perf_counter()

@@ -85,7 +85,7 @@ def measure(task: str, jit_update: bool, iterations: int) -> dict:
     setting = TASKS[task]
     base = kppo.Config.from_yaml(setting) if isinstance(setting, str) else kppo.Config(**setting)
     config = base.replace(total_timesteps=10**8, eval_freq=10**6, jit_update=jit_update)
-    runner = host_runner.make_host_runner(config.env, config)
+    runner = host_runner.HostRunner(config.env, config)
     state = runner.run_iterations(runner.state, 1).state  # compiles
     SECONDS.clear()
     CALLS.clear()

@@ -23,7 +23,7 @@ TASKS = {"cartpole": ("CartPole-v1", 16), "pendulum": ("Pendulum-v1", 4), "halfc
 def step_us(env_id: str, num_envs: int, vectorization: str, steps: int) -> float:
     import numpy as np
 
-    from kppo.gym_envs.vector import make_vec_env
+    from kppo.gym_envs.make import make_vec_env
 
     vec_env = make_vec_env(env_id, num_envs, vectorization=vectorization, seed=0)
     try:

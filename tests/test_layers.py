@@ -266,3 +266,17 @@ def test_the_architecture_map_lists_every_module_with_its_imports():
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_module_says_what_it_is_for(name):
     assert ast.get_docstring(ast.parse(MODULES[name].read_text())), f"{name} has no module docstring"
+
+
+def test_the_public_names_load_on_first_use_and_match_all():
+    """`import kppo` starts no TensorFlow; `__all__`, the lazy table and what loads agree (no list drifts)."""
+    code = (
+        "import sys, kppo\n"
+        "assert 'tensorflow' not in sys.modules, 'import kppo imported TensorFlow'\n"
+        "assert sorted(kppo.__all__) == sorted([*kppo._EXPORTS, '__version__']), 'kppo.__all__ and _EXPORTS differ'\n"
+        "missing = [n for n in kppo.__all__ if getattr(kppo, n, None) is None]\n"
+        "assert not missing, missing\n"
+        "assert 'tensorflow' in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -84,26 +84,26 @@ class BaseCallback(ABC):
         self.locals.update(locals_)
         self.update_child_locals(locals_)
 
-    def update_child_locals(self, locals_: dict[str, Any]) -> None:  # noqa: B027 (optional hook, a no-op unless overridden, as in SB3)
+    def update_child_locals(self, locals_: dict[str, Any]) -> None:
         """Passes `locals_` on to child callbacks (none here)."""
 
-    def _init_callback(self) -> None:  # noqa: B027 (optional hook, a no-op unless overridden, as in SB3)
+    def _init_callback(self) -> None:
         pass
 
-    def _on_training_start(self) -> None:  # noqa: B027 (optional hook, a no-op unless overridden, as in SB3)
+    def _on_training_start(self) -> None:
         pass
 
-    def _on_rollout_start(self) -> None:  # noqa: B027 (optional hook, a no-op unless overridden, as in SB3)
+    def _on_rollout_start(self) -> None:
         pass
 
     @abstractmethod
     def _on_step(self) -> bool:
         """Returns False to stop training."""
 
-    def _on_rollout_end(self) -> None:  # noqa: B027 (optional hook, a no-op unless overridden, as in SB3)
+    def _on_rollout_end(self) -> None:
         pass
 
-    def _on_training_end(self) -> None:  # noqa: B027 (optional hook, a no-op unless overridden, as in SB3)
+    def _on_training_end(self) -> None:
         pass
 
     def _on_event(self) -> bool:

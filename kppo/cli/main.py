@@ -241,7 +241,7 @@ def _is_unfinished_run(path: Path) -> bool:
 
 def _load_unfinished_run(path: Path):
     """The agent of the run's newest readable checkpoint, saying which one on stdout."""
-    from kppo.training.train import load_run_checkpoint
+    from kppo.training.resume import load_run_checkpoint
 
     saved = load_run_checkpoint(path)
     meta = saved.metadata

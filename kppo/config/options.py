@@ -1,4 +1,4 @@
-"""`Config`: every PPO option, validated on construction, with YAML round trip and rex/SB3 spellings.
+"""`Config`: every PPO option, validated on construction, with YAML round trip and rex/SB3 spellings (`spellings`).
 
 Vocabulary (kppo name <- rex name <- Stable-Baselines3 name):
 
@@ -24,7 +24,6 @@ Vocabulary (kppo name <- rex name <- Stable-Baselines3 name):
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,8 @@ from collections.abc import Mapping
 
 import yaml
 
-from kppo.config.values import as_bool, coerce, read_text, yaml_problem
+from kppo.config.spellings import translate
+from kppo.config.values import coerce, read_text, yaml_problem
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "softplus", "swish", "silu", "elu", "selu", "sigmoid", "leaky_relu")
 KERNEL_INITS = (
@@ -228,7 +228,7 @@ class Config:
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Config:
         """Builds a Config from kppo, rex (UPPER_CASE) or SB3 names; an unknown key is a ValueError naming it."""
-        return cls(**translate(values))
+        return cls(**translate(values, Config.__dataclass_fields__))
 
     @classmethod
     def from_yaml(cls, path_or_text: str | Path) -> Config:
@@ -257,7 +257,7 @@ class Config:
     def replace(self, **changes: Any) -> Config:
         """A copy with `changes` applied (any spelling), validated again."""
         merged = self.to_dict()
-        merged.update(translate(changes))
+        merged.update(translate(changes, Config.__dataclass_fields__))
         return Config(**merged)
 
     def sweep(self, **values: list) -> Sweep:
@@ -265,7 +265,7 @@ class Config:
         `config.sweep(learning_rate=[1e-4, 3e-4], ent_coef=[0.0, 0.01])`: 4 settings, each trained for every seed of
         `kppo.train(env, sweep, seed=[...])` in one compiled program."""
         grid = {}
-        for name, options in translate(values).items():
+        for name, options in translate(values, Config.__dataclass_fields__).items():
             _check(name in SWEEPABLE, "sweep", f"fields among {', '.join(SWEEPABLE)}", name)
             options = list(options) if isinstance(options, (list, tuple)) else [options]
             _check(len(options) > 0, f"sweep.{name}", "a non-empty list of values", options)
@@ -296,104 +296,6 @@ class Sweep:
     def members(self, seeds: list[int]) -> list[Config]:
         """Every grid point with every seed (seeds vary fastest)."""
         return [self.config.replace(**point, seed=seed) for point in self.settings() for seed in seeds]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Name translation
-# ---------------------------------------------------------------------------------------------------------------
-
-_REX_NAMES = {
-    "LR": "learning_rate",
-    "NUM_ENVS": "num_envs",
-    "NUM_STEPS": "num_steps",
-    "TOTAL_TIMESTEPS": "total_timesteps",
-    "UPDATE_EPOCHS": "num_epochs",
-    "NUM_MINIBATCHES": "num_minibatches",
-    "GAMMA": "gamma",
-    "GAE_LAMBDA": "gae_lambda",
-    "CLIP_EPS": "clip_range",
-    "ENT_COEF": "ent_coef",
-    "VF_COEF": "vf_coef",
-    "MAX_GRAD_NORM": "max_grad_norm",
-    "NUM_HIDDEN_LAYERS": "num_hidden_layers",
-    "NUM_HIDDEN_UNITS": "num_hidden_units",
-    "KERNEL_INIT_TYPE": "kernel_init",
-    "HIDDEN_ACTIVATION": "activation",
-    "STATE_INDEPENDENT_STD": "state_independent_std",
-    "SQUASH": "squash",
-    "FIXED_INIT": "fixed_init",
-    "OFFSET_STEP": "offset_step",
-    "NUM_EVAL_ENVS": "num_eval_envs",
-    "EVAL_FREQ": "eval_freq",
-    "VERBOSE": "verbose",
-    "DEBUG": "debug",
-    "SEED": "seed",
-}
-_SB3_NAMES = {
-    "n_envs": "num_envs",
-    "n_steps": "num_steps",
-    "n_epochs": "num_epochs",
-    "squash_output": "squash",
-    "norm_obs": "normalize_obs",
-    "norm_reward": "normalize_reward",
-    "n_timesteps": "total_timesteps",
-    "env_id": "env",
-}
-
-
-def translate(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Maps rex/SB3 spellings to kppo field names (see the module docstring).
-
-    Special cases: rex `ANNEAL_LR` (bool) -> `lr_schedule`; rex `NORMALIZE_ENV` and SB3/zoo `normalize` -> both
-    `normalize_obs` and `normalize_reward`; rex `CLIP_EPS` also sets `clip_range_vf` (rex clips values with it)
-    unless `clip_range_vf` is given; SB3 `batch_size` (minibatch size) -> `num_minibatches`.
-
-    Raises:
-        ValueError: a key that is no spelling of any option, or the same option given twice.
-    """
-    names = {f.name for f in dataclasses.fields(Config)}
-    out: dict[str, Any] = {}
-    minibatch_size = None
-
-    def put(name: str, value: Any, given_as: str) -> None:
-        if name in out:
-            raise ValueError(f"config: option {name!r} given twice (again as {given_as!r})")
-        out[name] = value
-
-    for key, value in values.items():
-        if not isinstance(key, str):
-            raise ValueError(f"config: expected option names as strings, got {key!r}")
-        if key in names:
-            put(key, value, key)
-        elif key in _REX_NAMES:
-            put(_REX_NAMES[key], value, key)
-            if key == "CLIP_EPS" and "clip_range_vf" not in values:
-                out.setdefault("clip_range_vf", value)
-        elif key in _SB3_NAMES:
-            put(_SB3_NAMES[key], value, key)
-        elif key == "ANNEAL_LR":
-            put("lr_schedule", "linear" if as_bool("ANNEAL_LR", value) else "constant", key)
-        elif key in ("NORMALIZE_ENV", "normalize"):
-            flag = as_bool(key, value)
-            put("normalize_obs", flag, key)
-            put("normalize_reward", flag, key)
-        elif key == "batch_size":
-            minibatch_size = value
-        else:
-            raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; {_suggest(key, names)})")
-    if minibatch_size is not None:
-        if "num_minibatches" in out:
-            raise ValueError("config: give either batch_size (SB3 minibatch size) or num_minibatches, not both")
-        default = Config.__dataclass_fields__
-        num_envs = coerce("num_envs", "int", out.get("num_envs", default["num_envs"].default))
-        num_steps = coerce("num_steps", "int", out.get("num_steps", default["num_steps"].default))
-        size = coerce("batch_size", "int", minibatch_size)
-        if size <= 0 or (num_envs * num_steps) % size:
-            raise ValueError(
-                f"batch_size: expected a positive divisor of n_envs * n_steps = {num_envs * num_steps}, got {size}"
-            )
-        out["num_minibatches"] = num_envs * num_steps // size
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -497,10 +399,3 @@ def _validate(c: Config) -> None:
         f"at least one rollout (num_envs * num_steps = {c.rollout_size})",
         c.total_timesteps,
     )
-
-
-def _suggest(key: str, names: set[str]) -> str:
-    """'did you mean ...?' for the option name nearest to `key` (any spelling, any case), else where to look."""
-    spellings = {n.lower(): n for n in [*_REX_NAMES, *_SB3_NAMES, "ANNEAL_LR", "NORMALIZE_ENV", "batch_size", *names]}
-    near = difflib.get_close_matches(key.lower(), spellings, n=1, cutoff=0.75)
-    return f"did you mean {spellings[near[0]]!r}?" if near else "see kppo.Config"

@@ -96,7 +96,7 @@ class CheckedEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         try:
             result = self.env.reset(seed=seed, options=options)
-        except Exception as err:
+        except Exception as err:  # any env error: named, chained, re-raised
             raise SubEnvError(self.index, f"raised {type(err).__name__} in reset()", first_line(err)) from err
         if not isinstance(result, tuple) or len(result) != 2:
             raise SubEnvError(self.index, f"returned {self._count(result)} from reset()", ", expected 2 (obs, info)")
@@ -187,5 +187,5 @@ def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
             detail = str(err).split(" was raised from the environment creator")[0]
             raise EnvError(f"env_kwargs: {env_id!r} does not take {kwargs}: {detail}") from None
         raise EnvError(f"env: gym.make({env_id!r}) raised TypeError{first_line(err)}") from err
-    except Exception as err:
+    except Exception as err:  # the env's constructor: named, chained
         raise EnvError(f"env: gym.make({env_id!r}) raised {type(err).__name__}{first_line(err)}") from err

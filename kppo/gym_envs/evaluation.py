@@ -229,7 +229,7 @@ def _play_single(
 ) -> None:
     """Plays `tally.targets[0]` episodes one after another, with one observation per `predict` call."""
     i = 0
-    episode_counts, episode_count_targets = tally.counts, tally.targets
+    episode_counts, episode_count_targets = tally.counts, tally.targets  # for `callback`'s locals
     while tally.unfinished():
         observations, info = env.reset()
         states, episode_start, done = None, True, False
@@ -258,7 +258,7 @@ def _play_vector(
 ) -> None:
     """Steps all sub-envs together until each has played its share of the episodes."""
     mode = autoreset_mode(env)
-    episode_counts, episode_count_targets = tally.counts, tally.targets
+    episode_counts, episode_count_targets = tally.counts, tally.targets  # for `callback`'s locals
     observations, infos = env.reset()
     reader = MaskReader(env, env.single_action_space) if use_masking else None
     masks = {"action_masks": reader.reset(infos)} if reader else {}

@@ -134,7 +134,7 @@ def same_step(vec_env: VectorEnv) -> VectorEnv:
                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
                 **kwargs,
             )
-        except Exception as err:
+        except Exception as err:  # e.g. a kwarg only the vector entry point takes
             raise ValueError(
                 f"autoreset_mode: expected 'SameStep', got 'NextStep' from {type(vec_env).__name__}, "
                 f"and re-creating {spec.id!r} with {kwargs} as single envs raised "

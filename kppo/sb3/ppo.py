@@ -42,7 +42,7 @@ from kppo.agent.agent import Agent, load_agent, make_policy
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
 from kppo.gym_envs.vector import GymVecEnv
-from kppo.gym_envs.vector import make_vec_env as _make_gym_vec_env
+from kppo.gym_envs.make import make_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
 from kppo.sb3.logger import Logger, next_run_dir
 from kppo.sb3.logger import progress_bar as make_progress_bar

@@ -90,7 +90,7 @@ def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:
     step (the original is chained), and stops training with everything written so far kept."""
     try:
         return getattr(callback, event)(*args)
-    except Exception as err:
+    except Exception as err:  # any user error: named, chained, re-raised
         raise RuntimeError(
             f"callback: {type(callback).__name__}.{event} raised {type(err).__name__}"
             f"{first_line(err)} at step {model.num_timesteps:,}; training stopped "
@@ -223,7 +223,7 @@ class _Run:
             self.save()
         if hooks.should_stop is not None and hooks.should_stop():
             if self.checkpointer is not None:
-                self.checkpointer.save(self.state, self.rows, self.iteration)
+                self.save()
             return self.finish(True, False)
         if self.plan.debug:
             _print_debug(diag, self.iteration)
@@ -235,8 +235,9 @@ class _Run:
 
     def run_round(self, round_index: int, size: int) -> LoopResult | None:
         """`size` iterations in calls of at most `per_call`, then the round's evaluation; the result if the run ends."""
-        round_start, sums, done = time.perf_counter(), None, 0
-        progress = None
+        round_start, done = time.perf_counter(), 0
+        sums: Diagnostics | None = None
+        progress: Progress | None = None
         while done < size:
             n = min(self.per_call, size - done)
             result = self.call(n)

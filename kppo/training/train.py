@@ -14,14 +14,14 @@ import gymnasium as gym
 import numpy as np
 
 from kppo.agent import checkpoint
-from kppo.agent.agent import Agent, SavedAgent, make_policy, read_any_cells
+from kppo.agent.agent import Agent, make_policy
 from kppo.callbacks import make_callback
-from kppo.agent.checkpoint import TrainingCheckpointer
 from kppo.config.options import Config, Sweep
 from kppo.envs.base import VecEnv
 from kppo.training.loop import Hooks, Plan, round_sizes, run_loop
 from kppo.training.metrics import METRICS
 from kppo.agent.policy import ObsScaling, Policy
+from kppo.training.resume import checkpointing
 from kppo.training.runners import EvalMetricsFn, Runner, make_runner
 from kppo.training.runners.population import make_population_runner, member_agent, member_state
 from kppo.core.types import RunnerState
@@ -31,7 +31,6 @@ __all__ = [
     "PPOResult",
     "PopulationResult",
     "TrainingModel",
-    "load_run_checkpoint",
     "population_members",
     "train",
 ]
@@ -246,7 +245,7 @@ def train(
         on_eval = _print_metrics
     if resume and checkpoint_dir is not None and not isinstance(runner.env, VecEnv):
         raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
-    runner, checkpointer, rows = _checkpointing(runner, config, checkpoint_dir, resume, "this config")
+    runner, checkpointer, rows = checkpointing(runner, config, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
     hooks = Hooks(
         callback=None if callback is None else make_callback(callback),
@@ -282,25 +281,6 @@ def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
     return {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
 
 
-def _checkpointing(
-    runner: Runner, config: Config, checkpoint_dir: Any, resume: bool, fits: str, weights: Any = None
-) -> tuple[Runner, TrainingCheckpointer | None, list[dict]]:
-    """(runner, checkpointer or None, metric rows so far): with `resume`, the runner starts from the newest readable
-    checkpoint that fits `fits` and the rows are restored."""
-    checkpointer: TrainingCheckpointer | None = None
-    rows: list[dict] = []
-    if checkpoint_dir is not None:
-        checkpointer = TrainingCheckpointer(
-            checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy, weights=weights
-        )
-    if resume:
-        if checkpointer is None:
-            raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
-        (state, rows), _ = restore_run(checkpointer, runner, config, "resume", fits)
-        runner = runner.with_state(state)
-    return runner, checkpointer, rows
-
-
 def _print_population(metrics: dict[str, Any]) -> None:
     returns = np.asarray(metrics["eval/mean_returns"])
     print(
@@ -317,7 +297,7 @@ def _train_population(
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs)
-    runner, checkpointer, rows = _checkpointing(
+    runner, checkpointer, rows = checkpointing(
         runner, base, checkpoint_dir, resume, "this population", population.weights
     )
     if on_eval is None and base.verbose >= 1:
@@ -345,81 +325,6 @@ def _train_population(
             )
         )
     return PopulationResult(members, metrics, result.timings, result.interrupted)
-
-
-def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) -> tuple[tuple[Any, list], list[str]]:
-    """((runner state, metric rows), why newer checkpoints were skipped) of the newest readable checkpoint; a
-    one-line ValueError naming `field` when none is readable (none written, or none that fits `fits`)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        restored = checkpointer.restore_latest()
-    unreadable = [str(w.message).removesuffix("; trying the previous one") for w in caught]
-    if restored is None:
-        got = f"{len(unreadable)} unreadable ({unreadable[0]})" if unreadable else "none"
-        raise ValueError(
-            f"{field}: expected a checkpoint in {str(checkpointer.manager.directory)!r} that fits {fits}, got {got}"
-        )
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return restored, unreadable
-
-
-def restore_run(
-    checkpointer: TrainingCheckpointer, runner: Runner, config: Config, field: str, fits: str
-) -> tuple[tuple[Any, list], list[str]]:
-    """`restore_newest` into the runner's agent, a run checkpointed while kppo's LSTM cells had one bias included
-    (`kppo.agent.agent.read_any_cells`)."""
-
-    def read(agent: Agent):
-        reader = (
-            checkpointer
-            if agent is runner.agent
-            else TrainingCheckpointer(checkpointer.manager.directory, agent, runner.state)
-        )
-        return restore_newest(reader, field, fits)
-
-    return read_any_cells(read, runner.agent, config, runner.action_space)
-
-
-def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
-    """The agent in the newest readable checkpoint of a run directory (config.yaml + checkpoints/), e.g. of a run that
-    was interrupted before it wrote agent/. Its `metadata` holds `checkpoint` (the path), `iteration`,
-    `num_iterations` and `unreadable` (why newer checkpoints were skipped; those warnings are repeated)."""
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file() or not (run_dir / "checkpoints").is_dir():
-        raise ValueError(f"run: expected a run directory with config.yaml and checkpoints/, got {str(run_dir)!r}")
-    config = Config.from_yaml(run_dir / "config.yaml")
-    runner = make_runner(None, config)
-    try:
-        checkpointer = TrainingCheckpointer(
-            run_dir / "checkpoints", runner.agent, runner.state, strategy=runner.strategy
-        )
-        (state, _), unreadable = restore_run(
-            checkpointer, runner, config, "checkpoints", repr(str(run_dir / "config.yaml"))
-        )
-        state = runner.view(state)
-    finally:
-        runner.close()
-    iteration = int(state.iteration)
-    path = next(
-        (p for p in checkpointer.manager.checkpoints if p.endswith(f"-{iteration}")),
-        str(run_dir / "checkpoints" / f"ckpt-{iteration}"),
-    )  # the loop numbers checkpoints by iteration
-    metadata = {
-        "checkpoint": path,
-        "iteration": iteration,
-        "num_iterations": config.num_iterations,
-        "unreadable": unreadable,
-    }
-    return SavedAgent(
-        config,
-        runner.agent,
-        state.rollout.obs_stats,
-        state.rollout.return_stats,
-        runner.observation_space,
-        runner.action_space,
-        metadata,
-    )
 
 
 def _plan(config: Config, iteration: int) -> Plan:

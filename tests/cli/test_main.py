@@ -171,7 +171,7 @@ def test_eval_freq_above_the_iterations_warns_once_and_evaluates_each_iteration(
 def test_an_interrupted_run_can_be_evaluated_and_exported(tmp_path, capsys):
     import kppo
     from kppo.config.options import Config
-    from kppo.training.train import load_run_checkpoint
+    from kppo.training.resume import load_run_checkpoint
 
     run = tmp_path / "run"  # what `kppo train` leaves after SIGTERM: config.yaml and checkpoints/, no agent/
     config = Config(

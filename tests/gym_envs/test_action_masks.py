@@ -8,7 +8,7 @@ import pytest
 
 import kppo
 from kppo.gym_envs.action_masks import ActionMasker, MaskReader, env_mask, mask_sizes
-from kppo.gym_envs.vector import make_vec_env
+from kppo.gym_envs.make import make_vec_env
 from tests.helpers.masked_envs import MaskedChoiceEnv
 
 

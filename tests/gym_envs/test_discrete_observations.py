@@ -7,7 +7,7 @@ import pytest
 from gymnasium import spaces
 
 import kppo
-from kppo.gym_envs.vector import make_vec_env
+from kppo.gym_envs.make import make_vec_env
 from kppo.gym_envs.spaces import (
     check_observation_space,
     encode_rows,

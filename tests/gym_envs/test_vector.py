@@ -12,7 +12,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import kppo
-from kppo.gym_envs.vector import GymVecEnv, HostStep, make_vec_env
+from kppo.gym_envs.vector import GymVecEnv, HostStep
+from kppo.gym_envs.make import make_vec_env
 from kppo.gym_envs.spaces import flat_dim, flatten_obs
 
 UNBOUNDED = dict(low=-np.inf, high=np.inf, dtype=np.float32)

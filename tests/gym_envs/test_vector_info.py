@@ -12,7 +12,7 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 import kppo
-from kppo.gym_envs.vector import make_vec_env
+from kppo.gym_envs.make import make_vec_env
 from kppo.gym_envs.checks import SubEnvError, install_hint
 from kppo.gym_envs.vector_info import same_step
 

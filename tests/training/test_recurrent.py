@@ -13,7 +13,7 @@ from kppo._tf import tf
 from kppo.agent.agent import initial_memory, make_agent, make_policy, replay
 from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import rollout_settings, update_settings
-from kppo.training.train import load_run_checkpoint
+from kppo.training.resume import load_run_checkpoint
 from kppo.update.ppo import flatten, minibatch_loss
 from kppo.update.recurrent import replay_window, rotated_indices, rows, window_segments
 
@@ -153,7 +153,7 @@ def test_an_lstm_learns_cartpole_without_velocities_where_an_mlp_cannot():
 
 def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one():
     from kppo.core import normalization
-    from kppo.gym_envs.vector import make_vec_env
+    from kppo.gym_envs.make import make_vec_env
     from kppo.agent.numpy_actor import actor_input, actor_params, snapshot
     from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 

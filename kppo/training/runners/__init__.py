@@ -18,7 +18,7 @@ from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.envs.base import VecEnv
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, ScheduleVariables, StepHook
-from kppo.training.runners.host import Start, make_host_runner
+from kppo.training.runners.host import HostRunner, Start
 from kppo.training.runners.native import make_native_runner
 from kppo.training.runners.replicated import make_replicated_runner
 
@@ -68,7 +68,7 @@ def make_runner(
     env = config.env if env is None else env
     kind = runner_kind(env, config)
     if kind == "host":
-        return make_host_runner(env, config, eval_metrics_fn, start or Start(), schedule)
+        return HostRunner(env, config, eval_metrics_fn, start, schedule)
     if start is not None or schedule is not None:
         raise ValueError(f"env: starting from a trained agent or host schedules needs a gymnasium env, got {env!r}")
     if kind == "replicated":

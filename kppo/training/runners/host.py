@@ -18,7 +18,8 @@ from kppo.agent.agent import Agent, initial_memory, make_agent
 from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.gym_envs.action_masks import MaskReader
-from kppo.gym_envs.vector import GymVecEnv, make_vec_env
+from kppo.gym_envs.vector import GymVecEnv
+from kppo.gym_envs.make import make_vec_env
 from kppo.agent.numpy_actor import host_actor
 from kppo.rollout.gymnasium import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
 from kppo.training.runners.base import (
@@ -99,7 +100,14 @@ def _initial_state(
 
 class HostRunner(Runner):
     """Gymnasium envs stepped on the host, the actor in numpy; the compiled update on one device or sharded over a
-    strategy's replicas (the state stays on the host: not per-replica)."""
+    strategy's replicas (the state stays on the host: not per-replica).
+
+    Args:
+        env: a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
+        start: trained networks and statistics to continue from (default: a new agent from `config.seed`).
+        schedule: clip-range variables the host sets before every iteration (SB3 schedules); the learning rate is
+            then also set from the host, on the optimizer.
+    """
 
     steps_on_host = True
 
@@ -195,20 +203,3 @@ class HostRunner(Runner):
 
     def clip_range(self) -> float:
         return float(self.schedule.clip_range.numpy()) if self.schedule is not None else self.config.clip_range
-
-
-def make_host_runner(
-    env: Any,
-    config: Config,
-    eval_metrics_fn: EvalMetricsFn | None = None,
-    start: Start | None = None,
-    schedule: ScheduleVariables | None = None,
-) -> Runner:
-    """The Runner for a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
-
-    Args:
-        start: trained networks and statistics to continue from (default: a new agent from `config.seed`).
-        schedule: clip-range variables the host sets before every iteration (SB3 schedules); the learning rate is
-            then also set from the host, on the optimizer.
-    """
-    return HostRunner(env, config, eval_metrics_fn, start, schedule)

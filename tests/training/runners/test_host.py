@@ -6,7 +6,7 @@ import pytest
 
 import kppo
 from kppo._tf import tf
-from kppo.gym_envs.vector import make_vec_env
+from kppo.gym_envs.make import make_vec_env
 from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 from kppo.core import normalization
 from kppo.agent.agent import make_agent
