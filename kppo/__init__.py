@@ -25,9 +25,9 @@ _EXPORTS = {
     "MaskablePPO": "kppo.sb3.maskable_ppo",
     "ObsScaling": "kppo.agent.policy",
     "PPO": "kppo.sb3.ppo",
-    "PPOResult": "kppo.training.train",
+    "PPOResult": "kppo.training.results",
     "Policy": "kppo.agent.policy",
-    "PopulationResult": "kppo.training.train",
+    "PopulationResult": "kppo.training.results",
     "RecurrentPPO": "kppo.sb3.recurrent_ppo",
     "StopTrainingOnMaxEpisodes": "kppo.callbacks",
     "StopTrainingOnRewardThreshold": "kppo.callbacks",
@@ -99,7 +99,8 @@ if TYPE_CHECKING:
     from kppo.sb3.recurrent_ppo import RecurrentPPO
     from kppo.sb3.vec_normalize import VecNormalize
     from kppo.training.metrics import METRICS
-    from kppo.training.train import PopulationResult, PPOResult, train
+    from kppo.training.results import PopulationResult, PPOResult
+    from kppo.training.train import train
 
 
 def __getattr__(name: str) -> Any:

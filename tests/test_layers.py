@@ -221,13 +221,12 @@ def test_no_function_in_kppo_is_over_complexity_15():
 
 def test_the_runners_import_one_way():
     """native <- replicated <- host <- the dispatch in runners/__init__; the loop sees runners, never the reverse."""
+    loop = {f"kppo.training.{name}" for name in ("train", "hooks", "plan", "results")}
     graph = import_graph()
     runners = "kppo.training.runners"
     assert f"{runners}.replicated" not in graph[f"{runners}.native"]
     assert f"{runners}.host" not in graph[f"{runners}.replicated"] | graph[f"{runners}.native"]
-    assert not {"kppo.training.loop", "kppo.training.train"} & set().union(
-        *(graph[m] for m in MODULES if m.startswith(runners))
-    )
+    assert not loop & set().union(*(graph[m] for m in MODULES if m.startswith(runners)))
 
 
 def test_the_wheel_lists_every_folder():
@@ -280,3 +279,41 @@ def test_the_public_names_load_on_first_use_and_match_all():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def _files_on_the_way_to_the_loss(monkeypatch, env) -> list[str]:
+    """The kppo files a debugger shows from `kppo.train` down to `losses.ppo_loss` (recorded as the loss traces)."""
+    import traceback
+
+    import kppo
+    from kppo.core import losses
+
+    stacks = []
+    loss = losses.ppo_loss
+
+    def recording(*args, **kwargs):
+        stacks.append([frame.filename for frame in traceback.extract_stack()])
+        return loss(*args, **kwargs)
+
+    monkeypatch.setattr(losses, "ppo_loss", recording)
+    config = kppo.Config(num_envs=2, num_steps=8, total_timesteps=16, num_minibatches=2, num_epochs=1, eval_freq=1)
+    kppo.train(env, config.replace(num_eval_envs=1, num_hidden_units=4))
+    inside = [
+        str(Path(f).resolve().relative_to(PACKAGE)) for f in stacks[0] if Path(f).resolve().is_relative_to(PACKAGE)
+    ]
+    return [*dict.fromkeys(inside), "core/losses.py"]
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "gymnasium"])
+def test_a_debugger_goes_from_kppo_train_to_the_loss_through_four_files(monkeypatch, env):
+    """The target of the house issue: train + loop, the runner, the PPO iteration and update, the loss (Brax: 3)."""
+    import gymnasium as gym
+
+    source = (lambda: gym.make("CartPole-v1")) if env == "gymnasium" else env
+    runner = "training/runners/host.py" if env == "gymnasium" else "training/runners/native.py"
+    assert _files_on_the_way_to_the_loss(monkeypatch, source) == [
+        "training/train.py",
+        runner,
+        "update/ppo.py",
+        "core/losses.py",
+    ]

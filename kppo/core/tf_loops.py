@@ -4,8 +4,8 @@ The stacked outputs are preallocated tensors written row by row (`tf.tensor_scat
 dynamic-update-slice under XLA), not TensorArrays: `tf.vectorized_map` turns TensorArrays inside a loop into
 TensorLists that XLA cannot compile, and populations vectorize whole training iterations.
 
-`while_loop` is the one `tf.while_loop` of kppo's loops (`scan` and the update's minibatch loop). Under
-`vectorizing(anchor)` it ties the loop's initial values to `anchor`, a tensor of the vectorized inputs (see there)."""
+`tie_to_members` prepares the initial values of kppo's inner loops (`scan` and the update's minibatch loop): under
+`vectorizing(anchor)` it ties them to `anchor`, a tensor of the vectorized inputs (see there)."""
 
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ def _per_member(x: tf.Tensor, anchor: tf.Tensor) -> tf.Tensor:
     return tf.where(tf.equal(anchor, anchor), x, x)
 
 
-def while_loop(cond: Callable, body: Callable, loop_vars: tuple, maximum_iterations: int) -> tuple:
-    """`tf.while_loop` whose first loop variable is a counter shared by every member; under `vectorizing`, the other
-    initial values are tied to the anchor."""
+def tie_to_members(loop_vars: tuple) -> tuple:
+    """A `tf.while_loop`'s initial values, its first (a counter shared by every member) as it is; under `vectorizing`,
+    the others tied to the anchor. Outside `vectorizing`, `loop_vars` unchanged."""
     anchor = getattr(_vectorized, "anchor", None)
-    if anchor is not None:
-        counter, *rest = loop_vars
-        loop_vars = (counter, *tf.nest.map_structure(lambda x: _per_member(x, anchor), rest))
-    return tf.while_loop(cond, body, loop_vars, maximum_iterations=maximum_iterations)
+    if anchor is None:
+        return loop_vars
+    counter, *rest = loop_vars
+    return (counter, *tf.nest.map_structure(lambda x: _per_member(x, anchor), rest))
 
 
 def _spec(t: tf.Tensor) -> tf.TensorSpec:
@@ -96,9 +96,8 @@ def scan(
         carry, y = body(carry, x_at(i))
         return i + 1, carry, tf.nest.map_structure(lambda b, v: write(b, v, i), buffers, y)
 
-    _, carry, buffers = while_loop(
-        lambda i, *_: i < steps, loop_body, (tf.constant(0, tf.int32), carry, buffers), maximum_iterations=steps
-    )
+    start = tie_to_members((tf.constant(0, tf.int32), carry, buffers))
+    _, carry, buffers = tf.while_loop(lambda i, *_: i < steps, loop_body, start, maximum_iterations=steps)
     return carry, buffers
 
 

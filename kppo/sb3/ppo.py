@@ -2,9 +2,10 @@
 
 Proximal Policy Optimization (clip version), Schulman et al. 2017 (https://arxiv.org/abs/1707.06347); interface of
 Stable-Baselines3 (https://github.com/DLR-RM/stable-baselines3). Every argument is translated once into a `kppo.Config`
-plus schedules; `learn` runs the one training loop (`kppo.training.loop`) on the host runner with its schedules,
-callbacks, logger and progress bar as hooks, `predict` the `kppo.Policy`, `save`/`load` `kppo.agent.checkpoint` /
-`kppo.agent.agent`. No math here: SB3's update is Config's adam_style="torch", advantage_std_ddof=1.
+plus schedules; `learn` runs the one training loop (`kppo.training.train.run_loop`) on the host runner with its
+schedules, callbacks, logger and progress bar as hooks, `predict` the `kppo.Policy`, `save`/`load`
+`kppo.agent.checkpoint` / `kppo.agent.agent`. No math here: SB3's update is Config's adam_style="torch",
+advantage_std_ddof=1.
 
 SB3 argument -> kppo:
 
@@ -46,7 +47,9 @@ from kppo.gym_envs.make import make_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
 from kppo.sb3.logger import Logger, next_run_dir
 from kppo.sb3.logger import progress_bar as make_progress_bar
-from kppo.training.loop import Hooks, Plan, run_loop
+from kppo.training.hooks import Hooks
+from kppo.training.plan import Plan
+from kppo.training.train import run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy
 from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner

@@ -125,3 +125,44 @@ def sb3_record(row: dict[str, Any]) -> dict[str, Any]:
         value = value * metric.sb3_sign if metric.sb3_sign != 1.0 else value
         record[metric.sb3] = int(value) if metric.sb3.startswith("time/") or metric.sb3 == "train/n_updates" else value
     return record
+
+
+def check_finite(diag: Diagnostics, iteration: int) -> None:
+    """Stops a run whose loss became NaN/inf (nothing is checkpointed after it: the last checkpoint stays good)."""
+    names = ("total_loss", "value_loss", "policy_loss", "entropy")
+    bad = [name for name in names if not np.all(np.isfinite(getattr(diag, name)))]
+    if bad:
+        raise FloatingPointError(
+            f"training: non-finite {', '.join(bad)} in iterations up to {iteration} (an env returning NaN/inf "
+            "observations or rewards, or diverging updates); stopped, the last checkpoint is kept"
+        )
+
+
+def print_debug(diag: Diagnostics, iteration: int) -> None:
+    """rex's DEBUG output: episode statistics of the iterations just run."""
+    episodes = max(np.sum(diag.episodes), 1.0)  # a population's: over all members
+    print(
+        f"[kppo debug] iterations to {iteration}: {np.sum(diag.episodes):.0f} episodes, "
+        f"mean return {np.sum(diag.episode_return_sum) / episodes:.2f}, "
+        f"mean length {np.sum(diag.episode_length_sum) / episodes:.1f}",
+        flush=True,
+    )
+
+
+def print_row(metrics: dict[str, Any]) -> None:
+    print(
+        f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval {metrics['eval/mean_returns']:9.2f} "
+        f"+- {metrics['eval/std_returns']:7.2f}  train ep {metrics['rollout/ep_rew_mean']:9.2f}  "
+        f"kl {metrics['train/mean_approxkl']:.4f}  {metrics['time/steps_per_s']:8.0f} steps/s",
+        flush=True,
+    )
+
+
+def print_population_row(metrics: dict[str, Any]) -> None:
+    returns = np.asarray(metrics["eval/mean_returns"])
+    print(
+        f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval over {returns.size} members: mean "
+        f"{returns.mean():9.2f} +- {returns.std():7.2f}, min {returns.min():9.2f}  "
+        f"{metrics['time/steps_per_s'] * returns.size:8.0f} steps/s (all members)",
+        flush=True,
+    )

@@ -1,187 +1,56 @@
-"""`train(env, config, seed) -> PPOResult` (rex/purejaxrl's `train`, in TensorFlow): builds the runner for the env,
-plans the evaluation rounds, and runs the one training loop (`kppo.training.loop`) with the caller's hooks."""
+"""`train(env, config, seed) -> PPOResult` (rex/purejaxrl's `train`, in TensorFlow) and the one training loop it
+runs (`run_loop`): every run (`kppo.train`, `kppo.PPO.learn`, the CLI; TF-native or gymnasium; one device, replicated
+or a population) goes through `run_loop`.
+
+`train` builds the runner for the env (`kppo.training.runners`), plans the evaluation rounds (`kppo.training.plan`)
+and runs the loop with the caller's hooks (`kppo.training.hooks`). The loop: rounds of calls to
+`Runner.run_iterations`; after each round a metric row (with an evaluation when the plan asks); checkpoints; and the
+front ends' hooks: Stable-Baselines3 callbacks, host-side schedules, per-call reports (SB3's logger), progress and
+stop requests. Callbacks follow SB3's contract: on the host path `on_step` runs after every vector-env step, during
+the rollout, with SB3's `locals`; on the TF-native path (rollouts compiled into one call) they run once per compiled
+call, and `n_calls` counts calls.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import warnings
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
-import gymnasium as gym
 import numpy as np
 
-from kppo.agent import checkpoint
-from kppo.agent.agent import Agent, make_policy
+from kppo._tf import tf
 from kppo.callbacks import make_callback
 from kppo.config.options import Config, Sweep
+from kppo.core.types import Diagnostics
 from kppo.envs.base import VecEnv
-from kppo.training.loop import Hooks, Plan, round_sizes, run_loop
-from kppo.training.metrics import METRICS
-from kppo.agent.policy import ObsScaling, Policy
+from kppo.training.hooks import Hooks, run_callback, step_hook
+from kppo.training.metrics import (
+    Progress,
+    check_finite,
+    evaluation_row,
+    host_value,
+    print_debug,
+    print_population_row,
+    print_row,
+    training_row,
+)
+from kppo.training.plan import Plan, plan_rounds
 from kppo.training.resume import checkpointing
-from kppo.training.runners import EvalMetricsFn, Runner, make_runner
+from kppo.training.results import (
+    PopulationResult,
+    PPOResult,
+    TrainingModel,
+    is_population,
+    metric_columns,
+    population_members,
+)
+from kppo.training.runners import EvalMetricsFn, Iterations, Runner, make_runner
 from kppo.training.runners.population import make_population_runner, member_agent, member_state
-from kppo.core.types import RunnerState
 
-__all__ = [
-    "METRICS",
-    "PPOResult",
-    "PopulationResult",
-    "TrainingModel",
-    "population_members",
-    "train",
-]
-
-
-@dataclasses.dataclass
-class PPOResult:
-    """What `train` returns (rex's PPOResult).
-
-    Attributes:
-        config: the Config the run used.
-        runner_state: env state, last observations, normalization statistics, RNG key, iteration counter.
-        metrics: one row per evaluation round: name -> numpy array [eval_rounds] (see `METRICS`).
-        agent: actor, critic, optimizer and distribution (what a checkpoint saves).
-        observation_space, action_space: of one env.
-        timings: compile_s (first compiled calls), run_s (the rest), total_s (both, excluding setup).
-        interrupted: True when `should_stop` ended the run early.
-        stopped: True when a callback returned False.
-    """
-
-    config: Config
-    runner_state: RunnerState
-    metrics: dict[str, np.ndarray]
-    agent: Agent
-    observation_space: gym.spaces.Space
-    action_space: gym.spaces.Space
-    timings: dict[str, float]
-    interrupted: bool = False
-    stopped: bool = False
-
-    @property
-    def obs_scaling(self) -> ObsScaling:
-        return self.policy.obs_scaling
-
-    @functools.cached_property
-    def policy(self) -> Policy:
-        """The trained policy with the final statistics; SB3's `predict` makes it usable by `evaluate_policy`."""
-        return make_policy(
-            self.agent,
-            self.runner_state.rollout.obs_stats,
-            self.config.normalize_obs,
-            self.observation_space,
-            self.action_space,
-            self.config.action_masks,
-        )
-
-    @property
-    def act_scaling(self):
-        return self.policy.act_scaling
-
-
-@dataclasses.dataclass
-class PopulationResult:
-    """What `train` returns for several seeds or a `Config.sweep`: one `PPOResult` per member, in member order
-    (grid points in order, seeds fastest).
-
-    Attributes:
-        members: each member's result (its config, final runner state, metrics, agent: policy and export as usual).
-        metrics: one row per evaluation round: name -> array [eval_rounds, members] (shared counters: [eval_rounds];
-            `time/steps_per_s` counts one member's steps).
-        timings, interrupted: of the whole program.
-    """
-
-    members: list[PPOResult]
-    metrics: dict[str, np.ndarray]
-    timings: dict[str, float]
-    interrupted: bool = False
-
-    @property
-    def configs(self) -> list[Config]:
-        return [member.config for member in self.members]
-
-    @property
-    def summary(self) -> dict[str, dict[str, np.ndarray]]:
-        """Per metric with a value per member: its mean, std and min over the members, per round."""
-        return {
-            name: {"mean": values.mean(axis=1), "std": values.std(axis=1), "min": values.min(axis=1)}
-            for name, values in self.metrics.items()
-            if values.ndim == 2
-        }
-
-
-def population_members(config: Config | Sweep | None, seed: Any) -> list[Config]:
-    """The members' configs: every point of a sweep (or the config) with every seed (`seed`: an int or a list)."""
-    sweep = config if isinstance(config, Sweep) else Sweep(Config() if config is None else config, {})
-    seeds = [sweep.config.seed] if seed is None else [seed] if isinstance(seed, (int, np.integer)) else list(seed)
-    if not seeds:
-        raise ValueError(f"seed: expected at least one seed, got {seed!r}")
-    return sweep.members([int(s) for s in seeds])
-
-
-def _is_population(config: Any, seed: Any) -> bool:
-    return isinstance(config, Sweep) or isinstance(seed, (list, tuple, range, np.ndarray))
-
-
-class TrainingModel:
-    """What callbacks see as `self.model` during `kppo.train`: `num_timesteps`, `predict` (the current policy),
-    `save` (an agent directory), `get_env` and `logger` (None)."""
-
-    def __init__(self, runner: Runner, config: Config):
-        self.runner, self.config = runner, config
-        self.runner_state = runner.state
-        self.num_timesteps = int(runner.view(runner.state).iteration) * config.rollout_size
-        self.logger = None
-
-    @property
-    def policy(self) -> Policy:
-        stats = self.runner.view(self.runner_state).rollout.obs_stats
-        return make_policy(
-            self.runner.agent,
-            stats,
-            self.config.normalize_obs,
-            self.runner.observation_space,
-            self.runner.action_space,
-            self.config.action_masks,
-        )
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = False,
-        action_masks: Any = None,
-    ):
-        return self.policy.predict(observation, state, episode_start, deterministic, action_masks)
-
-    def save(self, path: str | Path) -> None:
-        stats = self.runner.view(self.runner_state).rollout
-        checkpoint.save(
-            path,
-            self.config,
-            self.runner.agent,
-            stats.obs_stats,
-            stats.return_stats,
-            self.runner.observation_space,
-            self.runner.action_space,
-        )
-
-    def get_env(self) -> Any:
-        """The gymnasium vector env of a gymnasium run; the `kppo.envs.VecEnv` of a TF-native one."""
-        return getattr(self.runner.env, "vec_env", self.runner.env)
-
-
-def _print_metrics(metrics: dict[str, Any]) -> None:
-    print(
-        f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval {metrics['eval/mean_returns']:9.2f} "
-        f"+- {metrics['eval/std_returns']:7.2f}  train ep {metrics['rollout/ep_rew_mean']:9.2f}  "
-        f"kl {metrics['train/mean_approxkl']:.4f}  {metrics['time/steps_per_s']:8.0f} steps/s",
-        flush=True,
-    )
+__all__ = ["LoopResult", "run_loop", "train"]
 
 
 def train(
@@ -227,7 +96,7 @@ def train(
     Returns:
         PPOResult; for a population, PopulationResult (one PPOResult per member).
     """
-    if _is_population(config, seed):
+    if is_population(config, seed):
         unsupported = {"callback": callback, "eval_metrics_fn": eval_metrics_fn}
         for name, value in unsupported.items():
             if value is not None:
@@ -242,7 +111,7 @@ def train(
         config = config.replace(seed=seed)
     runner = make_runner(env, config, eval_metrics_fn)
     if on_eval is None and config.verbose >= 1:
-        on_eval = _print_metrics
+        on_eval = print_row
     if resume and checkpoint_dir is not None and not isinstance(runner.env, VecEnv):
         raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
     runner, checkpointer, rows = checkpointing(runner, config, checkpoint_dir, resume, "this config")
@@ -256,13 +125,13 @@ def train(
     if hooks.callback is not None:
         hooks.callback.init_callback(model)
     try:
-        plan = _plan(config, int(runner.view(runner.state).iteration))._replace(
+        plan = plan_rounds(config, int(runner.view(runner.state).iteration))._replace(
             gradient_steps=int(runner.agent.optimizer.iterations.numpy())
         )  # restored by a resume
         result = run_loop(runner, plan, hooks, model, rows, checkpointer, config.checkpoint_every)
     finally:
         runner.close()
-    metrics = _columns(result.rows)
+    metrics = metric_columns(result.rows)
     return PPOResult(
         config,
         runner.view(result.state),
@@ -276,21 +145,6 @@ def train(
     )
 
 
-def _columns(rows: list[dict]) -> dict[str, np.ndarray]:
-    """Metric rows -> name: array over rounds (a population's per-member metrics: [rounds, members])."""
-    return {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
-
-
-def _print_population(metrics: dict[str, Any]) -> None:
-    returns = np.asarray(metrics["eval/mean_returns"])
-    print(
-        f"[kppo] steps {int(metrics['train/total_steps']):>9d}  eval over {returns.size} members: mean "
-        f"{returns.mean():9.2f} +- {returns.std():7.2f}, min {returns.min():9.2f}  "
-        f"{metrics['time/steps_per_s'] * returns.size:8.0f} steps/s (all members)",
-        flush=True,
-    )
-
-
 def _train_population(
     env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume, should_stop
 ) -> PopulationResult:
@@ -301,13 +155,13 @@ def _train_population(
         runner, base, checkpoint_dir, resume, "this population", population.weights
     )
     if on_eval is None and base.verbose >= 1:
-        on_eval = _print_population
+        on_eval = print_population_row
     hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)
-    plan = _plan(base, int(runner.view(runner.state).iteration))._replace(
+    plan = plan_rounds(base, int(runner.view(runner.state).iteration))._replace(
         gradient_steps=population.weights.steps.numpy().astype(np.int64)
     )  # Adam steps: restored by a resume
     result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
-    metrics = _columns(result.rows)
+    metrics = metric_columns(result.rows)
     members = []
     for index, config in enumerate(configs):
         own = {name: values[:, index] if values.ndim == 2 else values for name, values in metrics.items()}
@@ -327,23 +181,197 @@ def _train_population(
     return PopulationResult(members, metrics, result.timings, result.interrupted)
 
 
-def _plan(config: Config, iteration: int) -> Plan:
-    """`config.eval_rounds` rounds over `config.num_iterations` (a warning when that is fewer than `eval_freq`);
-    rounds finished before `iteration` (a resume) are empty and the interrupted one keeps only its remaining
-    iterations."""
-    if config.eval_rounds < config.eval_freq:
-        warnings.warn(
-            f"eval_freq: {config.eval_freq} evaluation rounds asked for, but the run has only "
-            f"{config.num_iterations} iterations (total_timesteps // rollout_size): evaluating after each"
+class LoopResult(NamedTuple):
+    state: Any
+    rows: list[dict]
+    timings: dict[str, float]
+    interrupted: bool  # should_stop ended the run
+    stopped: bool  # a callback returned False
+
+
+class _Clock:
+    """Compile time (first training call, first evaluation) vs the rest."""
+
+    def __init__(self):
+        self.start = time.perf_counter()
+        self.compile_s = 0.0
+        self.first = {"train": True, "eval": True}
+
+    def charge_first(self, kind: str, t0: float) -> None:
+        if self.first[kind]:
+            self.compile_s += time.perf_counter() - t0
+            self.first[kind] = False
+
+    def timings(self) -> dict[str, float]:
+        total_s = time.perf_counter() - self.start
+        return {"compile_s": self.compile_s, "run_s": total_s - self.compile_s, "total_s": total_s}
+
+
+class _Run:
+    """One `run_loop`: the state it carries from call to call, and its phases (`call`, `after_call`,
+    `evaluate_round`)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        plan: Plan,
+        hooks: Hooks,
+        model: Any,
+        rows: list[dict] | None,
+        checkpointer: Any,
+        checkpoint_every: int,
+    ):
+        self.runner, self.plan, self.hooks, self.model = runner, plan, hooks, model
+        self.checkpointer, self.checkpoint_every = checkpointer, checkpoint_every
+        self.state, self.rows, self.clock = runner.state, list(rows or []), _Clock()
+        self.iteration = int(runner.view(self.state).iteration)
+        self.last_checkpoint, self.gradient_steps = self.iteration, np.asarray(plan.gradient_steps, np.int64)
+        self.step_hook = step_hook(hooks, model, runner.env.num_envs) if runner.steps_on_host else None
+        # one iteration a call where the host sets schedules or steps the envs (one rollout between callback events)
+        self.per_call = 1 if hooks.schedule is not None or runner.steps_on_host else plan.iterations_per_call
+        # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
+        self.warmup = threading.Thread(target=runner.warmup if plan.evaluate else (lambda: None), daemon=True)
+
+    def start(self) -> None:
+        self.warmup.start()
+        if self.hooks.callback is not None:
+            start_locals = {"total_timesteps": self.plan.total_timesteps, "model": self.model}
+            run_callback(self.hooks.callback, "on_training_start", self.model, start_locals, {})
+
+    def finish(self, interrupted: bool, stopped: bool) -> LoopResult:
+        self.warmup.join()  # a run must not exit while the warm-up compiles (abort at exit)
+        if self.hooks.callback is not None:
+            run_callback(self.hooks.callback, "on_training_end", self.model)
+        return LoopResult(self.state, self.rows, self.clock.timings(), interrupted, stopped)
+
+    def call(self, n: int) -> Iterations:
+        """Schedules, `on_rollout_start`, then n iterations in one runner call."""
+        hooks, model = self.hooks, self.model
+        if hooks.schedule is not None:
+            hooks.schedule(1.0 - model.num_timesteps / max(self.plan.total_timesteps, 1))
+        if hooks.callback is not None:
+            run_callback(hooks.callback, "on_rollout_start", model)
+        t0 = time.perf_counter()
+        result: Iterations = self.runner.run_iterations(self.state, n, self.step_hook)
+        self.clock.charge_first("train", t0)
+        self.state = model.runner_state = result.state
+        if self.step_hook is None:
+            model.num_timesteps += result.completed * self.plan.rollout_size
+        return result
+
+    def count(self, result: Iterations, n: int) -> tuple[Diagnostics, Progress]:
+        """The call's diagnostics on the host (checked finite) and the progress after it."""
+        diag = tf.nest.map_structure(host_value, result.diagnostics)
+        check_finite(diag, self.iteration + n)
+        self.iteration += n
+        self.gradient_steps = self.gradient_steps + np.asarray(diag.minibatch_steps).astype(np.int64)
+        runner = self.runner
+        progress = Progress(
+            self.model.num_timesteps,
+            self.iteration,
+            host_value(self.gradient_steps),
+            runner.learning_rate(self.state),
+            runner.clip_range(),
+            time.perf_counter() - self.clock.start,
         )
-    ends = np.cumsum(round_sizes(config.num_iterations, config.eval_rounds))
-    starts = np.concatenate([[0], ends[:-1]])
-    rounds = [int(max(end - max(start, iteration), 0)) for start, end in zip(starts, ends)]
-    return Plan(
-        rounds,
-        True,
-        config.iterations_per_call,
-        config.rollout_size,
-        config.num_iterations * config.rollout_size,
-        config.debug,
-    )
+        return diag, progress
+
+    def after_call(self, diag: Diagnostics, n: int, progress: Progress) -> LoopResult | None:
+        """Reports, callbacks, checkpoint, stop requests; the run's result when it ends here."""
+        hooks, model, callback = self.hooks, self.model, self.hooks.callback
+        if hooks.on_call is not None:
+            hooks.on_call(diag, n, progress)
+        if hooks.on_progress is not None:
+            hooks.on_progress(self.iteration * self.plan.rollout_size)
+        continue_training = True
+        if callback is not None:
+            if self.step_hook is None:  # compiled rollouts: one on_step per call
+                callback.update_locals({"iterations": n, "diagnostics": diag})
+                continue_training = run_callback(callback, "on_step", model)
+            run_callback(callback, "on_rollout_end", model)
+        if (
+            self.checkpointer is not None
+            and self.checkpoint_every
+            and self.iteration - self.last_checkpoint >= self.checkpoint_every
+        ):
+            self.save()
+        if hooks.should_stop is not None and hooks.should_stop():
+            if self.checkpointer is not None:
+                self.save()
+            return self.finish(True, False)
+        if self.plan.debug:
+            print_debug(diag, self.iteration)
+        return None if continue_training else self.finish(False, True)
+
+    def save(self) -> None:
+        self.checkpointer.save(self.state, self.rows, self.iteration)
+        self.last_checkpoint = self.iteration
+
+    def run_round(self, round_index: int, size: int) -> LoopResult | None:
+        """`size` iterations in calls of at most `per_call`, then the round's evaluation; the result if the run ends."""
+        round_start, done = time.perf_counter(), 0
+        sums: Diagnostics | None = None
+        progress: Progress | None = None
+        while done < size:
+            n = min(self.per_call, size - done)
+            result = self.call(n)
+            if result.stopped:  # a callback returned False mid-rollout: no update for that rollout (as SB3)
+                return self.finish(False, True)
+            diag, progress = self.count(result, n)
+            done += n
+            sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
+            ended = self.after_call(diag, n, progress)
+            if ended is not None:
+                return ended
+        if self.plan.evaluate:
+            assert sums is not None and progress is not None  # size > 0: the round ran
+            self.evaluate_round(round_index, sums, done, time.perf_counter() - round_start, progress)
+        return None
+
+    def evaluate_round(
+        self, round_index: int, sums: Diagnostics, done: int, train_wall: float, progress: Progress
+    ) -> None:
+        """One metric row: the round's training means and a deterministic evaluation; then a checkpoint."""
+        self.warmup.join()
+        t0 = time.perf_counter()
+        mean_diag = Diagnostics(*[tf.constant(x / done, tf.float32) for x in sums])
+        obs_stats = self.runner.view(self.state).rollout.obs_stats
+        eval_result, extra = self.runner.evaluate(obs_stats, round_index, self.model.num_timesteps, mean_diag)
+        self.clock.charge_first("eval", t0)
+        row = training_row(sums, done, self.plan.rollout_size, train_wall, progress)
+        row.update(evaluation_row(eval_result))
+        row.update({name: np.asarray(value) for name, value in extra.items()})
+        row["time/elapsed_s"] = time.perf_counter() - self.clock.start
+        self.rows.append(row)
+        if self.hooks.on_eval is not None:
+            self.hooks.on_eval(row)
+        if self.checkpointer is not None:
+            self.save()
+
+
+def run_loop(
+    runner: Runner,
+    plan: Plan,
+    hooks: Hooks,
+    model: Any,
+    rows: list[dict] | None = None,
+    checkpointer: Any = None,
+    checkpoint_every: int = 0,
+) -> LoopResult:
+    """Runs `plan` from `runner.state`; `model` is what callbacks see (`num_timesteps` is advanced here, and
+    `runner_state` set after every call). Phases: start (warm-up, `on_training_start`), rounds of calls (each call:
+    schedules, rollouts and updates, reports, callbacks, checkpoint, stop requests), an evaluation after each round,
+    finish (`on_training_end`).
+
+    Returns:
+        LoopResult(state, metric rows, timings, interrupted, stopped).
+    """
+    run = _Run(runner, plan, hooks, model, rows, checkpointer, checkpoint_every)
+    run.start()
+    for round_index, size in enumerate(plan.rounds):
+        if size == 0:
+            continue  # finished before a resume
+        ended = run.run_round(round_index, size)
+        if ended is not None:
+            return ended
+    return run.finish(False, False)

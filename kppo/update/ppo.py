@@ -1,4 +1,5 @@
-"""The PPO update: epochs x shuffled minibatches, global-norm clipping, Adam, target-KL early stop.
+"""The PPO update: epochs x shuffled minibatches, global-norm clipping, Adam, target-KL early stop; and the PPO
+iteration around it (keys, schedule, rollout, update, diagnostics: `iteration_step`), written once for every runner.
 
 Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_shuffle`); the minibatch index table
 [epochs * minibatches, minibatch_size] is built once per update, so no slice has tensor bounds.
@@ -7,15 +8,16 @@ Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_
 from __future__ import annotations
 
 from typing import NamedTuple
+from collections.abc import Callable
 
 from kppo.core import losses
 from kppo._tf import tf
 from kppo.agent.agent import Agent, with_weights
 from kppo.core.distribute import clip_and_scale, minibatch_moments
-from kppo.core.tf_loops import merge_leading, while_loop
+from kppo.core.tf_loops import merge_leading, tie_to_members
 from kppo.core.optimizers import AdamState, adam_step
 from kppo.update.recurrent import replay_sequences, replay_window, rotated_indices, rows, sequences
-from kppo.core.types import Batch, LossInfo, Rollout
+from kppo.core.types import Batch, Diagnostics, LossInfo, Rollout, RunnerState
 
 
 class UpdateSettings(NamedTuple):
@@ -151,7 +153,7 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
         return k + 1, carry, stats, tf.logical_or(stopped, tf.logical_not(applied))
 
     start = (tf.constant(0), carry, zero_stats(), tf.constant(False))
-    _, carry, stats, _ = while_loop(cond, body, start, maximum_iterations=total)
+    _, carry, stats, _ = tf.while_loop(cond, body, tie_to_members(start), maximum_iterations=total)
     return carry, stats
 
 
@@ -197,3 +199,70 @@ def functional_update(
         return carry, info, grad_norm, applied
 
     return _minibatch_loop(step, (list(params), adam), settings, batch, key, early_exit=False)
+
+
+# The iteration: one PPO iteration around any rollout and any update, written once for every runner.
+
+
+def zero_diagnostics() -> Diagnostics:
+    return Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
+
+
+def add_diagnostics(total: Diagnostics | None, diag: Diagnostics) -> Diagnostics:
+    return diag if total is None else tf.nest.map_structure(tf.add, total, diag)
+
+
+def rollout_diagnostics(rollout: Rollout) -> Diagnostics:
+    """The rollout's scalars (explained variance, finished episodes); the update's fields zero."""
+    traj = rollout.trajectory
+    ended = tf.cast(tf.logical_or(traj.terminated, traj.truncated), tf.float32)
+    return zero_diagnostics()._replace(
+        explained_variance=losses.explained_variance(tf.reshape(traj.value, [-1]), tf.reshape(rollout.returns, [-1])),
+        episode_return_sum=tf.reduce_sum(traj.episode_return),
+        episode_length_sum=tf.cast(tf.reduce_sum(traj.episode_length), tf.float32),
+        episodes=tf.reduce_sum(ended),
+    )
+
+
+def with_update(diag: Diagnostics, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
+    """`diag` with the update's means over the minibatches computed, its gradient steps and the learning rate."""
+    count = tf.cast(tf.maximum(stats.minibatches, 1), tf.float32)
+    return diag._replace(
+        **{name: x / count for name, x in stats.loss._asdict().items()},
+        learning_rate=tf.cast(lr, tf.float32),
+        grad_norm=stats.grad_norm / count,
+        minibatch_steps=tf.cast(stats.steps, tf.float32),
+    )
+
+
+def diagnostics(rollout: Rollout, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
+    """Per-iteration scalars from the rollout and the update's sums."""
+    return with_update(rollout_diagnostics(rollout), stats, lr)
+
+
+def start_iteration(learning_rate_fn: Callable, collect: Callable, state: RunnerState):
+    """The first half of a training iteration: keys, schedule, rollout + GAE.
+
+    Returns (state after the iteration, Rollout, the update's key, learning rate).
+    """
+    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
+    lr = learning_rate_fn(state.iteration)
+    rollout_state, rollout = collect(state.rollout, key_rollout)
+    return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, lr
+
+
+def iteration_step(
+    learning_rate_fn: Callable, collect: Callable, update: Callable, state: RunnerState
+) -> tuple[RunnerState, Diagnostics]:
+    """One training iteration: keys -> schedule -> rollout + GAE -> update -> diagnostics. The same function runs
+    inside the native runner's compiled loop and eagerly in the host runner; the replicated runner runs
+    `start_iteration` on every replica and its cross-replica update between (MirroredStrategy allows no all-reduce
+    inside a tf.while_loop); a population member runs `start_iteration` and `functional_update`.
+
+    Args:
+        learning_rate_fn: `iteration -> learning rate` (`kppo.training.runners.base.make_learning_rate_fn`).
+        collect: `(rollout state, key) -> (rollout state, Rollout)` (`kppo.rollout`).
+        update: `(Rollout, key) -> UpdateStats` (`ppo_update` on the flattened rollout, compiled or not).
+    """
+    state, rollout, key_update, lr = start_iteration(learning_rate_fn, collect, state)
+    return state, diagnostics(rollout, update(rollout, key_update), lr)

@@ -69,9 +69,8 @@ def test_vectorizing_converts_a_scan_once_and_changes_no_value(pfor_conversions,
 def test_vectorizing_keeps_every_value_bit_for_bit_and_ends_with_its_block():
     values = (tf.constant([-0.0, np.nan, np.inf]), tf.constant([True, False]), tf.zeros([0, 3]))
     with loops.vectorizing(tf.constant(7)):
-        _, tied = loops.while_loop(
-            lambda i, _: i < 1, lambda i, v: (i + 1, v), (tf.constant(0), values), maximum_iterations=1
-        )
+        counter, tied = loops.tie_to_members((tf.constant(0), values))
+    assert int(counter) == 0
     for before, after in zip(values, tied):
         assert after.dtype == before.dtype and after.shape == before.shape
         np.testing.assert_array_equal(

@@ -1,9 +1,10 @@
-"""The runner interface, the training iteration (written once for every runner), and what every runner builds the
-same way from a Config: schedules, rollout and update settings, root keys, diagnostics.
+"""The runner interface, and what every runner builds the same way from a Config: schedules, rollout and update
+settings, root keys. The training iteration every runner runs is `kppo.update.ppo.iteration_step`.
 
 A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
 replicated under tf.distribute) and exposes `run_iterations(state, n, on_step) -> Iterations` and
-`evaluate(obs_stats, round, total_steps, diagnostics)`; the loop in `kppo.training.loop` only sees this interface.
+`evaluate(obs_stats, round, total_steps, diagnostics)`; the loop (`kppo.training.train.run_loop`) only sees this
+interface.
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from kppo._tf import tf
 from kppo.agent.agent import Agent
 from kppo.config.options import Config
 from kppo.rollout.gymnasium import StepHook
-from kppo.core.losses import explained_variance
 from kppo.rollout.native import RolloutSettings
 from kppo.core.types import Batch, Diagnostics, EvalTrajectory, Rollout, RunnerState
-from kppo.update.ppo import UpdateSettings, UpdateStats, flatten
+from kppo.update.ppo import UpdateSettings, flatten
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
 
@@ -180,56 +180,3 @@ def jit_update(config: Config, on_host: bool) -> bool:
 def maybe_compile(fn: Callable, jit: bool) -> Callable:
     """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
     return tf.function(fn, jit_compile=True, autograph=False) if jit else fn
-
-
-def zero_diagnostics() -> Diagnostics:
-    return Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
-
-
-def add_diagnostics(total: Diagnostics | None, diag: Diagnostics) -> Diagnostics:
-    return diag if total is None else tf.nest.map_structure(tf.add, total, diag)
-
-
-def diagnostics(rollout: Rollout, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
-    """Per-iteration scalars from the rollout and the update's sums."""
-    traj = rollout.trajectory
-    count = tf.cast(tf.maximum(stats.minibatches, 1), tf.float32)
-    ended = tf.cast(tf.logical_or(traj.terminated, traj.truncated), tf.float32)
-    return Diagnostics(
-        **{name: x / count for name, x in stats.loss._asdict().items()},
-        explained_variance=explained_variance(tf.reshape(traj.value, [-1]), tf.reshape(rollout.returns, [-1])),
-        learning_rate=tf.cast(lr, tf.float32),
-        grad_norm=stats.grad_norm / count,
-        minibatch_steps=tf.cast(stats.steps, tf.float32),
-        episode_return_sum=tf.reduce_sum(traj.episode_return),
-        episode_length_sum=tf.cast(tf.reduce_sum(traj.episode_length), tf.float32),
-        episodes=tf.reduce_sum(ended),
-    )
-
-
-def start_iteration(learning_rate_fn: Callable, collect: Callable, state: RunnerState):
-    """The first half of a training iteration: keys, schedule, rollout + GAE.
-
-    Returns (state after the iteration, Rollout, the update's key, learning rate).
-    """
-    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
-    lr = learning_rate_fn(state.iteration)
-    rollout_state, rollout = collect(state.rollout, key_rollout)
-    return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, lr
-
-
-def iteration_step(
-    learning_rate_fn: Callable, collect: Callable, update: Callable, state: RunnerState
-) -> tuple[RunnerState, Diagnostics]:
-    """One training iteration: keys -> schedule -> rollout + GAE -> update -> diagnostics. The same function runs
-    inside the native runner's compiled loop and eagerly in the host runner; the replicated runner runs
-    `start_iteration` on every replica and its cross-replica update between (MirroredStrategy allows no all-reduce
-    inside a tf.while_loop).
-
-    Args:
-        learning_rate_fn: `iteration -> learning rate` (`make_learning_rate_fn`).
-        collect: `(rollout state, key) -> (rollout state, Rollout)`.
-        update: `(Rollout, key) -> UpdateStats`.
-    """
-    state, rollout, key_update, lr = start_iteration(learning_rate_fn, collect, state)
-    return state, diagnostics(rollout, update(rollout, key_update), lr)

@@ -27,8 +27,6 @@ from kppo.training.runners.base import (
     Iterations,
     Runner,
     ScheduleVariables,
-    add_diagnostics,
-    iteration_step,
     jit_update,
     make_learning_rate_fn,
     rollout_settings,
@@ -38,7 +36,7 @@ from kppo.training.runners.base import (
 )
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import MeanStd, RunnerState
-from kppo.update.ppo import ppo_update
+from kppo.update.ppo import add_diagnostics, iteration_step, ppo_update
 
 
 class Start(NamedTuple):

@@ -18,7 +18,6 @@ from kppo.training.runners.base import (
     EvalMetricsFn,
     Iterations,
     Runner,
-    iteration_step,
     jit_update,
     make_learning_rate_fn,
     maybe_compile,
@@ -26,10 +25,9 @@ from kppo.training.runners.base import (
     root_keys,
     update_batch,
     update_settings,
-    zero_diagnostics,
 )
 from kppo.core.types import RunnerState
-from kppo.update.ppo import ppo_update
+from kppo.update.ppo import iteration_step, ppo_update, zero_diagnostics
 
 
 def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]:

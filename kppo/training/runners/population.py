@@ -27,16 +27,13 @@ from kppo.rollout.native import collect_rollout, evaluate
 from kppo.training.runners.base import (
     Iterations,
     Runner,
-    diagnostics,
     learning_rate,
     rollout_settings,
-    start_iteration,
     update_settings,
-    zero_diagnostics,
 )
 from kppo.training.runners.native import NativeParts, build_native, native_observation_dim
 from kppo.core.types import EvalResult, RunnerState
-from kppo.update.ppo import flatten, functional_update
+from kppo.update.ppo import diagnostics, flatten, functional_update, start_iteration, zero_diagnostics
 
 
 class MemberValues(NamedTuple):

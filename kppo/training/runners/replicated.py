@@ -24,17 +24,24 @@ from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import (
     EvalMetricsFn,
     Runner,
-    diagnostics,
     learning_rate,
     maybe_compile,
     rollout_settings,
     root_keys,
-    start_iteration,
     update_settings,
 )
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
 from kppo.core.types import Diagnostics, Rollout, RunnerState
-from kppo.update.ppo import UpdateStats, flatten, minibatch_indices, minibatch_step, zero_stats
+from kppo.update.ppo import (
+    UpdateStats,
+    flatten,
+    minibatch_indices,
+    minibatch_step,
+    rollout_diagnostics,
+    start_iteration,
+    with_update,
+    zero_stats,
+)
 
 
 def shard_size(config: Config, strategy) -> int:
@@ -77,7 +84,7 @@ def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts
 class ReplicaUpdate(NamedTuple):
     """The distributed update over per-replica (batch, indices): `unrolled` is traced into a caller's tf.function
     (all epochs x minibatches as separate `strategy.run` calls); `with_kl_stop` runs them from the host and stops
-    at SB3's target-KL test. Both return (summed LossInfo, summed pre-clip gradient norm, minibatches applied)."""
+    at SB3's target-KL test. Both return the update's sums (`UpdateStats`; every minibatch computed is applied)."""
 
     unrolled: Callable
     with_kl_stop: Callable
@@ -102,13 +109,20 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
         info, grad_norm, _ = minibatch_step(agent, upd, gather(batch, indices, k))
         return info, grad_norm
 
-    def unrolled(batch, indices):
-        loss_sum, norm_sum = zero_stats().loss, 0.0
+    def add(stats: UpdateStats, info, grad_norm) -> UpdateStats:
+        return UpdateStats(
+            tf.nest.map_structure(tf.add, stats.loss, info),
+            stats.grad_norm + grad_norm,
+            stats.minibatches + 1,
+            stats.steps + 1,
+        )
+
+    def unrolled(batch, indices) -> UpdateStats:
+        stats = zero_stats()
         for k in range(steps):  # unrolled on purpose (see the module docstring)
             info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, tf.constant(k)))
-            loss_sum = tf.nest.map_structure(tf.add, loss_sum, reduce(info))
-            norm_sum += reduce(grad_norm)
-        return loss_sum, norm_sum, steps
+            stats = add(stats, reduce(info), reduce(grad_norm))
+        return stats
 
     minibatch_call = tf.function(
         lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))), autograph=False
@@ -123,29 +137,18 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
         lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None), autograph=False
     )
 
-    def with_kl_stop(batch, indices):
-        loss_sum, norm_sum, applied = zero_stats().loss, 0.0, 0
+    kl_limit = 1.5 * (config.target_kl or 0.0)  # with_kl_stop runs only when target_kl is set
+
+    def with_kl_stop(batch, indices) -> UpdateStats:
+        stats = zero_stats()
         for k in range(steps):
             k = tf.constant(k)
-            if float(kl_call(batch, indices, k)) > 1.5 * config.target_kl:
+            if float(kl_call(batch, indices, k)) > kl_limit:
                 break
-            info, grad_norm = minibatch_call(batch, indices, k)
-            loss_sum = tf.nest.map_structure(tf.add, loss_sum, info)
-            norm_sum, applied = norm_sum + grad_norm, applied + 1
-        return loss_sum, norm_sum, applied
+            stats = add(stats, *minibatch_call(batch, indices, k))
+        return stats
 
     return ReplicaUpdate(unrolled, with_kl_stop)
-
-
-def _finish(partial: Diagnostics, loss_sum, norm_sum, applied, lr) -> Diagnostics:
-    """The rollout's diagnostics completed with the update's means over the minibatches applied."""
-    count = tf.maximum(tf.cast(applied, tf.float32), 1.0)
-    return partial._replace(
-        **{name: value / count for name, value in loss_sum._asdict().items()},
-        learning_rate=lr,
-        grad_norm=norm_sum / count,
-        minibatch_steps=tf.cast(applied, tf.float32),
-    )
 
 
 def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, strategy, view) -> Callable:
@@ -158,7 +161,7 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
         state, rollout, key_update, _ = start_iteration(lambda iteration: lr, collect, state)
         batch = flatten(rollout)
         indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
-        return state, batch, indices, diagnostics(rollout, zero_stats(), tf.constant(0.0))
+        return state, batch, indices, rollout_diagnostics(rollout)
 
     def rollout(state, lr):
         agent.optimizer.learning_rate.assign(lr)
@@ -170,14 +173,13 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
     @tf.function(autograph=False)
     def iteration(state, lr):
         state, batch, indices, partial = rollout(state, lr)
-        return state, _finish(partial, *replica_update.unrolled(batch, indices), lr)
+        return state, with_update(partial, replica_update.unrolled(batch, indices), lr)
 
     rollout_call = tf.function(rollout, autograph=False)
 
     def iteration_with_kl_stop(state, lr) -> tuple[RunnerState, Diagnostics]:
         state, batch, indices, partial = rollout_call(state, lr)
-        loss_sum, norm_sum, applied = replica_update.with_kl_stop(batch, indices)
-        return state, _finish(partial, loss_sum, norm_sum, applied, lr)
+        return state, with_update(partial, replica_update.with_kl_stop(batch, indices), lr)
 
     run_iteration = iteration if config.target_kl is None else iteration_with_kl_stop
 
@@ -232,8 +234,6 @@ def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
     def update(rollout: Rollout, key) -> UpdateStats:
         batch, indices = shard_call(rollout, key)
         run = unrolled_call if config.target_kl is None else replica_update.with_kl_stop
-        loss_sum, norm_sum, applied = run(batch, indices)
-        steps = tf.constant(applied)
-        return UpdateStats(loss_sum, tf.convert_to_tensor(norm_sum, tf.float32), steps, steps)
+        return run(batch, indices)
 
     return update

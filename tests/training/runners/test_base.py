@@ -1,4 +1,4 @@
-"""What every runner shares (`kppo.training.runners.base`): schedules, settings, diagnostics, the iteration."""
+"""What every runner shares (`kppo.training.runners.base`): schedules and settings."""
 
 import gymnasium as gym
 import numpy as np
@@ -9,14 +9,10 @@ from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.training.runners.base import (
     ScheduleVariables,
-    diagnostics,
-    iteration_step,
     learning_rate,
     make_learning_rate_fn,
     update_settings,
 )
-from kppo.core.types import LossInfo, Rollout, RunnerState, Trajectory
-from kppo.update.ppo import UpdateStats
 
 
 def test_linear_learning_rate_is_sb3s_progress_remaining_at_the_rollout_start():
@@ -45,57 +41,6 @@ def test_update_settings_read_scheduled_clip_ranges_from_variables():
     clip = tf.Variable(0.1)
     settings = update_settings(config, ScheduleVariables(clip, None))
     assert settings.clip_range is clip and settings.clip_range_vf == 0.5
-
-
-def _rollout():
-    """2 steps x 2 envs; env 1 ends an episode (return 3, length 2) at step 1."""
-    zeros = tf.zeros([2, 2])
-    traj = Trajectory(
-        obs=tf.zeros([2, 2, 1]),
-        action=tf.zeros([2, 2], tf.int32),
-        log_prob=zeros,
-        value=tf.constant([[1.0, 2.0], [3.0, 4.0]]),
-        reward=zeros,
-        terminated=tf.constant([[False, False], [False, True]]),
-        truncated=tf.zeros([2, 2], tf.bool),
-        final_value=zeros,
-        episode_return=tf.constant([[0.0, 0.0], [0.0, 3.0]]),
-        episode_length=tf.constant([[0, 0], [0, 2]]),
-        action_mask=tf.zeros([2, 2, 0], tf.bool),
-        episode_start=tf.zeros([2, 2], tf.bool),
-    )
-    return Rollout(traj, zeros, tf.constant([[1.0, 2.0], [3.0, 4.0]]))
-
-
-def test_diagnostics_average_the_update_over_minibatches_computed():
-    stats = UpdateStats(
-        LossInfo(*[tf.constant(float(i)) for i in range(6)]), tf.constant(2.0), tf.constant(4), tf.constant(3)
-    )
-    diag = diagnostics(_rollout(), stats, tf.constant(1e-3))
-    assert float(diag.policy_loss) == 0.25 and float(diag.grad_norm) == 0.5  # sums / 4 minibatches
-    assert float(diag.minibatch_steps) == 3 and float(diag.explained_variance) == pytest.approx(
-        1.0
-    )  # returns == values
-    assert float(diag.episodes) == 1 and float(diag.episode_return_sum) == 3 and float(diag.episode_length_sum) == 2
-
-
-def test_iteration_step_splits_keys_schedules_collects_updates_and_counts():
-    seen = {}
-
-    def collect(rollout_state, key):
-        seen["collect_key"] = key.numpy().tolist()
-        return rollout_state + 1, _rollout()
-
-    def update(rollout, key):
-        seen["update_key"] = key.numpy().tolist()
-        return UpdateStats(LossInfo(*[tf.constant(0.0)] * 6), tf.constant(0.0), tf.constant(1), tf.constant(1))
-
-    state = RunnerState(tf.constant(0), tf.constant([1, 2]), tf.constant(5))
-    new_state, diag = iteration_step(lambda it: tf.cast(it, tf.float32) * 1e-4, collect, update, state)
-    key, key_rollout, key_update = tf.random.experimental.stateless_split(tf.constant([1, 2]), 3).numpy().tolist()
-    assert seen == {"collect_key": key_rollout, "update_key": key_update}
-    assert new_state.key.numpy().tolist() == key and int(new_state.iteration) == 6 and int(new_state.rollout) == 1
-    assert float(diag.learning_rate) == pytest.approx(5e-4)
 
 
 @pytest.mark.parametrize(

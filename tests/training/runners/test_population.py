@@ -168,7 +168,7 @@ def test_bad_population_input_is_named_in_one_line(call, message):
 
 
 def test_population_members_cross_the_grid_with_the_seeds():
-    from kppo.training.train import population_members
+    from kppo.training.results import population_members
 
     sweep = kppo.Config(seed=9).sweep(gamma=[0.9, 0.99], ent_coef=0.01)
     members = population_members(sweep, np.arange(2))

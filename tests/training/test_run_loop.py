@@ -1,12 +1,15 @@
-"""The training loop (`kppo.training.loop`): rounds, hooks, schedules, stops."""
+"""The training loop (`kppo.training.train.run_loop`, its `hooks` and `plan`): rounds, hooks, schedules, stops."""
 
 import numpy as np
 import pytest
 
 import kppo
-from kppo.training.loop import Hooks, Plan, check_finite, round_sizes, run_loop
+from kppo.training.hooks import Hooks
+from kppo.training.metrics import check_finite
+from kppo.training.plan import Plan, round_sizes
+from kppo.training.results import TrainingModel
 from kppo.training.runners import make_runner
-from kppo.training.train import TrainingModel
+from kppo.training.train import run_loop
 from kppo.core.types import Diagnostics
 
 TINY = dict(num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=8)
