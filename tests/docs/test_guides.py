@@ -1,0 +1,45 @@
+"""Every guide's Python blocks run, in order, in one process per guide (a guide builds on its earlier blocks), with
+the short budgets the guide states; so do the CLI guide's short-run shell block and the SB3 argument table's source."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs.helpers import ROOT, code_blocks, run
+
+GUIDES = sorted((ROOT / "docs" / "guides").glob("*.md"))
+#: Shell blocks of the guides that run here (the others need a cluster, a TPU or a finished 500k-step run).
+RUNNABLE_SHELL = {"cli.md": "kppo train cartpole --set total_timesteps=8192"}
+
+
+def _script(path: Path) -> str:
+    parts = []
+    for i, (lang, code) in enumerate(code_blocks(path)):
+        if lang == "python":
+            parts.append(f"print('--- block {i} of {path.name}', flush=True)\n{code}")
+    return "\n".join(parts)
+
+
+#: Guides whose examples take 40-70 s here (several compiled programs each; the README's tests already run a
+#: population, a mirrored run and the CLI's train-export path in the default suite): `-m slow`.
+SLOW = {"populations", "recurrent-and-masks", "distributed"}
+
+
+@pytest.mark.parametrize(
+    "guide",
+    [pytest.param(g, marks=pytest.mark.slow) if g.stem in SLOW else g for g in GUIDES if "```python" in g.read_text()],
+    ids=lambda p: p.stem,
+)
+def test_guide_python_blocks_run(guide, tmp_path):
+    assert _script(guide).count("--- block") == guide.read_text().count("```python"), "a block was not extracted"
+    run([sys.executable, "-c", _script(guide)], cwd=tmp_path, timeout=900)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(RUNNABLE_SHELL))
+def test_guide_shell_block_runs(name, tmp_path):
+    (block,) = [code for lang, code in code_blocks(ROOT / "docs" / "guides" / name) if RUNNABLE_SHELL[name] in code]
+    run(block, cwd=tmp_path, shell=True, timeout=900)
