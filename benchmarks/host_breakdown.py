@@ -66,7 +66,7 @@ def _install_timers() -> None:
     collect = host_rollout.collect_host_rollout
 
     def collect_timed(vec_env, agent, settings, finish_fn, *rest, **kwargs):
-        for name in ("sample_host", "to_env_host", "new_noise_host"):
+        for name in ("sample_np", "to_env_np", "new_noise_np"):
             if not getattr(getattr(agent.dist, name), "timed", False):
                 setattr(agent.dist, name, _timed("act", getattr(agent.dist, name)))
         return collect(vec_env, agent, settings, _timed("finish", finish_fn), *rest, **kwargs)

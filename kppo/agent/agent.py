@@ -20,10 +20,10 @@ from kppo.core.distributions import ActionDistribution, make_distribution
 from kppo.gym_envs.spaces import flat_dim
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
-from kppo.agent.networks import Actor, Critic, MemoryCells, make_networks
+from kppo.agent.networks import Actor, Critic, LSTMCells, make_networks
 from kppo.core.optimizers import AdamState, adam_state_of, assign_adam_state, make_optimizer
 from kppo.agent.policy import ObsScaling, Policy
-from kppo.core.types import MeanStd
+from kppo.core.types import Moments
 
 
 class Agent(NamedTuple):
@@ -33,12 +33,12 @@ class Agent(NamedTuple):
     actor: Actor
     critic: Critic
     optimizer: keras.optimizers.Optimizer
-    memory: MemoryCells | None = None  # the LSTM cells of a recurrent agent
+    lstm: LSTMCells | None = None  # the LSTM cells of a recurrent agent (their state is its `memory`)
 
     @property
     def variables(self) -> list:
         """The trainable variables: the actor's, then the critic's (then the LSTM cells')."""
-        cells = self.memory.trainable_variables if self.memory is not None else []
+        cells = self.lstm.trainable_variables if self.lstm is not None else []
         return self.actor.trainable_variables + self.critic.trainable_variables + cells
 
 
@@ -48,29 +48,29 @@ class Agent(NamedTuple):
 
 def initial_memory(agent: Agent, num_envs: int) -> tuple:
     """Zero memory for `num_envs` envs (what an episode starts from); () for an MLP agent."""
-    if agent.memory is None:
+    if agent.lstm is None:
         return ()
-    return tuple(tf.zeros([num_envs, agent.memory.units]) for _ in range(2 * len(agent.memory.cells)))
+    return tuple(tf.zeros([num_envs, agent.lstm.units]) for _ in range(2 * len(agent.lstm.cells)))
 
 
 def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tensor | None = None):
     """(actor params, value, new memory) at observations `obs` [B, D]; the memory restarts from zeros where
     `episode_start` [B] (the observation is an episode's first)."""
-    if agent.memory is None:
+    if agent.lstm is None:
         return agent.actor(obs), agent.critic(obs), ()
     if episode_start is not None:
         keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
         memory = tuple(m * keep for m in memory)
-    outputs, memory = agent.memory(obs, memory)
-    value = agent.critic(outputs[1] if agent.memory.critic_cell else obs)
+    outputs, memory = agent.lstm(obs, memory)
+    value = agent.critic(outputs[1] if agent.lstm.critic_cell else obs)
     return agent.actor(outputs[0]), value, memory
 
 
 def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
     """V(obs) continuing `memory` without a reset: the value of a finished episode's final observation."""
-    if agent.memory is None or not agent.memory.critic_cell:
+    if agent.lstm is None or not agent.lstm.critic_cell:
         return agent.critic(obs)
-    return agent.critic(agent.memory(obs, memory)[0][1])
+    return agent.critic(agent.lstm(obs, memory)[0][1])
 
 
 def merge_steps(agent: Agent, params, order: tf.Tensor | None = None):
@@ -137,7 +137,7 @@ def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
 
 def make_policy(
     agent: Agent,
-    obs_stats: MeanStd,
+    obs_stats: Moments,
     normalize_obs: bool,
     observation_space: gym.spaces.Space,
     action_space: gym.spaces.Space,
@@ -146,7 +146,7 @@ def make_policy(
     """The agent's actor with frozen observation statistics (numpy copies: later training does not change it);
     `action_masks`: trained with action masks (its artifacts take a mask)."""
     scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs)
-    lstm = agent.memory.cells[0] if agent.memory is not None else None
+    lstm = agent.lstm.cells[0] if agent.lstm is not None else None
     return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks, lstm)
 
 
@@ -155,8 +155,8 @@ class SavedAgent(NamedTuple):
 
     config: Config
     agent: Agent
-    obs_stats: MeanStd
-    return_stats: MeanStd
+    obs_stats: Moments
+    return_stats: Moments
     observation_space: gym.spaces.Space
     action_space: gym.spaces.Space
     metadata: dict[str, Any]
@@ -193,9 +193,9 @@ def read_any_cells(read: Callable[[Agent], Any], agent: Agent, config: Config, a
     try:
         return read(agent)
     except ValueError as err:
-        if agent.memory is None:
+        if agent.lstm is None:
             raise
-        twin = make_agent(config, int(agent.memory.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
+        twin = make_agent(config, int(agent.lstm.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
         try:
             result = read(twin)
         except ValueError:

@@ -25,8 +25,8 @@ from kppo._tf import tf
 from kppo.config.options import Config
 from kppo.core.distribute import from_replica_values, is_chief, replica_values, worker_id
 from kppo.core.errors import reason
-from kppo.core.normalization import RunningMeanStd, initial_stats
-from kppo.core.types import MeanStd
+from kppo.core.normalization import MomentVariables, initial_stats
+from kppo.core.types import Moments
 from kppo.version import __version__
 
 FORMAT_VERSION = 1
@@ -69,13 +69,13 @@ def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
     raise ValueError(f"metadata.json: unknown space type {kind!r}")
 
 
-def _trackable(agent: Any, obs_stats: MeanStd, return_stats: MeanStd):
+def _trackable(agent: Any, obs_stats: Moments, return_stats: Moments):
     """A checkpoint of the agent (a `kppo.agent.agent.Agent`) and both statistics (held in variables while it is written
     or read)."""
-    obs, ret = RunningMeanStd(obs_stats.mean.shape), RunningMeanStd(())
+    obs, ret = MomentVariables(obs_stats.mean.shape), MomentVariables(())
     obs.assign(obs_stats)
     ret.assign(return_stats)
-    cells = {} if getattr(agent, "memory", None) is None else {"memory": agent.memory}  # a recurrent agent's LSTMs
+    cells = {} if getattr(agent, "lstm", None) is None else {"memory": agent.lstm}  # a recurrent agent's LSTMs
     ckpt = tf.train.Checkpoint(
         actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer, obs_stats=obs, return_stats=ret, **cells
     )
@@ -86,8 +86,8 @@ def save(
     path: str | Path,
     config: Config,
     agent: Any,
-    obs_stats: MeanStd,
-    return_stats: MeanStd,
+    obs_stats: Moments,
+    return_stats: Moments,
     observation_space: gym.spaces.Space,
     action_space: gym.spaces.Space,
     extra: dict[str, Any] | None = None,
@@ -152,7 +152,7 @@ def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.
     return config, metadata, space_from_dict(metadata["observation_space"]), space_from_dict(metadata["action_space"])
 
 
-def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[MeanStd, MeanStd]:
+def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[Moments, Moments]:
     """Restores weights, optimizer and statistics into `agent` (a `kppo.agent.agent.Agent` built for the saved config
     and spaces; `kppo.agent.agent.load_agent` does both).
 
@@ -221,8 +221,8 @@ class TrainingCheckpointer:
             if weights is None
             else dict(population=weights)
         )  # a population's stacked weights and Adam state
-        if weights is None and getattr(agent, "memory", None) is not None:
-            networks["memory"] = agent.memory  # a recurrent agent's LSTM cells
+        if weights is None and getattr(agent, "lstm", None) is not None:
+            networks["memory"] = agent.lstm  # a recurrent agent's LSTM cells
         self.checkpoint = tf.train.Checkpoint(**networks, runner_state=self.state, metric_rows=self.rows)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
         # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into

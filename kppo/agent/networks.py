@@ -281,7 +281,7 @@ class TorchLSTMCell(keras.layers.Layer):
         return {**super().get_config(), "units": self.units, "seed": self.seed, "biases": self.biases}
 
 
-class MemoryCells(keras.Model):
+class LSTMCells(keras.Model):
     """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
     its own. The actor (and that critic) MLP reads the cell's output; a memory is (h, c) per cell, [B, units] each.
     torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
@@ -315,7 +315,7 @@ class MemoryCells(keras.Model):
 
 def make_networks(
     config, obs_dim: int, dist, seed: int, lstm_biases: int = 2
-) -> tuple[Actor, Critic, MemoryCells | None]:
+) -> tuple[Actor, Critic, LSTMCells | None]:
     """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
     read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`)."""
     common = dict(
@@ -338,12 +338,11 @@ def make_networks(
         **common,
     )
     critic = Critic(seed=seed * 1000 + 500, hidden_units=config.critic_hidden_units, name="critic", **common)
-    memory = None
-    if config.recurrent is not None:
-        memory = MemoryCells(
-            config.lstm_hidden_size, config.enable_critic_lstm, seed * 1000 + 800, lstm_biases, name="memory"
-        )
-        memory.build((None, obs_dim))
-    actor.build((None, obs_dim if memory is None else memory.units))
-    critic.build((None, memory.units if memory is not None and memory.critic_cell else obs_dim))
-    return actor, critic, memory
+    lstm = None
+    if config.recurrent is not None:  # named "memory": the name its checkpoints have
+        units, critic_cell = config.lstm_hidden_size, config.enable_critic_lstm
+        lstm = LSTMCells(units, critic_cell, seed * 1000 + 800, lstm_biases, name="memory")
+        lstm.build((None, obs_dim))
+    actor.build((None, obs_dim if lstm is None else lstm.units))
+    critic.build((None, lstm.units if lstm is not None and lstm.critic_cell else obs_dim))
+    return actor, critic, lstm

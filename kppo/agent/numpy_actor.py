@@ -18,7 +18,7 @@ import numpy as np
 from kppo.core import normalization
 from kppo.core.distributions import ActionDistribution
 from kppo.agent.networks import Actor
-from kppo.core.types import MeanStd
+from kppo.core.types import Moments
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 _LEAKY_RELU_SLOPE = 0.2  # keras.activations.leaky_relu's default, which the "leaky_relu" string gives
@@ -67,8 +67,8 @@ def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(layer.kernel.numpy(), np.float32), np.asarray(layer.bias.numpy(), np.float32)
 
 
-def snapshot(actor: Actor, memory=None) -> ActorWeights:
-    """The actor's current weights (and its LSTM's, given a recurrent agent's `MemoryCells`), copied to numpy (later
+def snapshot(actor: Actor, lstm=None) -> ActorWeights:
+    """The actor's current weights (and its LSTM's, given a recurrent agent's `LSTMCells`), copied to numpy (later
     training does not change the snapshot)."""
     activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
     if activation not in ACTIVATIONS:
@@ -80,7 +80,7 @@ def snapshot(actor: Actor, memory=None) -> ActorWeights:
         log_std=actor.log_std.numpy() if actor.gaussian and actor.log_std_head is None else None,
         log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
         sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
-        lstm=None if memory is None else _lstm(memory.cells[0]),
+        lstm=None if lstm is None else _lstm(lstm.cells[0]),
     )
 
 
@@ -130,19 +130,19 @@ def actor_params(weights: ActorWeights, obs: np.ndarray):
     return out
 
 
-def network_input(stats: MeanStd, obs: np.ndarray, normalize_obs: bool) -> np.ndarray:
+def network_input(stats: Moments, obs: np.ndarray, normalize_obs: bool) -> np.ndarray:
     """`kppo.rollout.native.network_input` in numpy."""
-    return normalization.normalize_host(stats, obs) if normalize_obs else np.asarray(obs, np.float32)
+    return normalization.normalize_np(stats, obs) if normalize_obs else np.asarray(obs, np.float32)
 
 
-class HostActor(NamedTuple):
+class NumpyActor(NamedTuple):
     """Acting in numpy from a snapshot: what the host rollout and host evaluation call per vector step."""
 
     weights: ActorWeights
     dist: ActionDistribution
     normalize_obs: bool
 
-    def params(self, stats: MeanStd, obs: np.ndarray):
+    def params(self, stats: Moments, obs: np.ndarray):
         return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
 
     def initial_memory(self, num_envs: int) -> tuple:
@@ -152,15 +152,15 @@ class HostActor(NamedTuple):
         return tuple(np.zeros((num_envs, self.weights.lstm[1].shape[0]), np.float32) for _ in range(2))
 
     def deterministic_env_action(
-        self, stats: MeanStd, obs: np.ndarray, mask: np.ndarray | None = None, memory: tuple = ()
+        self, stats: Moments, obs: np.ndarray, mask: np.ndarray | None = None, memory: tuple = ()
     ) -> tuple[np.ndarray, tuple]:
         """(the mode of the policy at raw observations `obs`, among the actions `mask` allows, in env units; the
         actor memory after the step: a recurrent actor's (h, c), () otherwise)."""
         features, memory = actor_input(self.weights, network_input(stats, obs, self.normalize_obs), memory, None)
-        params = self.dist.masked_host(actor_params(self.weights, features), mask)
-        return self.dist.to_env_host(self.dist.mode_host(params)), memory
+        params = self.dist.masked_np(actor_params(self.weights, features), mask)
+        return self.dist.to_env_np(self.dist.mode_np(params)), memory
 
 
-def host_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool, memory=None) -> HostActor:
-    """A `HostActor` from the actor's current weights (and a recurrent agent's `MemoryCells`)."""
-    return HostActor(snapshot(actor, memory), dist, normalize_obs)
+def make_numpy_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool, lstm=None) -> NumpyActor:
+    """A `NumpyActor` from the actor's current weights (and a recurrent agent's `LSTMCells`)."""
+    return NumpyActor(snapshot(actor, lstm), dist, normalize_obs)

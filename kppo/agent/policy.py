@@ -15,7 +15,7 @@ from kppo._tf import tf
 from kppo.core.distributions import ActionDistribution
 from kppo.gym_envs.spaces import encode_rows, flatten_obs, input_dim, input_rows, integer_input, is_encoded, layout
 from kppo.agent.networks import Actor
-from kppo.core.types import MeanStd
+from kppo.core.types import Moments
 
 
 class ObsScaling(NamedTuple):
@@ -83,7 +83,7 @@ class Policy:
         self.obs_scaling = obs_scaling
         self.observation_space = observation_space
         self.action_space = action_space
-        self._stats = MeanStd(
+        self._stats = Moments(
             tf.constant(obs_scaling.mean, tf.float32), tf.constant(obs_scaling.var, tf.float32), tf.constant(1.0)
         )
         self._compiled_actor = tf.function(self._apply_actor, reduce_retracing=True)

@@ -111,7 +111,7 @@ def cmd_train(args) -> int:
         config = Config.from_yaml(out / "config.yaml")
     else:
         config = load_config(args.config, args.set, args.seed)
-        if config.env_backend != "tf":
+        if config.env_backend != "native":
             _gym_id(config.env, "env")
         default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         out = writable_dir(Path(args.out) if args.out else default, "--out")

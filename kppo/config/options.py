@@ -53,7 +53,8 @@ KERNEL_INITS = (
 LR_SCHEDULES = ("constant", "linear")
 DISTRIBUTE = ("none", "mirrored", "multi_worker", "tpu")
 VF_CLIP_MODES = ("max", "clipped")
-ENV_BACKENDS = ("auto", "tf", "gymnasium")
+ENV_BACKENDS = ("auto", "native", "gymnasium")
+OLD_ENV_BACKENDS = {"tf": "native"}  # an older spelling, still read: "native" is the one word for TF-native envs
 VECTORIZATIONS = ("sync", "async")
 BIAS_INITS = ("zeros", "torch_default")
 ADAM_STYLES = ("keras", "torch")
@@ -69,7 +70,9 @@ class Config:
 
     env: str = _f("CartPole-v1", "Environment id used when `train` is given none (TF-native name or gymnasium id).")
     env_backend: str = _f(
-        "auto", "'auto': TF-native for built-in names, gymnasium otherwise; 'tf' or 'gymnasium' to force one."
+        "auto",
+        "'auto': TF-native for built-in names, gymnasium otherwise; 'native' (old spelling: 'tf') or 'gymnasium' to "
+        "force one.",
     )
     vectorization: str = _f("sync", "gymnasium envs: 'sync' (one process) or 'async' (one process per env).")
     # --- rollout ---
@@ -201,6 +204,7 @@ class Config:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, coerce(f.name, f.type, getattr(self, f.name)))
+        object.__setattr__(self, "env_backend", OLD_ENV_BACKENDS.get(self.env_backend, self.env_backend))
         _validate(self)
 
     # --- derived values ---

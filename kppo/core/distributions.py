@@ -61,7 +61,7 @@ class ActionDistribution(abc.ABC):
             return params
         return tf.where(tf.cast(mask, tf.bool), params, tf.constant(MASKED_LOGIT, params.dtype))
 
-    def masked_host(self, params, mask: np.ndarray | None):
+    def masked_np(self, params, mask: np.ndarray | None):
         """`masked` in numpy."""
         if mask is None or mask.shape[-1] == 0:
             return params
@@ -105,20 +105,20 @@ class ActionDistribution(abc.ABC):
         """Maps stored actions to env units."""
 
     @abc.abstractmethod
-    def sample_host(self, params, rng: np.random.Generator, noise: np.ndarray | None = None) -> np.ndarray:
+    def sample_np(self, params, rng: np.random.Generator, noise: np.ndarray | None = None) -> np.ndarray:
         """`sample` in numpy (the same distribution; other random numbers)."""
 
-    def new_noise_host(self, params, rng: np.random.Generator, num_envs: int) -> np.ndarray:
+    def new_noise_np(self, params, rng: np.random.Generator, num_envs: int) -> np.ndarray:
         """`new_noise` in numpy."""
         del params, rng
         return np.zeros(self.noise_shape(num_envs), np.float32)
 
     @abc.abstractmethod
-    def mode_host(self, params) -> np.ndarray:
+    def mode_np(self, params) -> np.ndarray:
         """`mode` in numpy."""
 
     @abc.abstractmethod
-    def to_env_host(self, action: np.ndarray) -> np.ndarray:
+    def to_env_np(self, action: np.ndarray) -> np.ndarray:
         """`to_env` in numpy."""
 
 
@@ -145,13 +145,13 @@ class Categorical(ActionDistribution):
     def to_env(self, action):
         return action + self.start
 
-    def sample_host(self, params, rng, noise=None):
+    def sample_np(self, params, rng, noise=None):
         return _gumbel_argmax(params, rng)
 
-    def mode_host(self, params):
+    def mode_np(self, params):
         return np.argmax(params, axis=-1).astype(np.int32)
 
-    def to_env_host(self, action):
+    def to_env_np(self, action):
         return action + self.start
 
 
@@ -171,7 +171,7 @@ class DiagGaussian(ActionDistribution):
         self.squash, self.rescale = bool(squash), bool(rescale)
         self.low = tf.constant(space.low, tf.float32)
         self.high = tf.constant(space.high, tf.float32)
-        self.low_host, self.high_host = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+        self.low_np, self.high_np = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
 
     def distribution(self, params):
         mean, log_std = params
@@ -186,18 +186,18 @@ class DiagGaussian(ActionDistribution):
         unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
         return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
 
-    def sample_host(self, params, rng, noise=None):
+    def sample_np(self, params, rng, noise=None):
         mean, log_std = params
         return mean + np.exp(log_std) * rng.standard_normal(mean.shape, dtype=np.float32)
 
-    def mode_host(self, params):
+    def mode_np(self, params):
         return params[0]
 
-    def to_env_host(self, action):
+    def to_env_np(self, action):
         if not self.rescale:
-            return np.clip(action, self.low_host, self.high_host)
+            return np.clip(action, self.low_np, self.high_np)
         unit = np.tanh(action) if self.squash else np.clip(action, -1.0, 1.0)
-        return self.low_host + (unit + 1.0) * 0.5 * (self.high_host - self.low_host)
+        return self.low_np + (unit + 1.0) * 0.5 * (self.high_np - self.low_np)
 
 
 class StateDependentNoise(DiagGaussian):
@@ -239,16 +239,16 @@ class StateDependentNoise(DiagGaussian):
         mean, latent, _ = params
         return mean + tf.einsum("bl,bla->ba", latent, noise)
 
-    def _std_host(self, log_std: np.ndarray) -> np.ndarray:
+    def _std_np(self, log_std: np.ndarray) -> np.ndarray:
         return np.exp(log_std) * np.ones([self.latent_dim, self.param_size], np.float32)
 
-    def new_noise_host(self, params, rng, num_envs):
-        return rng.standard_normal(self.noise_shape(num_envs), dtype=np.float32) * self._std_host(params[2])
+    def new_noise_np(self, params, rng, num_envs):
+        return rng.standard_normal(self.noise_shape(num_envs), dtype=np.float32) * self._std_np(params[2])
 
-    def sample_host(self, params, rng, noise=None):
+    def sample_np(self, params, rng, noise=None):
         mean, latent, log_std = params
         if noise is None:
-            std = np.sqrt(np.square(latent) @ np.square(self._std_host(log_std)) + 1e-6)
+            std = np.sqrt(np.square(latent) @ np.square(self._std_np(log_std)) + 1e-6)
             return mean + std * rng.standard_normal(mean.shape, dtype=np.float32)
         return mean + np.einsum("bl,bla->ba", latent, noise)
 
@@ -291,16 +291,16 @@ class MultiCategorical(ActionDistribution):
     def to_env(self, action):
         return action + self.start
 
-    def _split_host(self, params: np.ndarray) -> list[np.ndarray]:
+    def _split_np(self, params: np.ndarray) -> list[np.ndarray]:
         return np.split(params, np.cumsum(self.sizes)[:-1], axis=-1)
 
-    def sample_host(self, params, rng, noise=None):
-        return np.stack([_gumbel_argmax(p, rng) for p in self._split_host(params)], axis=-1)
+    def sample_np(self, params, rng, noise=None):
+        return np.stack([_gumbel_argmax(p, rng) for p in self._split_np(params)], axis=-1)
 
-    def mode_host(self, params):
-        return np.stack([np.argmax(p, axis=-1).astype(np.int32) for p in self._split_host(params)], axis=-1)
+    def mode_np(self, params):
+        return np.stack([np.argmax(p, axis=-1).astype(np.int32) for p in self._split_np(params)], axis=-1)
 
-    def to_env_host(self, action):
+    def to_env_np(self, action):
         return action + self.start_host
 
 
@@ -324,13 +324,13 @@ class Bernoulli(ActionDistribution):
     def to_env(self, action):
         return action
 
-    def sample_host(self, params, rng, noise=None):
+    def sample_np(self, params, rng, noise=None):
         return (rng.logistic(size=params.shape) < params).astype(np.int32)  # P(L < x) = sigmoid(x)
 
-    def mode_host(self, params):
+    def mode_np(self, params):
         return (params > 0).astype(np.int32)
 
-    def to_env_host(self, action):
+    def to_env_np(self, action):
         return action
 
 

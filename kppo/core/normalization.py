@@ -5,8 +5,8 @@ normalized as clip((x - mean) / sqrt(var + 1e-8), -10, 10), rewards are divided 
 return and clipped to +-10. Moments merge with Chan, Golub & LeVeque (1979), so replica statistics combine into
 exactly the statistics of one stream (`merge`).
 
-The host rollout keeps observation statistics in numpy (float32, the same arithmetic): `update_moments_host` and
-`normalize_host` are the numpy twins of `update_moments` and `normalize`; `merge` serves both.
+The host rollout keeps observation statistics in numpy (float32, the same arithmetic): `update_moments_np` and
+`normalize_np` are the numpy twins of `update_moments` and `normalize`; `merge` serves both.
 """
 
 from __future__ import annotations
@@ -16,30 +16,30 @@ from collections.abc import Callable
 import numpy as np
 
 from kppo._tf import tf
-from kppo.core.types import MeanStd
+from kppo.core.types import Moments
 
 EPSILON = 1e-8
 CLIP = 10.0
 INITIAL_COUNT = 1e-4
 
 
-def initial_stats(shape: tuple[int, ...] | list[int]) -> MeanStd:
+def initial_stats(shape: tuple[int, ...] | list[int]) -> Moments:
     """Moments of an empty stream: mean 0, var 1, count 1e-4 (SB3's start)."""
-    return MeanStd(tf.zeros(shape, tf.float32), tf.ones(shape, tf.float32), tf.constant(INITIAL_COUNT, tf.float32))
+    return Moments(tf.zeros(shape, tf.float32), tf.ones(shape, tf.float32), tf.constant(INITIAL_COUNT, tf.float32))
 
 
-def merge(a: MeanStd, b: MeanStd) -> MeanStd:
+def merge(a: Moments, b: Moments) -> Moments:
     """Chan's parallel merge of two moment sets: the moments of both streams together (tensors or numpy arrays)."""
     count = a.count + b.count
     delta = b.mean - a.mean
     mean = a.mean + delta * (b.count / count)
     m2 = a.var * a.count + b.var * b.count + delta * delta * (a.count * b.count / count)
-    return MeanStd(mean, m2 / count, count)
+    return Moments(mean, m2 / count, count)
 
 
 def merge_from_sums(
-    base: MeanStd, num_replicas: int, total: Callable[[Callable[[MeanStd], tf.Tensor]], tf.Tensor]
-) -> MeanStd:
+    base: Moments, num_replicas: int, total: Callable[[Callable[[Moments], tf.Tensor]], tf.Tensor]
+) -> Moments:
     """The moments of `base`'s stream plus every replica's new samples, where each replica's moments are `base`
     updated with that replica's samples (tf.distribute: all replicas start an iteration from the same merged
     moments). `total(f)` is the sum of f(replica moments) over the replicas (`tf.add_n` over a list, or an
@@ -50,59 +50,59 @@ def merge_from_sums(
     count = total(lambda s: s.count) - extra * base.count
     mean = (total(lambda s: s.count * s.mean) - extra * base.count * base.mean) / count
 
-    def m2(s: MeanStd) -> tf.Tensor:  # sum of squared deviations about the merged mean
+    def m2(s: Moments) -> tf.Tensor:  # sum of squared deviations about the merged mean
         return s.count * (s.var + tf.square(s.mean - mean))
 
     var = (total(m2) - extra * m2(base)) / count
-    return MeanStd(mean, tf.maximum(var, 0.0), count)
+    return Moments(mean, tf.maximum(var, 0.0), count)
 
 
-def merge_replicas(base: MeanStd, replicas: list[MeanStd]) -> MeanStd:
+def merge_replicas(base: Moments, replicas: list[Moments]) -> Moments:
     """`merge_from_sums` over a list of replica moments."""
     return merge_from_sums(base, len(replicas), lambda f: tf.add_n([f(r) for r in replicas]))
 
 
-def batch_stats(x: tf.Tensor) -> MeanStd:
+def batch_stats(x: tf.Tensor) -> Moments:
     """Moments of a batch x [N, *shape] (population variance)."""
     x = tf.cast(x, tf.float32)
     mean, var = tf.nn.moments(x, axes=[0])
-    return MeanStd(mean, var, tf.cast(tf.shape(x)[0], tf.float32))
+    return Moments(mean, var, tf.cast(tf.shape(x)[0], tf.float32))
 
 
-def update_moments(stats: MeanStd, x: tf.Tensor) -> MeanStd:
+def update_moments(stats: Moments, x: tf.Tensor) -> Moments:
     """Adds the batch x [N, *shape] to the running moments."""
     return merge(stats, batch_stats(x))
 
 
-def to_host(stats: MeanStd) -> MeanStd:
+def to_numpy(stats: Moments) -> Moments:
     """The moments as float32 numpy arrays."""
-    return MeanStd(*(np.asarray(x, np.float32) for x in stats))
+    return Moments(*(np.asarray(x, np.float32) for x in stats))
 
 
-def update_moments_host(stats: MeanStd, x: np.ndarray) -> MeanStd:
+def update_moments_np(stats: Moments, x: np.ndarray) -> Moments:
     """`update_moments` in numpy (float32 moments)."""
     x = np.asarray(x, np.float32)
     count = np.float32(x.shape[0])
     mean = np.add.reduce(x, axis=0) / count  # not x.mean()/x.var(): their Python wrappers cost more than the sums here
     centered = x - mean
-    return merge(stats, MeanStd(mean, np.add.reduce(centered * centered, axis=0) / count, count))
+    return merge(stats, Moments(mean, np.add.reduce(centered * centered, axis=0) / count, count))
 
 
-def normalize_host(stats: MeanStd, x: np.ndarray, clip: float = CLIP) -> np.ndarray:
+def normalize_np(stats: Moments, x: np.ndarray, clip: float = CLIP) -> np.ndarray:
     """`normalize` in numpy."""
     z = (np.asarray(x, np.float32) - stats.mean) / np.sqrt(stats.var + np.float32(EPSILON))
     return np.clip(z, -clip, clip)
 
 
-def normalize(stats: MeanStd, x: tf.Tensor, clip: float = CLIP) -> tf.Tensor:
+def normalize(stats: Moments, x: tf.Tensor, clip: float = CLIP) -> tf.Tensor:
     """clip((x - mean) / sqrt(var + 1e-8), -clip, clip) in float32."""
     z = (tf.cast(x, tf.float32) - stats.mean) / tf.sqrt(stats.var + EPSILON)
     return tf.clip_by_value(z, -clip, clip)
 
 
 def scale_reward(
-    stats: MeanStd, discounted_return: tf.Tensor, reward: tf.Tensor, done: tf.Tensor, gamma: float
-) -> tuple[tf.Tensor, tf.Tensor, MeanStd]:
+    stats: Moments, discounted_return: tf.Tensor, reward: tf.Tensor, done: tf.Tensor, gamma: float
+) -> tuple[tf.Tensor, tf.Tensor, Moments]:
     """SB3 VecNormalize reward scaling for one vectorized step.
 
     Args:
@@ -122,7 +122,7 @@ def scale_reward(
     return scaled, tf.where(done, tf.zeros_like(discounted_return), discounted_return), stats
 
 
-class RunningMeanStd(tf.Module):
+class MomentVariables(tf.Module):
     """Moments kept in tf.Variables (checkpointable, readable inside compiled code)."""
 
     def __init__(self, shape: tuple[int, ...] | list[int] = (), name: str | None = None):
@@ -132,10 +132,10 @@ class RunningMeanStd(tf.Module):
         self.var = tf.Variable(start.var, trainable=False, name="var")
         self.count = tf.Variable(start.count, trainable=False, name="count")
 
-    def read(self) -> MeanStd:
-        return MeanStd(tf.identity(self.mean), tf.identity(self.var), tf.identity(self.count))
+    def read(self) -> Moments:
+        return Moments(tf.identity(self.mean), tf.identity(self.var), tf.identity(self.count))
 
-    def assign(self, stats: MeanStd) -> None:
+    def assign(self, stats: Moments) -> None:
         self.mean.assign(stats.mean)
         self.var.assign(stats.var)
         self.count.assign(stats.count)

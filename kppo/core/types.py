@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 from kppo._tf import tf
 
 
-class MeanStd(NamedTuple):
+class Moments(NamedTuple):
     """Running moments of a stream (see `kppo.core.normalization`). Shapes: [*x_shape], [*x_shape], []."""
 
     mean: tf.Tensor
@@ -40,8 +40,8 @@ class RolloutState(NamedTuple):
     env_state: Any
     obs: tf.Tensor  # raw observation [B, obs_dim] the policy acts on next
     discounted_return: tf.Tensor  # float32 [B], for reward scaling
-    obs_stats: MeanStd
-    return_stats: MeanStd
+    obs_stats: Moments
+    return_stats: Moments
     noise: tf.Tensor  # gSDE exploration matrices [B, latent, A]; an empty tensor for other distributions
     memory: Any = ()  # a recurrent agent's LSTM memory before acting on `obs` ((h, c) per cell, [B, units]); () else
     episode_start: Any = ()  # bool [B]: `obs` is an episode's first (set by `initial_rollout_state`)

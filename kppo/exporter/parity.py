@@ -161,9 +161,7 @@ def measure_parity(run, policy: Policy, obs: np.ndarray, masks: np.ndarray | Non
     got = np.asarray(run(obs) if masks is None else run(obs, masks)).reshape(want.shape)
     logits = None
     if not isinstance(policy.action_space, gym.spaces.Box):
-        logits = policy.dist.masked_host(
-            np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat))))), masks
-        )
+        logits = policy.dist.masked_np(np.asarray(policy.actor(tf.constant(np.asarray(policy.normalize(flat))))), masks)
     return _compare(policy, want, got, logits)
 
 

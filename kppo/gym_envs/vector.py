@@ -5,7 +5,7 @@ or an existing `gym.vector.VectorEnv`) follows the same episode contract as the 
 `kppo.envs.base`, in numpy:
 
     reset(seed) -> obs                                                   # float32 [num_envs, flat_obs_dim]
-    step(actions) -> HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
+    step(actions) -> GymStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
 The vector env runs in gymnasium's `AutoresetMode.SAME_STEP` (one in gymnasium's default NEXT_STEP mode is
 re-created, see `kppo.gym_envs.vector_info.same_step`): where `terminated | truncated`, `obs` is the
@@ -45,7 +45,7 @@ from kppo.gym_envs.vector_info import same_step, vector_env_id, vector_time_limi
 from kppo.core.errors import first_line
 
 
-class HostStep(NamedTuple):
+class GymStep(NamedTuple):
     """What `GymVecEnv.step` returns (numpy arrays with leading dimension num_envs).
 
     Attributes:
@@ -170,7 +170,7 @@ class GymVecEnv:
         _check_finite("observation", obs, 0)
         return obs
 
-    def step(self, actions: np.ndarray) -> HostStep:
+    def step(self, actions: np.ndarray) -> GymStep:
         """Steps every sub-env once, auto-resetting finished ones on the same step.
 
         Args:
@@ -178,7 +178,7 @@ class GymVecEnv:
                 for Box, int [N, k] for MultiDiscrete / MultiBinary; cast to the action space's dtype.
 
         Returns:
-            HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos); see `HostStep`.
+            GymStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos); see `GymStep`.
         """
         if self._step_count is None:
             raise RuntimeError("step() called before reset()")
@@ -195,7 +195,7 @@ class GymVecEnv:
             _check_finite("reward", reward, self._step_count)  # which one, where: the first one-line error
             _check_finite("final observation", final_obs, self._step_count, rows=done)
             _check_finite("observation", obs, self._step_count)
-        return HostStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
+        return GymStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
     @staticmethod
     def _call(step: int, method: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -252,4 +252,4 @@ class GymVecEnv:
         )
 
 
-__all__ = ["GymVecEnv", "HostStep"]
+__all__ = ["GymStep", "GymVecEnv"]

@@ -26,13 +26,13 @@ from kppo.core import normalization
 from kppo._tf import tf
 from kppo.agent.agent import Agent, act_step, merge_steps, replay, value_after
 from kppo.gym_envs.action_masks import MaskReader
-from kppo.gym_envs.vector import HostStep
+from kppo.gym_envs.vector import GymStep
 from kppo.gym_envs.vector_info import sb3_info
 from kppo.core.gae import compute_gae
-from kppo.agent.numpy_actor import HostActor, actor_input, actor_params, network_input, snapshot
+from kppo.agent.numpy_actor import NumpyActor, actor_input, actor_params, network_input, snapshot
 from kppo.core.tf_loops import scan
 from kppo.rollout.native import RolloutSettings, resample_noise
-from kppo.core.types import EvalResult, EvalTrajectory, MeanStd, Rollout, Trajectory
+from kppo.core.types import EvalResult, EvalTrajectory, Moments, Rollout, Trajectory
 
 StepHook = Callable[["StepRecord"], bool]  # one vector step -> False stops the rollout
 
@@ -42,8 +42,8 @@ class HostRolloutState(NamedTuple):
 
     obs: np.ndarray  # float32 [B, D], raw flattened observation, already counted in obs_stats
     discounted_return: tf.Tensor  # float32 [B]
-    obs_stats: MeanStd  # float32 numpy moments (`normalization.to_host`)
-    return_stats: MeanStd
+    obs_stats: Moments  # float32 numpy moments (`normalization.to_numpy`)
+    return_stats: Moments
     episode_return: np.ndarray  # float64 [B], running raw return of the current episodes
     episode_length: np.ndarray  # int32 [B]
     raw_obs: Any = None  # `obs` as gymnasium returned it (what SB3 callbacks see as `obs`)
@@ -65,7 +65,7 @@ class FinishedRollout(NamedTuple):
     """What `finish_rollout` returns: the rollout and the reward statistics carried to the next one."""
 
     rollout: Rollout
-    return_stats: MeanStd
+    return_stats: Moments
     discounted_return: tf.Tensor
     memory: tuple = ()  # a recurrent agent's memory after the last step (before a reset at the next observation)
 
@@ -76,7 +76,7 @@ def finish_rollout(
     traj: Trajectory,
     final_obs: tf.Tensor,
     last_obs: tf.Tensor,
-    return_stats: MeanStd,
+    return_stats: Moments,
     discounted_return: tf.Tensor,
     memory: tuple = (),
 ) -> FinishedRollout:
@@ -99,7 +99,7 @@ def finish_rollout(
     def time_major(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [num_steps, num_envs])
 
-    if agent.memory is None:
+    if agent.lstm is None:
         params, values, end_memory = agent.actor(flat(traj.obs)), time_major(agent.critic(flat(traj.obs))), ()
         final_values = time_major(agent.critic(flat(final_obs)))
         last_value = agent.critic(last_obs)
@@ -153,7 +153,7 @@ class StepRecord(NamedTuple):
     """One vector step of the host rollout, as the per-step hook sees it (Stable-Baselines3's view of it is built
     only when asked for: `sb3_locals`)."""
 
-    step: HostStep
+    step: GymStep
     obs: Any  # the raw observations acted on
     actions: np.ndarray  # env units
     episode_return: np.ndarray  # float64 [B], running raw returns (the finished episode's where one ended)
@@ -211,7 +211,7 @@ def collect_host_rollout(
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
-    weights, dist, rng = snapshot(agent.actor, agent.memory), agent.dist, rollout_rng(key)
+    weights, dist, rng = snapshot(agent.actor, agent.lstm), agent.dist, rollout_rng(key)
     actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
     normalize_obs = settings.normalize_obs
@@ -237,17 +237,17 @@ def collect_host_rollout(
         features, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
         params = actor_params(weights, features)
         if masks is not None:
-            params = dist.masked_host(params, mask)
+            params = dist.masked_np(params, mask)
             buf["action_mask"][t] = mask
         if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
-            noise = dist.new_noise_host(params, rng, num_envs)
-        action = dist.sample_host(params, rng, noise)
-        actions = _env_actions(dist.to_env_host(action), space).reshape((num_envs, *space.shape))
+            noise = dist.new_noise_np(params, rng, num_envs)
+        action = dist.sample_np(params, rng, noise)
+        actions = _env_actions(dist.to_env_np(action), space).reshape((num_envs, *space.shape))
         step = vec_env.step(actions)
         if masks is not None:
             mask = masks.step(step.infos)
         if normalize_obs:
-            stats = normalization.update_moments_host(stats, step.obs)
+            stats = normalization.update_moments_np(stats, step.obs)
         done = step.terminated | step.truncated
         ended = done.any()
         ep_return += step.reward
@@ -315,15 +315,15 @@ def collect_host_rollout(
     return new_state, finished.rollout
 
 
-def evaluate_host(
-    vec_env: Any, actor: HostActor, obs_stats: MeanStd, seed: int, max_steps: int, masks: MaskReader | None = None
+def evaluation_episodes(
+    vec_env: Any, actor: NumpyActor, obs_stats: Moments, seed: int, max_steps: int, masks: MaskReader | None = None
 ) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen, acting in numpy
     (`actor`: a snapshot of the actor) with `vec_env`'s action masks when `masks` reads them."""
     obs = vec_env.reset(seed=seed)
     mask = masks.reset(vec_env.reset_infos) if masks is not None else None
     memory = actor.initial_memory(obs.shape[0])
-    obs_stats = normalization.to_host(obs_stats)
+    obs_stats = normalization.to_numpy(obs_stats)
     num_envs = obs.shape[0]
     active = np.ones(num_envs, bool)
     returns, lengths = np.zeros(num_envs), np.zeros(num_envs, np.int32)

@@ -11,7 +11,7 @@ from kppo.agent.agent import Agent, act_step, initial_memory, value_after
 from kppo.envs.base import VecEnv
 from kppo.core.gae import compute_gae
 from kppo.core.tf_loops import scan
-from kppo.core.types import EvalResult, EvalTrajectory, MeanStd, Rollout, RolloutState, Trajectory
+from kppo.core.types import EvalResult, EvalTrajectory, Moments, Rollout, RolloutState, Trajectory
 
 
 class RolloutSettings(NamedTuple):
@@ -47,7 +47,7 @@ def resample_noise(t, sde_sample_freq: int):
     return t == 0 if sde_sample_freq <= 0 else t % sde_sample_freq == 0
 
 
-def network_input(stats: MeanStd, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
+def network_input(stats: Moments, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
     """What the networks see of a raw observation: float32, normalized with `stats` when enabled."""
     return normalization.normalize(stats, obs) if normalize_obs else tf.cast(obs, tf.float32)
 
@@ -120,7 +120,7 @@ def env_step(
         reward=reward,
         terminated=result.terminated,
         truncated=result.truncated,
-        final_value=tf.zeros_like(value) if agent.memory is None else value_after(agent, final_obs, memory),
+        final_value=tf.zeros_like(value) if agent.lstm is None else value_after(agent, final_obs, memory),
         episode_return=tf.where(done, stats.returned_episode_return, 0.0),
         episode_length=tf.where(done, stats.returned_episode_length, 0),
         action_mask=mask,
@@ -143,7 +143,7 @@ def collect_rollout(
     steps = tf.range(settings.num_steps)
     state, (traj, final_obs) = scan(lambda s, x: env_step(env, agent, settings, s, x), state, (keys, steps))
     num_steps, num_envs = settings.num_steps, traj.value.shape[1]
-    if agent.memory is None:  # a recurrent agent's final values were computed in the loop, from its memory
+    if agent.lstm is None:  # a recurrent agent's final values were computed in the loop, from its memory
         flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
         traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))
     last_obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
@@ -173,7 +173,7 @@ class _EvalCarry(NamedTuple):
 def eval_env_step(
     env: VecEnv,
     agent: Agent,
-    obs_stats: MeanStd,
+    obs_stats: Moments,
     normalize_obs: bool,
     action_masks: bool,
     carry: _EvalCarry,
@@ -193,10 +193,10 @@ def eval_env_step(
     return _EvalCarry(result.state, result.obs, tf.logical_and(active, ~done), returns, lengths, memory), record
 
 
-def evaluate(
+def evaluation_episodes(
     env: VecEnv,
     agent: Agent,
-    obs_stats: MeanStd,
+    obs_stats: Moments,
     key: tf.Tensor,
     num_envs: int,
     normalize_obs: bool,

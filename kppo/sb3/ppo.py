@@ -54,7 +54,7 @@ from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy
 from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner
 from kppo.sb3.arguments import Schedule, jsonable_policy_kwargs, policy_config, sb3_config, split_schedule, tf_device
-from kppo.core.types import Diagnostics, MeanStd
+from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.vec_normalize import VecNormalize
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
@@ -159,7 +159,7 @@ class PPO:
         self._runner: Runner | None = None
         self.runner_state: Any = None
         self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
-        self._loaded_stats: tuple[MeanStd, MeanStd] | None = None
+        self._loaded_stats: tuple[Moments, Moments] | None = None
         self._policy: Policy | None = None
         self._predict_calls = 0
         self.agent: Agent | None = None
@@ -387,13 +387,13 @@ class PPO:
         """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
         return self._get_policy()
 
-    def statistics(self) -> tuple[MeanStd, MeanStd] | None:
+    def statistics(self) -> tuple[Moments, Moments] | None:
         """(observation statistics, return statistics) of the running or loaded model (None before it has networks)."""
         if self._runner is not None:
             return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
         return self._loaded_stats
 
-    def _statistics(self) -> tuple[MeanStd, MeanStd]:
+    def _statistics(self) -> tuple[Moments, Moments]:
         """`statistics()` of a model with networks (running or loaded)."""
         stats = self.statistics()
         assert stats is not None, "the model has no networks yet"

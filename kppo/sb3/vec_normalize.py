@@ -20,7 +20,7 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 
 from kppo._tf import tf
 from kppo.core.normalization import CLIP, EPSILON
-from kppo.core.types import MeanStd
+from kppo.core.types import Moments
 
 FORMAT = "kppo.VecNormalize/1"
 
@@ -112,13 +112,13 @@ class VecNormalize(VectorWrapper):
         """SB3 keeps the last raw observation here; this wrapper returns raw observations from `step` itself."""
         return None
 
-    def loaded_moments(self) -> tuple[MeanStd | None, MeanStd | None]:
+    def loaded_moments(self) -> tuple[Moments | None, Moments | None]:
         """The statistics `load` read, as the moments a kppo run starts from."""
         moments = tuple(
-            None if rms is None else MeanStd(*(tf.constant(x, tf.float32) for x in rms))
+            None if rms is None else Moments(*(tf.constant(x, tf.float32) for x in rms))
             for rms in (self.loaded or (None, None))
         )
-        return cast(tuple[MeanStd | None, MeanStd | None], moments)
+        return cast(tuple[Moments | None, Moments | None], moments)
 
     def save(self, path: str | Path) -> None:
         """Writes the settings and statistics as JSON (SB3 pickles the wrapper)."""

@@ -97,7 +97,7 @@ def _per_episode(total, episodes):
     return np.where(episodes > 0, total / np.maximum(episodes, 1.0), np.nan)
 
 
-def host_value(x: Any) -> Any:
+def numpy_value(x: Any) -> Any:
     """A tensor or array as a Python number when 0-d, else as a numpy array (one value per population member)."""
     x = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
     return x.item() if x.ndim == 0 else x
@@ -107,11 +107,11 @@ def evaluation_row(result: EvalResult) -> dict:
     """The eval/ metrics of one evaluation round (over the last axis: eval envs; a population's are [M, envs])."""
     returns, lengths = result.returns.numpy(), result.lengths.numpy().astype(np.float64)
     return {
-        "eval/mean_returns": host_value(returns.mean(axis=-1)),
-        "eval/std_returns": host_value(returns.std(axis=-1)),
-        "eval/mean_lengths": host_value(lengths.mean(axis=-1)),
-        "eval/std_lengths": host_value(lengths.std(axis=-1)),
-        "eval/total_episodes": host_value(result.finished.numpy().sum(axis=-1)),
+        "eval/mean_returns": numpy_value(returns.mean(axis=-1)),
+        "eval/std_returns": numpy_value(returns.std(axis=-1)),
+        "eval/mean_lengths": numpy_value(lengths.mean(axis=-1)),
+        "eval/std_lengths": numpy_value(lengths.std(axis=-1)),
+        "eval/total_episodes": numpy_value(result.finished.numpy().sum(axis=-1)),
     }
 
 

@@ -15,7 +15,7 @@ class Plan(NamedTuple):
     """How many iterations, in which rounds, with what around them."""
 
     rounds: list[int]  # iterations per round (a round already done before a resume has size 0)
-    evaluate: bool  # evaluate and make a metric row after each round
+    with_evaluation: bool  # evaluate and make a metric row after each round
     iterations_per_call: int
     rollout_size: int
     total_timesteps: int  # progress_remaining = 1 - model.num_timesteps / total_timesteps

@@ -31,7 +31,7 @@ from kppo.training.metrics import (
     Progress,
     check_finite,
     evaluation_row,
-    host_value,
+    numpy_value,
     print_debug,
     print_population_row,
     print_row,
@@ -230,7 +230,7 @@ class _Run:
         # one iteration a call where the host sets schedules or steps the envs (one rollout between callback events)
         self.per_call = 1 if hooks.schedule is not None or runner.steps_on_host else plan.iterations_per_call
         # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
-        self.warmup = threading.Thread(target=runner.warmup if plan.evaluate else (lambda: None), daemon=True)
+        self.warmup = threading.Thread(target=runner.warmup if plan.with_evaluation else (lambda: None), daemon=True)
 
     def start(self) -> None:
         self.warmup.start()
@@ -261,7 +261,7 @@ class _Run:
 
     def count(self, result: Iterations, n: int) -> tuple[Diagnostics, Progress]:
         """The call's diagnostics on the host (checked finite) and the progress after it."""
-        diag = tf.nest.map_structure(host_value, result.diagnostics)
+        diag = tf.nest.map_structure(numpy_value, result.diagnostics)
         check_finite(diag, self.iteration + n)
         self.iteration += n
         self.gradient_steps = self.gradient_steps + np.asarray(diag.minibatch_steps).astype(np.int64)
@@ -269,7 +269,7 @@ class _Run:
         progress = Progress(
             self.model.num_timesteps,
             self.iteration,
-            host_value(self.gradient_steps),
+            numpy_value(self.gradient_steps),
             runner.learning_rate(self.state),
             runner.clip_range(),
             time.perf_counter() - self.clock.start,
@@ -323,7 +323,7 @@ class _Run:
             ended = self.after_call(diag, n, progress)
             if ended is not None:
                 return ended
-        if self.plan.evaluate:
+        if self.plan.with_evaluation:
             assert sums is not None and progress is not None  # size > 0: the round ran
             self.evaluate_round(round_index, sums, done, time.perf_counter() - round_start, progress)
         return None
@@ -336,7 +336,7 @@ class _Run:
         t0 = time.perf_counter()
         mean_diag = Diagnostics(*[tf.constant(x / done, tf.float32) for x in sums])
         obs_stats = self.runner.view(self.state).rollout.obs_stats
-        eval_result, extra = self.runner.evaluate(obs_stats, round_index, self.model.num_timesteps, mean_diag)
+        eval_result, extra = self.runner.evaluation_round(obs_stats, round_index, self.model.num_timesteps, mean_diag)
         self.clock.charge_first("eval", t0)
         row = training_row(sums, done, self.plan.rollout_size, train_wall, progress)
         row.update(evaluation_row(eval_result))

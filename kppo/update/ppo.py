@@ -78,7 +78,7 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
     """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences, or one window
     of rows (`settings.rotated_steps`)."""
-    if agent.memory is not None:
+    if agent.lstm is not None:
         mb, params, values = (
             replay_window(agent, mb, settings.rotated_steps) if settings.rotated_steps else replay_sequences(agent, mb)
         )

@@ -9,7 +9,7 @@ import kppo
 from kppo.core import normalization
 from kppo.agent.agent import make_agent, make_policy
 from kppo.config.options import ACTIVATIONS
-from kppo.agent.numpy_actor import actor_params, host_actor, snapshot
+from kppo.agent.numpy_actor import actor_params, make_numpy_actor, snapshot
 
 BOX = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([1.0, 3.0], np.float32))
 HEADS = {  # name: (action space, Config changes)
@@ -57,10 +57,10 @@ def test_deterministic_actions_equal_the_policy_with_normalization(head):
     space, changes = HEADS[head]
     agent = _agent(space, **changes)
     obs = np.random.default_rng(2).normal(3, 2, (16, 5)).astype(np.float32)
-    stats = normalization.update_moments_host(normalization.to_host(normalization.initial_stats([5])), obs[:8])
+    stats = normalization.update_moments_np(normalization.to_numpy(normalization.initial_stats([5])), obs[:8])
     policy = make_policy(agent, stats, True, gym.spaces.Box(-np.inf, np.inf, (5,), np.float32), space)
     want = policy.predict(obs, deterministic=True)[0]
-    got, _ = host_actor(agent.actor, agent.dist, True).deterministic_env_action(stats, obs)
+    got, _ = make_numpy_actor(agent.actor, agent.dist, True).deterministic_env_action(stats, obs)
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
 
 

@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 
+import kppo
+
 from kppo.config.options import ACTIVATIONS, KERNEL_INITS, Config
 
 REX_FIELDS = [
@@ -345,3 +347,11 @@ def test_all_kernel_inits_accepted(name):
 @pytest.mark.parametrize("name", ACTIVATIONS)
 def test_all_activations_accepted(name):
     assert Config(activation=name).activation == name
+
+
+def test_env_backend_says_native_as_the_runners_do_and_still_reads_tf():
+    assert kppo.Config(env_backend="native").env_backend == "native"
+    assert kppo.Config(env_backend="tf").env_backend == "native"  # the older spelling, in configs users wrote
+    assert kppo.Config.from_yaml("env_backend: tf\n").env_backend == "native"
+    with pytest.raises(ValueError, match=r"^env_backend: expected one of \('auto', 'native', 'gymnasium'\), got 'jax'"):
+        kppo.Config(env_backend="jax")

@@ -25,7 +25,7 @@ def test_box_actions_without_rescale_are_the_sample_clipped_to_the_bounds_as_sb3
     u = np.array([[-1.0, 1.0], [0.25, 3.5], [5.0, -5.0]], np.float32)
     want = [[-1.0, 1.0], [0.25, 3.5], [0.5, 0.0]]
     np.testing.assert_array_equal(dist.to_env(tf.constant(u)).numpy(), want)
-    np.testing.assert_array_equal(dist.to_env_host(u), want)
+    np.testing.assert_array_equal(dist.to_env_np(u), want)
 
 
 def test_gaussian_log_prob_entropy_and_mode():
@@ -146,43 +146,43 @@ def _frequencies(draws: np.ndarray, n: int) -> np.ndarray:
 def test_host_categorical_draws_follow_the_softmax_and_match_mode_and_to_env():
     dist = make_distribution(gym.spaces.Discrete(3, start=-1))
     logits = np.array([0.0, 2.0, -1.0], np.float32)
-    draws = dist.sample_host(np.tile(logits, (HOST_DRAWS, 1)), np.random.default_rng(0))
+    draws = dist.sample_np(np.tile(logits, (HOST_DRAWS, 1)), np.random.default_rng(0))
     assert draws.dtype == np.int32
     # 4.5 standard errors of a frequency near 0.5 with 1e5 draws: ~0.007
     np.testing.assert_allclose(_frequencies(draws, 3), np.exp(logits) / np.exp(logits).sum(), atol=0.007)
     batch = np.random.default_rng(1).normal(size=(20, 3)).astype(np.float32)
-    np.testing.assert_array_equal(dist.mode_host(batch), dist.mode(tf.constant(batch)).numpy())
-    np.testing.assert_array_equal(dist.to_env_host(dist.mode_host(batch)), dist.to_env(dist.mode(batch)).numpy())
+    np.testing.assert_array_equal(dist.mode_np(batch), dist.mode(tf.constant(batch)).numpy())
+    np.testing.assert_array_equal(dist.to_env_np(dist.mode_np(batch)), dist.to_env(dist.mode(batch)).numpy())
 
 
 def test_host_multi_categorical_and_bernoulli_draw_each_dimension_independently():
     dist = make_distribution(gym.spaces.MultiDiscrete([2, 3], start=[0, -1]))
     logits = np.array([0.0, 1.0, 2.0, 0.0, 0.0], np.float32)
-    draws = dist.sample_host(np.tile(logits, (HOST_DRAWS, 1)), np.random.default_rng(0))
+    draws = dist.sample_np(np.tile(logits, (HOST_DRAWS, 1)), np.random.default_rng(0))
     p1, p2 = np.exp([0.0, 1.0]) / np.exp([0.0, 1.0]).sum(), np.exp([2.0, 0, 0]) / np.exp([2.0, 0, 0]).sum()
     np.testing.assert_allclose(_frequencies(draws[:, 0], 2), p1, atol=0.007)
     np.testing.assert_allclose(_frequencies(draws[:, 1], 3), p2, atol=0.007)
     batch = np.random.default_rng(1).normal(size=(20, 5)).astype(np.float32)
-    np.testing.assert_array_equal(dist.to_env_host(dist.mode_host(batch)), dist.to_env(dist.mode(batch)).numpy())
+    np.testing.assert_array_equal(dist.to_env_np(dist.mode_np(batch)), dist.to_env(dist.mode(batch)).numpy())
     bernoulli = make_distribution(gym.spaces.MultiBinary(3))
     logits = np.array([2.0, -1.0, 0.5], np.float32)
-    bits = bernoulli.sample_host(np.tile(logits, (HOST_DRAWS, 1)), np.random.default_rng(0))
+    bits = bernoulli.sample_np(np.tile(logits, (HOST_DRAWS, 1)), np.random.default_rng(0))
     np.testing.assert_allclose(bits.mean(axis=0), 1 / (1 + np.exp(-logits)), atol=0.007)
-    np.testing.assert_array_equal(bernoulli.mode_host(batch[:, :3]), bernoulli.mode(batch[:, :3]).numpy())
+    np.testing.assert_array_equal(bernoulli.mode_np(batch[:, :3]), bernoulli.mode(batch[:, :3]).numpy())
 
 
 @pytest.mark.parametrize("squash", [False, True])
 def test_host_gaussian_draws_have_the_mean_and_std_and_map_to_env_units_as_tf(squash):
     dist = make_distribution(ASYMMETRIC, squash)
     mean, log_std = np.array([0.5, -1.0], np.float32), np.array([0.0, np.log(2.0)], np.float32)
-    draws = dist.sample_host(
+    draws = dist.sample_np(
         (np.tile(mean, (HOST_DRAWS, 1)), np.tile(log_std, (HOST_DRAWS, 1))), np.random.default_rng(0)
     )
     assert draws.dtype == np.float32
     np.testing.assert_allclose(draws.mean(axis=0), mean, atol=0.03)
     np.testing.assert_allclose(draws.std(axis=0), np.exp(log_std), rtol=0.01)
     np.testing.assert_allclose(
-        dist.to_env_host(draws[:50]), dist.to_env(tf.constant(draws[:50])).numpy(), rtol=1e-6, atol=1e-6
+        dist.to_env_np(draws[:50]), dist.to_env(tf.constant(draws[:50])).numpy(), rtol=1e-6, atol=1e-6
     )
 
 
@@ -190,14 +190,14 @@ def test_host_gsde_noise_has_the_std_and_sampling_adds_latent_times_noise():
     dist = make_distribution(ASYMMETRIC, use_sde=True, latent_dim=3, full_std=True)
     mean, latent = np.array([[0.1, -0.2]], np.float32), np.array([[1.0, 2.0, 0.0]], np.float32)
     log_std = np.log([[1.0, 2.0], [0.5, 1.0], [3.0, 3.0]]).astype(np.float32)
-    big = dist.new_noise_host((mean, latent, log_std), np.random.default_rng(0), 20_000)
+    big = dist.new_noise_np((mean, latent, log_std), np.random.default_rng(0), 20_000)
     assert big.shape == (20_000, 3, 2) and big.dtype == np.float32
     np.testing.assert_allclose(big.std(axis=0), np.exp(log_std), rtol=0.03)
     np.testing.assert_allclose(
-        dist.sample_host((mean, latent, log_std), None, big[:1]), mean + latent @ big[0], rtol=1e-6
+        dist.sample_np((mean, latent, log_std), None, big[:1]), mean + latent @ big[0], rtol=1e-6
     )
     # without noise: a draw from the gSDE density N(mean, latent^2 @ std^2)
-    draws = dist.sample_host(
+    draws = dist.sample_np(
         (np.tile(mean, (HOST_DRAWS, 1)), np.tile(latent, (HOST_DRAWS, 1)), log_std), np.random.default_rng(1)
     )
     np.testing.assert_allclose(draws.std(axis=0), np.sqrt([2.0, 8.0]), rtol=0.01)
@@ -220,7 +220,7 @@ def test_a_masked_action_is_never_drawn_in_100000_draws_in_tf_or_numpy(space, ma
     batch = np.tile(logits, (2 * draws, 1))
     masks = np.repeat(mask, draws, axis=0)  # rows 0..draws-1: mask[0], then mask[1]
     tf_draws = dist.sample(dist.masked(tf.constant(batch), tf.constant(masks)), tf.constant([1, 2])).numpy()
-    host_draws = dist.sample_host(dist.masked_host(batch, masks), np.random.default_rng(0))
+    host_draws = dist.sample_np(dist.masked_np(batch, masks), np.random.default_rng(0))
     sizes = np.atleast_1d(space.nvec if isinstance(space, gym.spaces.MultiDiscrete) else space.n)
     offsets = np.cumsum([0, *sizes[:-1]])
     for drawn in (tf_draws, host_draws):

@@ -39,7 +39,7 @@ def test_merge_equals_one_stream():
 
 
 def test_normalize_centres_scales_and_clips():
-    stats = normalization.MeanStd(tf.constant([1.0, -2.0]), tf.constant([4.0, 0.01]), tf.constant(10.0))
+    stats = normalization.Moments(tf.constant([1.0, -2.0]), tf.constant([4.0, 0.01]), tf.constant(10.0))
     out = normalization.normalize(stats, tf.constant([[3.0, -2.0], [1.0, 5.0]])).numpy()
     # (3 - 1) / sqrt(4 + 1e-8) = 1; (5 + 2) / 0.1 = 70 -> clipped to 10
     np.testing.assert_allclose(out, [[1.0, 0.0], [0.0, 10.0]], atol=1e-5)
@@ -106,15 +106,15 @@ def test_merge_replicas_stays_accurate_when_the_start_dominates():
 
 def test_the_host_twins_compute_what_the_tensorflow_functions_compute():
     rng = np.random.default_rng(0)
-    tf_stats, host_stats = normalization.initial_stats([3]), normalization.to_host(normalization.initial_stats([3]))
+    tf_stats, host_stats = normalization.initial_stats([3]), normalization.to_numpy(normalization.initial_stats([3]))
     for _ in range(5):
         batch = rng.normal(5.0, 3.0, (7, 3)).astype(np.float32)
         tf_stats = normalization.update_moments(tf_stats, tf.constant(batch))
-        host_stats = normalization.update_moments_host(host_stats, batch)
+        host_stats = normalization.update_moments_np(host_stats, batch)
     for got, want in zip(host_stats, tf_stats):
         np.testing.assert_allclose(got, want.numpy(), rtol=2e-6)
     assert all(np.asarray(x).dtype == np.float32 for x in host_stats)
     x = rng.normal(5.0, 30.0, (9, 3)).astype(np.float32)
     np.testing.assert_allclose(
-        normalization.normalize_host(host_stats, x), normalization.normalize(tf_stats, x).numpy(), rtol=1e-5, atol=1e-6
+        normalization.normalize_np(host_stats, x), normalization.normalize(tf_stats, x).numpy(), rtol=1e-5, atol=1e-6
     )

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import kppo
-from kppo.gym_envs.vector import GymVecEnv, HostStep
+from kppo.gym_envs.vector import GymVecEnv, GymStep
 from kppo.gym_envs.make import make_vec_env
 from kppo.gym_envs.spaces import flat_dim, flatten_obs
 
@@ -81,7 +81,7 @@ def test_env_id_sync():
         obs = env.reset()
         assert obs.shape == (3, 4) and obs.dtype == np.float32
         result = env.step(np.array([0, 1, 0]))
-        assert isinstance(result, HostStep)
+        assert isinstance(result, GymStep)
         assert result.obs.shape == result.final_obs.shape == (3, 4) and result.obs.dtype == np.float32
         assert result.reward.dtype == np.float32 and result.reward.shape == (3,)
         assert result.terminated.dtype == result.truncated.dtype == np.bool_

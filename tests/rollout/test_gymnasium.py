@@ -38,9 +38,9 @@ def _parts(normalize_obs=False):
     settings = rollout_settings(config)
     finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
     obs = vec_env.reset(seed=0)
-    stats = normalization.to_host(normalization.initial_stats([1]))
+    stats = normalization.to_numpy(normalization.initial_stats([1]))
     if normalize_obs:
-        stats = normalization.update_moments_host(stats, obs)
+        stats = normalization.update_moments_np(stats, obs)
     state = HostRolloutState(
         obs,
         tf.zeros([2]),
@@ -112,7 +112,7 @@ def test_the_first_minibatch_of_the_update_sees_a_probability_ratio_of_exactly_o
     state = HostRolloutState(
         obs,
         tf.zeros([4]),
-        normalization.update_moments_host(normalization.to_host(normalization.initial_stats([3])), obs),
+        normalization.update_moments_np(normalization.to_numpy(normalization.initial_stats([3])), obs),
         normalization.initial_stats(()),
         np.zeros(4),
         np.zeros(4, np.int32),
@@ -151,7 +151,7 @@ def test_a_masked_rollout_stores_the_env_masks_acts_only_within_them_and_the_upd
     state = HostRolloutState(
         obs,
         tf.zeros([3]),
-        normalization.to_host(normalization.initial_stats([6])),
+        normalization.to_numpy(normalization.initial_stats([6])),
         normalization.initial_stats(()),
         np.zeros(3),
         np.zeros(3, np.int32),

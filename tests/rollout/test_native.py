@@ -6,7 +6,7 @@ import kppo
 from kppo import envs
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
-from kppo.rollout.native import collect_rollout, evaluate, initial_rollout_state
+from kppo.rollout.native import collect_rollout, evaluation_episodes, initial_rollout_state
 from kppo.training.runners.base import rollout_settings
 
 
@@ -40,8 +40,8 @@ def test_normalized_observations_are_counted_once_per_step():
 
 def test_evaluation_plays_each_envs_first_episode_deterministically():
     _, env, agent, state = _setup()
-    result, trajectory = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)
-    again, _ = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)
+    result, trajectory = evaluation_episodes(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)
+    again, _ = evaluation_episodes(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)
     np.testing.assert_array_equal(result.returns.numpy(), again.returns.numpy())
     np.testing.assert_array_equal(result.lengths.numpy(), trajectory.active.numpy().sum(axis=0))
     assert trajectory.obs.shape[1] == 5 and result.finished.numpy().all()
@@ -61,7 +61,7 @@ def test_a_tf_native_task_with_action_masks_acts_within_them_and_evaluates_with_
     np.testing.assert_array_equal(traj.action_mask.numpy(), want)
     assert np.take_along_axis(want, traj.action.numpy()[..., None], axis=2).all()
     assert (traj.reward.numpy() >= 0).all()  # -1 only for a masked action
-    result, records = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 3, False, action_masks=True)
+    result, records = evaluation_episodes(env, agent, state.obs_stats, tf.constant([4, 5]), 3, False, action_masks=True)
     assert (records.reward.numpy() >= 0).all()
-    unmasked, _ = evaluate(env, agent, state.obs_stats, tf.constant([4, 5]), 3, False)
+    unmasked, _ = evaluation_episodes(env, agent, state.obs_stats, tf.constant([4, 5]), 3, False)
     assert (result.returns.numpy() >= unmasked.returns.numpy()).all()

@@ -47,7 +47,7 @@ def _model(data) -> kppo.RecurrentPPO:
 
 
 def _set_weights(agent, data, prefix=""):
-    for role, cell in zip(("actor", "critic"), agent.memory.cells):
+    for role, cell in zip(("actor", "critic"), agent.lstm.cells):
         for name in ("kernel", "recurrent_kernel", "input_bias", "recurrent_bias"):
             getattr(cell, name).assign(data[f"{prefix}{role}_lstm_{name}"])
     for role, net in (("actor", agent.actor), ("critic", agent.critic)):

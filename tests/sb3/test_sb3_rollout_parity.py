@@ -63,7 +63,7 @@ def test_the_host_rollout_computes_what_sb3_computes(task):
     state = HostRolloutState(
         obs,
         tf.zeros([num_envs]),
-        normalization.update_moments_host(normalization.to_host(normalization.initial_stats([obs.shape[1]])), obs),
+        normalization.update_moments_np(normalization.to_numpy(normalization.initial_stats([obs.shape[1]])), obs),
         normalization.initial_stats(()),
         np.zeros(num_envs),
         np.zeros(num_envs, np.int32),

@@ -25,7 +25,7 @@ def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episo
     config = kppo.Config(**SMALL, enable_critic_lstm=critic_lstm)
     env = envs.make("CartPole-v1")
     agent = make_agent(config, 4, env.action_space)
-    assert len(agent.memory.cells) == (2 if critic_lstm else 1)
+    assert len(agent.lstm.cells) == (2 if critic_lstm else 1)
     state = initial_rollout_state(env, agent, tf.constant([0, 1]), 4, False)
     state, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))  # warm memory
     _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([4, 5]))
@@ -166,7 +166,7 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     state = HostRolloutState(
         obs,
         tf.zeros([4]),
-        normalization.to_host(normalization.initial_stats([4])),
+        normalization.to_numpy(normalization.initial_stats([4])),
         normalization.initial_stats(()),
         np.zeros(4),
         np.zeros(4, np.int32),
@@ -181,7 +181,7 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     _, info = minibatch_loss(agent, update_settings(config), flatten(rollout, 8))
     assert float(info.approx_kl) == 0.0
     # The numpy LSTM the rollout acted with is the TF one the update replays (float rounding apart).
-    weights, actor_memory, numpy_params = snapshot(agent.actor, agent.memory), tuple(traj.memory[:2]), []
+    weights, actor_memory, numpy_params = snapshot(agent.actor, agent.lstm), tuple(traj.memory[:2]), []
     actor_memory = tuple(m.numpy()[0] for m in actor_memory)
     for t in range(64):
         features, actor_memory = actor_input(weights, traj.obs.numpy()[t], actor_memory, traj.episode_start.numpy()[t])

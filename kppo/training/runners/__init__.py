@@ -45,7 +45,7 @@ def runner_kind(env: Any, config: Config) -> str:
             envs_lib.resolve_name(env)
             native = True
         except ValueError:
-            if config.env_backend == "tf":
+            if config.env_backend == "native":
                 raise  # the error naming the built-in tasks
     if native:
         return "native" if config.distribute == "none" else "replicated"

@@ -3,7 +3,7 @@ settings, root keys. The training iteration every runner runs is `kppo.update.pp
 
 A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
 replicated under tf.distribute) and exposes `run_iterations(state, n, on_step) -> Iterations` and
-`evaluate(obs_stats, round, total_steps, diagnostics)`; the loop (`kppo.training.train.run_loop`) only sees this
+`evaluation_round(obs_stats, round, total_steps, diagnostics)`; the loop (`kppo.training.train.run_loop`) only sees this
 interface.
 """
 
@@ -58,7 +58,9 @@ class Runner:
         """n training iterations from `state` (`iteration_step` each)."""
         raise NotImplementedError
 
-    def evaluate(self, obs_stats: Any, round_index: int, total_steps: int, diag: Diagnostics) -> tuple[Any, dict]:
+    def evaluation_round(
+        self, obs_stats: Any, round_index: int, total_steps: int, diag: Diagnostics
+    ) -> tuple[Any, dict]:
         """One deterministic evaluation round: (EvalResult, extra metrics)."""
         raise NotImplementedError
 
@@ -106,9 +108,9 @@ def learning_rate(config: Config, iteration, base=None) -> tf.Tensor:
     return base * frac
 
 
-def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = False) -> Callable:
+def make_learning_rate_fn(config: Config, agent: Agent, lr_set_outside: bool = False) -> Callable:
     """`iteration -> learning rate` for `iteration_step`: the config's schedule, assigned to the optimizer; or, when
-    the host sets the optimizer's learning rate itself (`host_scheduled`), its current value."""
+    the host sets the optimizer's learning rate itself (`lr_set_outside`), its current value."""
     variable = agent.optimizer.learning_rate
 
     def scheduled(iteration):
@@ -116,7 +118,7 @@ def make_learning_rate_fn(config: Config, agent: Agent, host_scheduled: bool = F
         variable.assign(lr)
         return lr
 
-    return (lambda iteration: tf.convert_to_tensor(variable)) if host_scheduled else scheduled
+    return (lambda iteration: tf.convert_to_tensor(variable)) if lr_set_outside else scheduled
 
 
 def rollout_settings(config: Config) -> RolloutSettings:

@@ -20,8 +20,14 @@ from kppo.core.distribute import make_strategy
 from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import make_vec_env
-from kppo.agent.numpy_actor import host_actor
-from kppo.rollout.gymnasium import HostRolloutState, RolloutStopped, collect_host_rollout, evaluate_host, finish_rollout
+from kppo.agent.numpy_actor import make_numpy_actor
+from kppo.rollout.gymnasium import (
+    HostRolloutState,
+    RolloutStopped,
+    collect_host_rollout,
+    evaluation_episodes,
+    finish_rollout,
+)
 from kppo.training.runners.base import (
     EvalMetricsFn,
     Iterations,
@@ -35,7 +41,7 @@ from kppo.training.runners.base import (
     update_settings,
 )
 from kppo.training.runners.replicated import make_sharded_update
-from kppo.core.types import MeanStd, RunnerState
+from kppo.core.types import Moments, RunnerState
 from kppo.update.ppo import add_diagnostics, iteration_step, ppo_update
 
 
@@ -43,8 +49,8 @@ class Start(NamedTuple):
     """What a host run may start from instead of a fresh agent (the SB3 facade after `load` or `set_env`)."""
 
     agent: Agent | None = None  # trained networks and optimizer to keep training
-    obs_stats: MeanStd | None = None  # observation statistics to start from
-    return_stats: MeanStd | None = None
+    obs_stats: Moments | None = None  # observation statistics to start from
+    return_stats: Moments | None = None
     count_reset: bool = True  # count the reset observations in obs_stats (SB3: VecNormalize(training=False) does not)
 
 
@@ -78,9 +84,9 @@ def _initial_state(
     vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None, agent: Agent
 ) -> RunnerState:
     obs = vec_env.reset(seed=config.seed)
-    obs_stats = normalization.to_host(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
+    obs_stats = normalization.to_numpy(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
     if config.normalize_obs and start.count_reset:
-        obs_stats = normalization.update_moments_host(obs_stats, obs)
+        obs_stats = normalization.update_moments_np(obs_stats, obs)
     rollout = HostRolloutState(
         obs,
         tf.zeros([config.num_envs]),
@@ -142,7 +148,7 @@ class HostRunner(Runner):
             lambda *a: finish_rollout(agent, self.settings, *a), jit_compile=config.jit_rollout, autograph=False
         )
         self.update = self._make_update(strategy)
-        self.learning_rate_fn = make_learning_rate_fn(config, agent, host_scheduled=schedule is not None)
+        self.learning_rate_fn = make_learning_rate_fn(config, agent, lr_set_outside=schedule is not None)
         self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
         self.eval_masks: MaskReader | None = None
 
@@ -173,15 +179,15 @@ class HostRunner(Runner):
             total, completed = add_diagnostics(total, diag), completed + 1
         return Iterations(state, total, completed)
 
-    def evaluate(self, obs_stats, round_index, total_steps, diag):
+    def evaluation_round(self, obs_stats, round_index, total_steps, diag):
         config = self.config
         if self.eval_env is None:
             self.eval_env = make_vec_env(
                 self.eval_source, config.num_eval_envs, vectorization=config.vectorization, seed=config.seed + 1
             )
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None
-        actor = host_actor(self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.memory)
-        result, trajectory = evaluate_host(
+        actor = make_numpy_actor(self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.lstm)
+        result, trajectory = evaluation_episodes(
             self.eval_env,
             actor,
             obs_stats,

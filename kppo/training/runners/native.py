@@ -13,7 +13,7 @@ from kppo._tf import tf
 from kppo.agent.agent import Agent, make_agent
 from kppo.config.options import Config
 from kppo.envs.base import VecEnv
-from kppo.rollout.native import collect_rollout, current_mask, evaluate, initial_rollout_state
+from kppo.rollout.native import collect_rollout, current_mask, evaluation_episodes, initial_rollout_state
 from kppo.training.runners.base import (
     EvalMetricsFn,
     Iterations,
@@ -96,7 +96,7 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
 def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
     """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
     run_eval = maybe_compile(
-        lambda stats, key: evaluate(
+        lambda stats, key: evaluation_episodes(
             env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks
         ),
         bool(config.jit_eval),  # None: not for one run (measured)
@@ -128,7 +128,7 @@ class NativeRunner(Runner):
         state, diag = self.iterations_fn(state, tf.constant(n))
         return Iterations(state, diag, n)
 
-    def evaluate(self, obs_stats, round_index, total_steps, diag):  # on the first replica's statistics
+    def evaluation_round(self, obs_stats, round_index, total_steps, diag):  # on the first replica's statistics
         key = tf.random.experimental.stateless_fold_in(self.parts.key_eval, round_index)
         return self.evaluation_fn(obs_stats, key, tf.constant(total_steps, tf.int64), diag)
 

@@ -23,7 +23,7 @@ from kppo.config.options import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_state
-from kppo.rollout.native import collect_rollout, evaluate
+from kppo.rollout.native import collect_rollout, evaluation_episodes
 from kppo.training.runners.base import (
     Iterations,
     Runner,
@@ -211,7 +211,7 @@ def make_member_evaluation(population: Population) -> Callable:
             return with_weights(
                 agent,
                 params,
-                lambda: evaluate(
+                lambda: evaluation_episodes(
                     env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks
                 )[0],
             )
@@ -264,7 +264,7 @@ class PopulationRunner(Runner):
     def _eval_keys(self, round_index: int) -> tf.Tensor:
         return tf.stack([tf.random.experimental.stateless_fold_in(k, round_index) for k in self.population.key_eval])
 
-    def evaluate(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
+    def evaluation_round(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
         del total_steps, diag
         return self.evaluation_fn(obs_stats, self._eval_keys(round_index)), {}
 

@@ -32,7 +32,7 @@ def test_the_learning_rate_fn_assigns_the_schedule_or_reads_the_host_value():
     assert float(make_learning_rate_fn(config, agent)(2)) == pytest.approx(5e-4)
     assert float(agent.optimizer.learning_rate.numpy()) == pytest.approx(5e-4)  # assigned for the update
     agent.optimizer.learning_rate.assign(7e-4)  # what a host schedule sets
-    assert float(make_learning_rate_fn(config, agent, host_scheduled=True)(2)) == pytest.approx(7e-4)
+    assert float(make_learning_rate_fn(config, agent, lr_set_outside=True)(2)) == pytest.approx(7e-4)
 
 
 def test_update_settings_read_scheduled_clip_ranges_from_variables():

@@ -30,7 +30,7 @@ def test_a_tf_native_env_instance_and_unknown_things_are_dispatched_or_named():
     with pytest.raises(ValueError, match="env: expected a TF-native env"):
         runner_kind(3.5, kppo.Config())
     with pytest.raises(ValueError):
-        runner_kind("Taxi-v3", kppo.Config(env_backend="tf"))  # names the built-in tasks
+        runner_kind("Taxi-v3", kppo.Config(env_backend="native"))  # names the built-in tasks
 
 
 def test_starting_from_a_trained_agent_needs_a_gymnasium_env():

@@ -127,7 +127,7 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
     state = HostRolloutState(
         obs,
         tf.zeros([2]),
-        normalization.to_host(normalization.initial_stats([1])),
+        normalization.to_numpy(normalization.initial_stats([1])),
         normalization.initial_stats(()),
         np.zeros(2),
         np.zeros(2, np.int32),

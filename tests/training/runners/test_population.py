@@ -84,7 +84,7 @@ def test_tracing_a_population_converts_each_loop_once(pfor_conversions):
     base = kppo.Config(**SMALL, **GRAPH)
     runner, _ = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
     runner.run_iterations(runner.state, 1)
-    runner.evaluate(runner.state.rollout.obs_stats, 0, 0, None)
+    runner.evaluation_round(runner.state.rollout.obs_stats, 0, 0, None)
     # rollout, GAE and minibatch loops, the evaluation's: a condition and a body each, converted once (not 3 times)
     assert len(pfor_conversions) == 8 and len(set(pfor_conversions)) == 8, pfor_conversions
 
