@@ -56,7 +56,8 @@ class Policy:
         actor: the trained actor.
         dist: the action distribution of the action space.
         obs_scaling: frozen normalization statistics.
-        observation_space, action_space: gymnasium spaces of one env.
+        observation_space: the gymnasium observation space of one env.
+        action_space: the gymnasium action space of one env.
         action_masks: the policy was trained with action masks: `get_action` and `predict` take them (bool
             [n] or [N, n], True = allowed; MultiDiscrete: the dimensions' masks concatenated) and its artifacts have
             a mask input. A mask may be given to any Discrete or MultiDiscrete policy.
@@ -103,6 +104,7 @@ class Policy:
         return ActScaling(None, None, False, int(getattr(self.action_space, "start", 0)))
 
     def normalize(self, obs: tf.Tensor) -> tf.Tensor:
+        """Raw observations -> the networks' input: normalized with the frozen statistics and clipped (float32)."""
         if not self.obs_scaling.enabled:
             return tf.cast(obs, tf.float32)
         return normalization.normalize(self._stats, obs, self.obs_scaling.clip)

@@ -60,6 +60,7 @@ class BaseCallback(ABC):
         self._on_training_start()
 
     def on_rollout_start(self) -> None:
+        """Called before each rollout is collected (`_on_rollout_start`)."""
         self._on_rollout_start()
 
     def on_step(self) -> bool:
@@ -74,9 +75,11 @@ class BaseCallback(ABC):
         return bool(self._on_step())
 
     def on_rollout_end(self) -> None:
+        """Called after each rollout, before its update (`_on_rollout_end`)."""
         self._on_rollout_end()
 
     def on_training_end(self) -> None:
+        """Called once when training ends (`_on_training_end`)."""
         self._on_training_end()
 
     def update_locals(self, locals_: dict[str, Any]) -> None:

@@ -249,6 +249,7 @@ class Config:
         return cls.from_dict(values)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field under its kppo name, as a plain dict (`Config(**d)` and `Config.from_dict(d)` read it back)."""
         return dataclasses.asdict(self)
 
     def to_yaml(self, path: str | Path | None = None) -> str:

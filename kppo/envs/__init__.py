@@ -26,6 +26,7 @@ TASKS: dict[str, type[Task]] = {
     "MountainCarContinuous-v0": MountainCarContinuous,
     "Pendulum-v1": Pendulum,
 }
+"""Built-in TF-native tasks by gymnasium id; `make` also accepts the lower-case short names ("cartpole", ...)."""
 _SHORT_NAMES = {
     "cartpole": "CartPole-v1",
     "acrobot": "Acrobot-v1",

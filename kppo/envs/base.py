@@ -111,7 +111,8 @@ def select(done: tf.Tensor, on_done: Any, otherwise: Any) -> Any:
 
     Args:
         done: bool [num_envs].
-        on_done, otherwise: nests of tensors with leading dimension num_envs.
+        on_done: a nest of tensors with leading dimension num_envs, taken where done.
+        otherwise: a nest of the same structure, taken elsewhere.
     """
 
     def _pick(a: tf.Tensor, b: tf.Tensor) -> tf.Tensor:

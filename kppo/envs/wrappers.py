@@ -18,6 +18,8 @@ class EnvState(NamedTuple):
 
 
 class EpisodeStatsState(NamedTuple):
+    """Per-env running episode return and length, beside the wrapped env's state (carried by `EpisodeStatistics`)."""
+
     env: Any
     episode_return: tf.Tensor  # float32 [num_envs], running return of the current episode
     episode_length: tf.Tensor  # int32 [num_envs]

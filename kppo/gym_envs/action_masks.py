@@ -41,6 +41,7 @@ class ActionMasker(gym.Wrapper):
         self._action_mask_fn = action_mask_fn
 
     def action_masks(self) -> np.ndarray:
+        """The wrapped env's current action mask, `action_mask_fn(env)` (True = allowed)."""
         return np.asarray(self._action_mask_fn(self.env))
 
 

@@ -50,6 +50,7 @@ METRICS = {
     "time/steps_per_s": Metric("environment steps per second in the round (training calls only)", "time/fps"),
     "time/elapsed_s": Metric("wall time since the first compiled call", "time/time_elapsed"),
 }
+"""Metric names (one value per evaluation round in `PPOResult.metrics`), their meanings and SB3 logger keys."""
 
 
 class Progress(NamedTuple):
