@@ -7,16 +7,18 @@ Rollout, losses and the policy call only this interface, never branch on the act
     dist.log_prob(params, action), dist.entropy(params), dist.mode(params)
     env_action = dist.to_env(action)         # env units
 
-Action masks (Discrete and MultiDiscrete, as sb3-contrib's MaskablePPO): `masked(params, mask)` sets the logits of
-invalid actions to `MASKED_LOGIT` (bool mask [..., mask_size], True = allowed; MultiDiscrete: the dimensions' masks
-concatenated), so sampling never picks them, their probability is exactly 0 and they add nothing to the entropy.
+Action masks (Discrete, MultiDiscrete and MultiBinary, as sb3-contrib's MaskablePPO): `masked(params, mask)` sets the
+logits of invalid actions to `MASKED_LOGIT` (bool mask [..., mask_size], True = allowed; MultiDiscrete: the
+dimensions' masks concatenated; MultiBinary: [may be 0, may be 1] per bit), so sampling never picks them, their
+probability is exactly 0 and they add nothing to the entropy.
 A mask of width 0 (`no_mask`) leaves the parameters as they are: what unmasked runs carry.
 
 The host rollout acts in numpy, without a TensorFlow call per step, through the `*_host` twins of `sample`,
 `new_noise`, `mode` and `to_env` (numpy arrays in and out, a `np.random.Generator` for randomness); log-probabilities
 of those actions are then computed in TensorFlow, for the whole rollout at once.
 
-Box actions are always normalized: the policy acts in [-1, 1] per dimension and `to_env` maps
+Box actions of any shape are flattened (C order) for the networks and the stored actions, and `to_env` reshapes them
+to the Box's shape in its dtype. They are always normalized: the policy acts in [-1, 1] per element and `to_env` maps
 u -> low + (f(u) + 1) / 2 * (high - low) with f = tanh (squash) or clip to [-1, 1]; or, with `rescale=False` (SB3's
 unsquashed PPO, CleanRL, purejaxrl), u clipped to [low, high]. The Gaussian's log-prob and
 entropy are those of u (rex semantics: no tanh correction, the stored sample is u).
@@ -31,6 +33,7 @@ import numpy as np
 import tensorflow_probability as tfp
 
 from kppo._tf import tf
+from kppo.core.errors import ArgumentError, NotSupportedError
 
 tfd = tfp.distributions
 
@@ -156,22 +159,26 @@ class Categorical(ActionDistribution):
 
 
 class DiagGaussian(ActionDistribution):
-    """Box actions: independent Normal per dimension over u, mapped to [low, high] by tanh or clipping."""
+    """Box actions of any shape: independent Normal per element over u (flattened in C order: the networks and the
+    stored actions are [..., prod(shape)]), mapped to [low, high] by tanh or clipping, then reshaped to the Box's
+    shape and cast to its dtype (`to_env`, `to_env_np`; a float64 Box gets float64 actions, as the env expects)."""
 
     has_log_std = True
 
     def __init__(self, space: gym.spaces.Box, squash: bool, rescale: bool = True):
-        if len(space.shape) != 1:
-            raise ValueError(f"action_space: expected a 1-D Box, got a Box of shape {space.shape}")
         if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
-            raise ValueError(f"action_space: expected a bounded Box (actions are normalized), got {space}")
-        self.param_size = int(space.shape[0])
+            raise ArgumentError(f"action_space: expected a bounded Box (actions are normalized), got {space}")
+        self.env_shape = tuple(int(n) for n in space.shape)
+        self.param_size = int(np.prod(self.env_shape, dtype=np.int64))
         self.action_shape = (self.param_size,)
         self.action_dtype = tf.float32
         self.squash, self.rescale = bool(squash), bool(rescale)
-        self.low = tf.constant(space.low, tf.float32)
-        self.high = tf.constant(space.high, tf.float32)
-        self.low_np, self.high_np = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+        # env units: the Box's float dtype (float32 for an integer Box, whose values the env's own cast rounds)
+        self.env_dtype = np.dtype(space.dtype) if np.issubdtype(space.dtype, np.floating) else np.dtype(np.float32)
+        low, high = np.asarray(space.low).reshape(-1), np.asarray(space.high).reshape(-1)
+        self.low = tf.constant(low, tf.float32)
+        self.high = tf.constant(high, tf.float32)
+        self.low_np, self.high_np = low.astype(self.env_dtype), high.astype(self.env_dtype)
 
     def distribution(self, params):
         mean, log_std = params
@@ -180,11 +187,17 @@ class DiagGaussian(ActionDistribution):
     def mode(self, params):
         return params[0]
 
+    def _shaped(self, action: tf.Tensor) -> tf.Tensor:
+        """Flat env actions [..., A] -> [..., *env_shape] in the Box's dtype (unchanged for a 1-D float32 Box)."""
+        if len(self.env_shape) != 1:
+            action = tf.reshape(action, tf.concat([tf.shape(action)[:-1], self.env_shape], axis=0))
+        return action if self.env_dtype == np.float32 else tf.cast(action, self.env_dtype)
+
     def to_env(self, action):
         if not self.rescale:
-            return tf.clip_by_value(action, self.low, self.high)
+            return self._shaped(tf.clip_by_value(action, self.low, self.high))
         unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
-        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+        return self._shaped(self.low + (unit + 1.0) * 0.5 * (self.high - self.low))
 
     def sample_np(self, params, rng, noise=None):
         mean, log_std = params
@@ -194,10 +207,14 @@ class DiagGaussian(ActionDistribution):
         return params[0]
 
     def to_env_np(self, action):
+        """`to_env` in numpy, computed in the Box's dtype (a float64 Box's bounds exactly)."""
+        action = np.asarray(action, self.env_dtype)
         if not self.rescale:
-            return np.clip(action, self.low_np, self.high_np)
-        unit = np.tanh(action) if self.squash else np.clip(action, -1.0, 1.0)
-        return self.low_np + (unit + 1.0) * 0.5 * (self.high_np - self.low_np)
+            env = np.clip(action, self.low_np, self.high_np)
+        else:
+            unit = np.tanh(action) if self.squash else np.clip(action, -1.0, 1.0)
+            env = self.low_np + (unit + 1.0) * 0.5 * (self.high_np - self.low_np)
+        return env.reshape(*env.shape[:-1], *self.env_shape)
 
 
 class StateDependentNoise(DiagGaussian):
@@ -259,7 +276,9 @@ class MultiCategorical(ActionDistribution):
 
     def __init__(self, space: gym.spaces.MultiDiscrete):
         if len(space.nvec.shape) != 1:
-            raise ValueError(f"action_space: expected a 1-D MultiDiscrete, got nvec of shape {space.nvec.shape}")
+            raise NotSupportedError(
+                f"action_space: expected a 1-D MultiDiscrete, got nvec of shape {space.nvec.shape}; flatten it"
+            )
         self.sizes = [int(n) for n in space.nvec]
         self.param_size = self.mask_size = sum(self.sizes)
         self.action_shape = (len(self.sizes),)
@@ -305,15 +324,37 @@ class MultiCategorical(ActionDistribution):
 
 
 class Bernoulli(ActionDistribution):
-    """MultiBinary(n) actions: independent Bernoulli per bit, logits from the actor. Stored action: int32 [..., n]."""
+    """MultiBinary(n) actions: independent Bernoulli per bit, logits from the actor. Stored action: int32 [..., n].
+
+    Action masks as sb3-contrib's MaskableBernoulliDistribution takes them: 2 entries per bit, [bit may be 0, bit may
+    be 1] (mask_size = 2n). A bit allowed only one value gets the logit -+`MASKED_LOGIT` (probability exactly 1 of
+    that value, entropy 0); a bit with both allowed keeps its logit. sb3-contrib parametrizes each bit by two logits
+    (a 2-way categorical); kppo keeps one logit per bit, the same distributions."""
 
     def __init__(self, space: gym.spaces.MultiBinary):
         shape = tuple(np.atleast_1d(space.n))
         if len(shape) != 1:
-            raise ValueError(f"action_space: expected a 1-D MultiBinary, got shape {shape}")
+            raise ArgumentError(f"action_space: expected a 1-D MultiBinary, got shape {shape}")
         self.param_size = int(shape[0])
+        self.mask_size = 2 * self.param_size
         self.action_shape = (self.param_size,)
         self.action_dtype = tf.int32
+
+    def masked(self, params, mask):
+        if mask is None or mask.shape[-1] == 0:
+            return params
+        pairs = tf.reshape(tf.cast(mask, tf.bool), tf.concat([tf.shape(mask)[:-1], [self.param_size, 2]], axis=0))
+        only_one = pairs[..., 1] & ~pairs[..., 0]
+        only_zero = pairs[..., 0] & ~pairs[..., 1]
+        big = tf.constant(-MASKED_LOGIT, params.dtype)
+        return tf.where(only_one, big, tf.where(only_zero, -big, params))
+
+    def masked_np(self, params, mask):
+        if mask is None or mask.shape[-1] == 0:
+            return params
+        pairs = np.asarray(mask, bool).reshape(*mask.shape[:-1], self.param_size, 2)
+        out = np.where(pairs[..., 1] & ~pairs[..., 0], np.float32(-MASKED_LOGIT), params)
+        return np.where(pairs[..., 0] & ~pairs[..., 1], np.float32(MASKED_LOGIT), out).astype(np.float32, copy=False)
 
     def distribution(self, params):
         return tfd.Independent(tfd.Bernoulli(logits=params, dtype=tf.int32), reinterpreted_batch_ndims=1)
@@ -350,7 +391,7 @@ def make_distribution(
     """
     if use_sde:
         if not isinstance(action_space, gym.spaces.Box):
-            raise ValueError(f"use_sde: gSDE needs a Box action space, got {action_space}")
+            raise ValueError(f"use_sde: gSDE needs a Box action space, got {action_space}")  # SB3: ValueError too
         return StateDependentNoise(action_space, squash, latent_dim, full_std, rescale)
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(action_space)
@@ -360,4 +401,4 @@ def make_distribution(
         return MultiCategorical(action_space)
     if isinstance(action_space, gym.spaces.MultiBinary):
         return Bernoulli(action_space)
-    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {action_space}")
+    raise ArgumentError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {action_space}")

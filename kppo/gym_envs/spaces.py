@@ -2,8 +2,9 @@
 
 Observations: a Box of any shape is flattened in C order; a Dict of Boxes is the concatenation of its flattened Boxes
 in the Dict space's key order (`space.spaces`; gymnasium sorts the keys of a plain dict alphabetically unless
-`sort_keys=False`, and keeps an OrderedDict's order). Actions: a 1-D Box, Discrete, 1-D MultiDiscrete or 1-D
-MultiBinary. Anything else is a one-line `ValueError`.
+`sort_keys=False`, and keeps an OrderedDict's order). Actions: a Box of any shape (flattened inside the networks,
+reshaped on the way out, its dtype kept: `kppo.core.distributions`), Discrete, 1-D MultiDiscrete or 1-D MultiBinary.
+Anything else is a one-line `ValueError` (typed as SB3 raises it: `kppo.core.errors`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, NamedTuple, cast
 
 import numpy as np
 from gymnasium import spaces
+
+from kppo.core.errors import ArgumentError, NotSupportedError
 
 
 def space_shape(space: spaces.Space) -> tuple[int, ...]:
@@ -36,31 +39,39 @@ def check_observation_space(space: spaces.Space) -> None:
             if isinstance(space, (spaces.Tuple, spaces.Dict))
             else ""
         )
-        raise ValueError(
+        raise NotSupportedError(  # SB3's preprocessing: NotImplementedError
             f"observation_space: expected a Box, Discrete, MultiDiscrete or MultiBinary, or a Dict of "
             f"those, got {one_line(space)}{hint}"
         )
     if all(isinstance(s, spaces.Discrete) or int(np.prod(space_shape(s))) > 0 for s in parts):
         return
-    raise ValueError(f"observation_space: expected at least one observation element, got {one_line(space)} of size 0")
+    raise ArgumentError(
+        f"observation_space: expected at least one observation element, got {one_line(space)} of size 0"
+    )
 
 
 def check_action_space(space: spaces.Space) -> None:
-    """Raises a one-line ValueError unless `space` is a 1-D Box, Discrete, 1-D MultiDiscrete or 1-D MultiBinary."""
+    """Raises a one-line error unless `space` is a Box of any shape, a Discrete, or a 1-D MultiDiscrete or MultiBinary
+    with at least one dimension: an `ArgumentError` (also an AssertionError) where SB3 asserts (an action space outside
+    its `supported_action_spaces`; `get_action_dim`'s multi-dimensional MultiBinary), a `NotSupportedError` (also a
+    NotImplementedError) for a MultiDiscrete of more than one dimension."""
     if isinstance(space, spaces.Discrete):
         return
-    if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
-        if space.shape == (0,):
-            raise ValueError(
-                f"action_space: expected at least one action dimension, got {one_line(space)} of shape (0,)"
-            )
-        if len(space.shape) == 1:
-            return
-        raise ValueError(
-            f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary with a 1-D shape, "
-            f"got {one_line(space)} of shape {space.shape}"
+    if not isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
+        raise ArgumentError(
+            f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {one_line(space)}"
         )
-    raise ValueError(f"action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {one_line(space)}")
+    if int(np.prod(space_shape(space))) == 0:
+        raise ArgumentError(
+            f"action_space: expected at least one action dimension, got {one_line(space)} of shape {space.shape}"
+        )
+    if isinstance(space, spaces.Box) or len(space_shape(space)) == 1:
+        return
+    error = ArgumentError if isinstance(space, spaces.MultiBinary) else NotSupportedError
+    raise error(
+        f"action_space: expected a 1-D {type(space).__name__} (a Box may have any shape), got {one_line(space)} of "
+        f"shape {space.shape}; flatten it"
+    )
 
 
 def flat_dim(space: spaces.Space) -> int:
@@ -127,7 +138,7 @@ def flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
 
 
 def action_dtype(space: spaces.Space) -> np.dtype:
-    """The numpy dtype gymnasium expects for actions of `space` (int64 for Discrete, float32 for Box, ...)."""
+    """The numpy dtype gymnasium expects for actions of `space` (int64 for Discrete, the Box's own dtype, ...)."""
     return np.dtype(space.dtype)
 
 

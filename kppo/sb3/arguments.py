@@ -12,6 +12,7 @@ import keras
 
 from kppo._tf import tf
 from kppo.config.options import ACTIVATIONS, Config
+from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
 
 Schedule = Callable[[float], float]
 #: What SB3's update computes differently from kppo's defaults: torch's Adam, the sample std of the advantages.
@@ -24,7 +25,7 @@ def split_schedule(value: float | Schedule, name: str) -> tuple[float, Schedule 
     if callable(value):
         return float(value(1.0)), value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name}: expected a number or a schedule f(progress_remaining), got {value!r}")
+        raise ArgumentError(f"{name}: expected a number or a schedule f(progress_remaining), got {value!r}")
     return float(value), None
 
 
@@ -33,7 +34,7 @@ def activation_name(activation: Any) -> str:
     if isinstance(activation, type) and issubclass(activation, keras.layers.Layer):
         name = activation.__name__.lower()
     if name not in ACTIVATIONS:
-        raise ValueError(
+        raise ArgumentTypeError(
             f"policy_kwargs.activation_fn: expected a Keras activation or one of {ACTIVATIONS}, got {activation!r}"
         )
     return name
@@ -43,11 +44,13 @@ def net_arch_units(net_arch: Any) -> tuple[list[int], list[int]]:
     if isinstance(net_arch, dict):
         unknown = set(net_arch) - {"pi", "vf"}
         if unknown:
-            raise ValueError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
+            raise ArgumentTypeError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
         return list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
     if isinstance(net_arch, (list, tuple)) and all(isinstance(u, int) for u in net_arch):
         return list(net_arch), list(net_arch)
-    raise ValueError(f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r}")
+    raise ArgumentTypeError(
+        f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r}"
+    )
 
 
 def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
@@ -67,13 +70,13 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     out["box_actions"] = "rescale" if out["squash"] else "clip"  # SB3: unscale a squashed action, else clip it
     out["full_std"] = bool(kwargs.pop("full_std", True))
     if kwargs.pop("use_expln", False):
-        raise ValueError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
+        raise NotSupportedError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
     if kwargs.pop("clip_mean", 2.0) != 2.0:
-        raise ValueError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
+        raise ArgumentTypeError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
     for key in IGNORED_POLICY_KWARGS:
         kwargs.pop(key, None)
     if kwargs:
-        raise ValueError(
+        raise ArgumentTypeError(
             f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
             f"ortho_init, log_std_init, squash_output, full_std, use_expln, "
             f"{', '.join(IGNORED_POLICY_KWARGS)})"
@@ -103,9 +106,9 @@ def minibatches(batch_size: Any, rollout: int) -> int:
     """SB3's `batch_size` (minibatch size) -> kppo's number of equal minibatches of a rollout of `rollout` steps;
     warns, as SB3, when it does not divide the rollout."""
     if rollout <= 1:
-        raise ValueError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
+        raise ArgumentError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+        raise ArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
     num_minibatches = max(1, rollout // batch_size)
     if rollout % batch_size:
         while rollout % num_minibatches:  # kppo's minibatches have equal sizes

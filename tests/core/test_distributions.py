@@ -64,7 +64,8 @@ def test_sampling_is_stateless():
         (gym.spaces.Tuple((gym.spaces.Discrete(2),)), "Tuple"),
         (gym.spaces.Text(5), "Text"),
         (gym.spaces.Box(-np.inf, np.inf, (2,)), "bounded Box"),
-        (gym.spaces.Box(-1, 1, (2, 2)), "1-D Box"),
+        (gym.spaces.MultiDiscrete([[2, 3], [2, 2]]), "1-D MultiDiscrete"),
+        (gym.spaces.MultiBinary([2, 2]), "1-D MultiBinary"),
     ],
 )
 def test_unsupported_spaces_are_named(space, match):
