@@ -68,8 +68,8 @@ def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
 
 
 def snapshot(actor: Actor, lstm=None) -> ActorWeights:
-    """The actor's current weights (and its LSTM's, given a recurrent agent's `LSTMCells`), copied to numpy (later
-    training does not change the snapshot)."""
+    """The actor's current weights (and its LSTM's, given a recurrent agent's `LSTMCells` or its `TorchLSTMCell`),
+    copied to numpy (later training does not change the snapshot)."""
     activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
@@ -80,7 +80,7 @@ def snapshot(actor: Actor, lstm=None) -> ActorWeights:
         log_std=actor.log_std.numpy() if actor.gaussian and actor.log_std_head is None else None,
         log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
         sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
-        lstm=None if lstm is None else _lstm(lstm.cells[0]),
+        lstm=None if lstm is None else _lstm(lstm.cells[0] if hasattr(lstm, "cells") else lstm),
     )
 
 
@@ -135,14 +135,27 @@ def network_input(stats: Moments, obs: np.ndarray, normalize_obs: bool) -> np.nd
     return normalization.normalize_np(stats, obs) if normalize_obs else np.asarray(obs, np.float32)
 
 
+def key_rng(key) -> np.random.Generator:
+    """The numpy generator of a stateless key (int32 [2], as `tf.random.stateless_*` take): `default_rng([k0, k1])`
+    with each half read as uint32; an int seed s is the key [s, 0]. How keys turn into numpy draws everywhere a
+    `NumpyActor` samples (the host rollout, `kppo.Policy.predict`)."""
+    if isinstance(key, (int, np.integer)):
+        key = [int(key), 0]
+    key = np.asarray(key)
+    if key.shape != (2,):
+        raise ValueError(f"rng: expected an int seed or a key of shape [2], got shape {key.shape}")
+    return np.random.default_rng(key.astype(np.uint32).tolist())
+
+
 class NumpyActor(NamedTuple):
-    """Acting in numpy from a snapshot: what the host rollout and host evaluation call per vector step."""
+    """Acting in numpy from a snapshot: what the host rollout, host evaluation and `kppo.Policy.predict` call."""
 
     weights: ActorWeights
     dist: ActionDistribution
     normalize_obs: bool
 
     def params(self, stats: Moments, obs: np.ndarray):
+        """The actor's parameters (see `actor_params`) at raw observations `obs` float32 [B, D] (an MLP actor)."""
         return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
 
     def initial_memory(self, num_envs: int) -> tuple:
@@ -151,16 +164,34 @@ class NumpyActor(NamedTuple):
             return ()
         return tuple(np.zeros((num_envs, self.weights.lstm[1].shape[0]), np.float32) for _ in range(2))
 
+    def env_action(
+        self,
+        stats: Moments,
+        obs: np.ndarray,
+        mask: np.ndarray | None = None,
+        memory: tuple = (),
+        episode_start: np.ndarray | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> tuple[np.ndarray, tuple]:
+        """(actions in env units at raw observations `obs` float32 [B, D], among the actions `mask` (bool
+        [B, mask_size]) allows: the mode of the policy, or a draw from `rng`; the actor memory after the step: a
+        recurrent actor's (h, c), each [B, units], restarted from zeros where `episode_start` (bool [B]), () for an
+        MLP actor)."""
+        features, memory = actor_input(
+            self.weights, network_input(stats, obs, self.normalize_obs), memory, episode_start
+        )
+        params = self.dist.masked_np(actor_params(self.weights, features), mask)
+        action = self.dist.mode_np(params) if rng is None else self.dist.sample_np(params, rng)
+        return self.dist.to_env_np(action), memory
+
     def deterministic_env_action(
         self, stats: Moments, obs: np.ndarray, mask: np.ndarray | None = None, memory: tuple = ()
     ) -> tuple[np.ndarray, tuple]:
         """(the mode of the policy at raw observations `obs`, among the actions `mask` allows, in env units; the
         actor memory after the step: a recurrent actor's (h, c), () otherwise)."""
-        features, memory = actor_input(self.weights, network_input(stats, obs, self.normalize_obs), memory, None)
-        params = self.dist.masked_np(actor_params(self.weights, features), mask)
-        return self.dist.to_env_np(self.dist.mode_np(params)), memory
+        return self.env_action(stats, obs, mask, memory)
 
 
 def make_numpy_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool, lstm=None) -> NumpyActor:
-    """A `NumpyActor` from the actor's current weights (and a recurrent agent's `LSTMCells`)."""
+    """A `NumpyActor` from the actor's current weights (and a recurrent agent's `LSTMCells` or its cell)."""
     return NumpyActor(snapshot(actor, lstm), dist, normalize_obs)

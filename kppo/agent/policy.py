@@ -1,6 +1,19 @@
 """`Policy`: the trained actor with observation normalization and action scaling (rex's Policy).
 
 get_action(obs) = to_env(mode_or_sample(actor(clip((obs - mean) / sqrt(var + 1e-8), -10, 10))))
+
+`get_action`, `predict` and `step` act in numpy, from a snapshot of the actor's weights (`kppo.agent.numpy_actor`,
+what the host rollout acts with): a TensorFlow call costs more than the forward pass itself (~0.4 ms against
+~0.02 ms for one observation and a 2x64 MLP). The snapshot is taken at the first of those calls and kept: a Policy
+acts with the weights it first acted with (`refresh()` takes a new snapshot). The TensorFlow twins
+(`get_action_flat`, `step_flat`, `apply_actor`) read the actor's variables as they are; they are the reference
+exported artifacts are checked against. Deterministic actions of both paths are the same (discrete: identical;
+Box: float32 rounding, within 1e-6 of the action range).
+
+Random numbers (stochastic actions): `rng` is None (deterministic), a `np.random.Generator` (drawn from), an int
+seed s or a stateless key [k0, k1]: the actions are drawn from `np.random.default_rng([k0, k1])` (s -> [s, 0]; each
+half as uint32; `kppo.agent.numpy_actor.key_rng`), so the same key gives the same actions. `predict` uses the key
+[seed, n] for its n-th stochastic call (`seed`, `predict_calls`).
 """
 
 from __future__ import annotations
@@ -15,6 +28,7 @@ from kppo._tf import tf
 from kppo.core.distributions import ActionDistribution
 from kppo.gym_envs.spaces import encode_rows, flatten_obs, input_dim, input_rows, integer_input, is_encoded, layout
 from kppo.agent.networks import Actor
+from kppo.agent.numpy_actor import NumpyActor, key_rng, make_numpy_actor
 from kppo.core.types import Moments
 
 
@@ -37,6 +51,13 @@ class ActScaling(NamedTuple):
     squash: bool
     start: int = 0
     rescale: bool = True
+
+
+def _generator(rng) -> np.random.Generator | None:
+    """None (deterministic), a `np.random.Generator` as it is, or the generator of an int seed or key [2]."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng
+    return key_rng(rng)
 
 
 def _as_key(rng) -> tf.Tensor:
@@ -89,8 +110,24 @@ class Policy:
         )
         self._compiled_actor = tf.function(self._apply_actor, reduce_retracing=True)
         self._compiled_get_action = tf.function(self._get_action_graph, reduce_retracing=True)
-        self.seed = 0  # stochastic `predict` draws key [seed, call count]
-        self._predict_calls = 0
+        self._stats_np = normalization.to_numpy(Moments(obs_scaling.mean, obs_scaling.var, 1.0))
+        self._numpy_actor: NumpyActor | None = None
+        #: Stochastic `predict` calls draw from the key [seed, n], n = `predict_calls` after counting the call.
+        self.seed = 0
+        self.predict_calls = 0
+
+    @property
+    def numpy_actor(self) -> NumpyActor:
+        """The numpy actor `get_action`, `predict` and `step` act with: a snapshot of the actor's weights, taken at
+        the first use and kept until `refresh()`."""
+        if self._numpy_actor is None:
+            self._numpy_actor = make_numpy_actor(self.actor, self.dist, self.obs_scaling.enabled, self.lstm)
+        return self._numpy_actor
+
+    def refresh(self) -> None:
+        """Drops the weight snapshot: the next action is computed from the actor's weights as they are then (call it
+        after changing the actor's weights in place; a new Policy does not need it)."""
+        self._numpy_actor = None
 
     @property
     def act_scaling(self) -> ActScaling:
@@ -148,32 +185,37 @@ class Policy:
         return out[0] if single else out
 
     def get_action(self, obs, rng=None, action_mask=None) -> np.ndarray:
-        """Raw observation(s) -> action(s) in env units. Deterministic (mean / argmax) if rng is None; only among
-        the actions `action_mask` allows when given."""
+        """Raw observation(s) -> action(s) in env units, computed in numpy (see the module docstring).
+        Deterministic (mean / argmax) if rng is None, else drawn with `rng` (a `np.random.Generator`, an int seed
+        or a key [2]); only among the actions `action_mask` allows when given."""
         if self.lstm is not None:
             raise ValueError(
                 "get_action: a recurrent policy acts with its memory; use predict(obs, state, "
                 "episode_start) or step(...)"
             )
         batch, single = self._batched(obs)
-        out = self.get_action_flat(batch, rng, self.mask_rows(action_mask, len(batch)))
+        out, _ = self.numpy_actor.env_action(
+            self._stats_np, batch, self.mask_rows(action_mask, len(batch)), rng=_generator(rng)
+        )
         return out[0] if single else out
 
     def predict(self, observation, state=None, episode_start=None, deterministic: bool = False, action_masks=None):
         """Stable-Baselines3's `predict` (sb3-contrib MaskablePPO's with `action_masks`): `(action(s), None)` for one
-        raw observation or a batch, so `evaluate_policy`, `EvalCallback` and SB3-style code accept a policy.
-        Stochastic actions use the key [seed, n] of the n-th stochastic call."""
+        raw observation or a batch (a recurrent policy: `(action(s), (h, c))`, see `step`), so `evaluate_policy`,
+        `EvalCallback` and SB3-style code accept a policy. Stochastic actions are drawn with the key [seed, n] of
+        the n-th stochastic call (see the module docstring)."""
         rng = None
         if not deterministic:
-            self._predict_calls += 1
-            rng = np.array([self.seed, self._predict_calls], np.int32)
+            self.predict_calls += 1
+            rng = np.array([self.seed, self.predict_calls], np.int32)
         if self.lstm is not None:
             return self.step(observation, state, episode_start, rng, action_masks)
         return self.get_action(observation, rng=rng, action_mask=action_masks), None
 
     def step(self, obs, state=None, episode_start=None, rng=None, action_mask=None):
-        """A recurrent policy's step: (action(s) in env units, new state (h, c), each [1, N, units]). `state` None
-        starts from zeros; the state restarts from zeros where `episode_start` (bool [N]) is True."""
+        """A recurrent policy's step, in numpy: (action(s) in env units, new state (h, c), each float32
+        [1, N, units]). `state` None starts from zeros; the state restarts from zeros where `episode_start`
+        (bool [N]) is True; `rng` as `get_action`'s."""
         batch, single = self._batched(obs)
         rows, units = len(batch), self.lstm.units
         if state is None:
@@ -185,8 +227,10 @@ class Policy:
                 f"state: expected (h, c), each of shape [1, {rows}, {units}], got "
                 f"{[np.shape(p) for p in state] if isinstance(state, (tuple, list)) else type(state)}"
             ) from err
-        starts = np.zeros(rows, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(rows)
-        action, h, c, _ = self.step_flat(batch, h, c, starts, rng, self.mask_rows(action_mask, rows))
+        starts = None if episode_start is None else np.asarray(episode_start, bool).reshape(rows)
+        action, (h, c) = self.numpy_actor.env_action(
+            self._stats_np, batch, self.mask_rows(action_mask, rows), (h, c), starts, _generator(rng)
+        )
         return (action[0] if single else action), (h[None], c[None])
 
     def step_flat(
@@ -198,7 +242,8 @@ class Policy:
         rng=None,
         action_mask: np.ndarray | None = None,
     ) -> tuple:
-        """`step` on flattened observations [N, D] and states [N, units]: (actions, h, c, actor params (masked))."""
+        """`step` in TensorFlow (the reference artifacts are checked against), on flattened observations [N, D] and
+        states [N, units]: (actions, h, c, actor params (masked))."""
         key = None if rng is None else _as_key(rng)
         mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
         out = self._compiled_step(
@@ -237,8 +282,9 @@ class Policy:
         return mask
 
     def get_action_flat(self, flat_obs: np.ndarray, rng=None, action_mask: np.ndarray | None = None) -> np.ndarray:
-        """`get_action` on flattened observations float32 [N, D] (Dict observations in the Dict's key order), with
-        an optional bool mask [N, mask_size]."""
+        """`get_action` in TensorFlow (the reference artifacts are checked against; it reads the actor's variables
+        as they are), on flattened observations float32 [N, D] (Dict observations in the Dict's key order), with
+        an optional bool mask [N, mask_size]; `rng` None, an int seed or a key [2] (TensorFlow's stateless draws)."""
         key = None if rng is None else _as_key(rng)
         mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
         return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key, mask).numpy()

@@ -105,18 +105,28 @@ class TrainingModel:
         self.runner_state = runner.state
         self.num_timesteps = int(runner.view(runner.state).iteration) * config.rollout_size
         self.logger = None
+        self._policy: Policy | None = None
+        self._policy_state: Any = None  # the runner state `_policy` was made from
 
     @property
     def policy(self) -> Policy:
-        stats = self.runner.view(self.runner_state).rollout.obs_stats
-        return make_policy(
-            self.runner.agent,
-            stats,
-            self.config.normalize_obs,
-            self.runner.observation_space,
-            self.runner.action_space,
-            self.config.action_masks,
-        )
+        """The current policy: made once per runner state (the weights and statistics change only between runner
+        calls, when `runner_state` is set), so `predict` in a callback costs a numpy forward pass, not a snapshot of
+        the weights. Stochastic `predict` calls draw from the keys [config.seed, n], n counting on across states."""
+        if self._policy is None or self._policy_state is not self.runner_state:
+            stats = self.runner.view(self.runner_state).rollout.obs_stats
+            policy = make_policy(
+                self.runner.agent,
+                stats,
+                self.config.normalize_obs,
+                self.runner.observation_space,
+                self.runner.action_space,
+                self.config.action_masks,
+            )
+            policy.seed = self.config.seed
+            policy.predict_calls = 0 if self._policy is None else self._policy.predict_calls
+            self._policy, self._policy_state = policy, self.runner_state
+        return self._policy
 
     def predict(
         self,

@@ -9,7 +9,7 @@ import kppo
 from kppo.core import normalization
 from kppo.agent.agent import make_agent, make_policy
 from kppo.config.options import ACTIVATIONS
-from kppo.agent.numpy_actor import actor_params, make_numpy_actor, snapshot
+from kppo.agent.numpy_actor import actor_params, key_rng, make_numpy_actor, snapshot
 
 BOX = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([1.0, 3.0], np.float32))
 HEADS = {  # name: (action space, Config changes)
@@ -70,3 +70,24 @@ def test_a_snapshot_does_not_follow_later_training():
     before = weights.head[0].copy()
     agent.actor.head.kernel.assign(agent.actor.head.kernel + 1.0)
     np.testing.assert_array_equal(weights.head[0], before)
+
+
+def test_keys_give_the_host_rollouts_generator():
+    """`key_rng` (what `Policy` samples with) and the host rollout's `rollout_rng` turn a key into the same draws."""
+    from kppo.rollout.gymnasium import rollout_rng
+
+    for key in ([0, 1], [-3, 2**31 - 1]):
+        np.testing.assert_array_equal(key_rng(np.array(key, np.int32)).random(4), rollout_rng(key).random(4))
+    np.testing.assert_array_equal(key_rng(5).random(2), key_rng([5, 0]).random(2))
+
+
+@pytest.mark.parametrize("head", ["categorical", "gaussian"])
+def test_env_action_draws_with_the_generator_and_is_the_mode_without_one(head):
+    space, changes = HEADS[head]
+    agent = _agent(space, **changes)
+    actor, obs = make_numpy_actor(agent.actor, agent.dist, False), np.zeros((4, 5), np.float32)
+    stats = normalization.to_numpy(normalization.initial_stats([5]))
+    drawn = [actor.env_action(stats, obs, rng=np.random.default_rng(9))[0] for _ in range(2)]
+    np.testing.assert_array_equal(drawn[0], drawn[1])
+    mode, _ = actor.deterministic_env_action(stats, obs)
+    np.testing.assert_array_equal(actor.env_action(stats, obs)[0], mode)

@@ -461,3 +461,30 @@ def test_stop_on_max_episodes():
     bare.init_callback(model)
     with pytest.raises(RuntimeError, match=r"^StopTrainingOnMaxEpisodes: the training loop gave no `dones`"):
         bare.on_step()
+
+
+def test_a_callbacks_model_makes_one_policy_per_rollout_during_train():
+    """`kppo.train`'s model (`TrainingModel`): `policy` is made once per runner state (the weights change only
+    between runner calls), so `predict` in `on_step` costs a numpy forward pass; stochastic keys count on."""
+    import kppo
+
+    class Look(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.seen: list[tuple] = []  # (policy, runner state, predict_calls): kept alive, compared by identity
+
+        def _on_step(self) -> bool:
+            action, _ = self.model.predict(np.zeros(4, np.float32), deterministic=False)
+            assert action in (0, 1)
+            policy = self.model.policy
+            self.seen.append((policy, self.model.runner_state, policy.predict_calls))
+            return True
+
+    look = Look()
+    config = kppo.Config(num_envs=2, num_steps=4, total_timesteps=24, eval_freq=1, num_hidden_units=8, seed=3)
+    kppo.train(lambda: gym.make("CartPole-v1"), config, callback=look)
+    assert len(look.seen) == 12  # 3 rollouts of 4 vector steps
+    policies = [id(seen[0]) for seen in look.seen]
+    assert [len(set(policies[i : i + 4])) for i in (0, 4, 8)] == [1, 1, 1] and len(set(policies)) == 3
+    assert len({id(seen[1]) for seen in look.seen}) == 3  # one policy per rollout, from its runner state
+    assert [seen[2] for seen in look.seen] == list(range(1, 13))  # keys [seed, 1], [seed, 2], ...
