@@ -31,8 +31,10 @@ from kppo.callbacks.builtin import (
     CheckpointCallback,
     EvalCallback,
     StopTrainingOnMaxEpisodes,
+    StopTrainingOnNoModelImprovement,
     StopTrainingOnRewardThreshold,
 )
+from kppo.callbacks.progress import EveryNTimesteps, LogEveryNTimesteps, ProgressBarCallback
 
 __all__ = [
     "BaseCallback",
@@ -41,7 +43,11 @@ __all__ = [
     "ConvertCallback",
     "EvalCallback",
     "EventCallback",
+    "EveryNTimesteps",
+    "LogEveryNTimesteps",
+    "ProgressBarCallback",
     "StopTrainingOnMaxEpisodes",
+    "StopTrainingOnNoModelImprovement",
     "StopTrainingOnRewardThreshold",
     "make_callback",
 ]

@@ -1,5 +1,6 @@
 """The callbacks Stable-Baselines3 ships: `CheckpointCallback`, `EvalCallback`, `StopTrainingOnRewardThreshold`,
-`StopTrainingOnMaxEpisodes`."""
+`StopTrainingOnMaxEpisodes`, `StopTrainingOnNoModelImprovement` (those on the timestep count are in
+`kppo.callbacks.progress`)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ class CheckpointCallback(BaseCallback):
         save_freq: save every this many `on_step` calls (>= 1).
         save_path: folder of the checkpoints (created at `init_callback`).
         name_prefix: start of the checkpoint names.
-        save_replay_buffer: accepted for SB3 compatibility; PPO has no replay buffer, so nothing more is saved.
-        save_vecnormalize: accepted for SB3 compatibility; kppo keeps its observation/reward normalization
-            statistics inside the model, so every checkpoint already has them and nothing more is saved.
+        save_replay_buffer: as SB3, saves the replay buffer only of a model that has one (`model.replay_buffer`
+            not None, `model.save_replay_buffer(path)`); PPO has none, so nothing more is saved.
+        save_vecnormalize: also save the model's `VecNormalize` (`model.get_vec_normalize_env()`, or the first
+            wrapper of `model.get_env()` with `obs_rms` and `save`) to
+            `save_path/{name_prefix}_vecnormalize_{num_timesteps}_steps.pkl`, SB3's name (kppo writes JSON into
+            it, which `VecNormalize.load` reads); skipped, as in SB3, when the model has no VecNormalize. The
+            model's checkpoint has the same statistics already: kppo keeps them in the model.
         verbose: 2 prints every checkpoint path.
 
     Raises:
@@ -49,16 +54,43 @@ class CheckpointCallback(BaseCallback):
     def _init_callback(self) -> None:
         os.makedirs(self.save_path, exist_ok=True)
 
-    def _checkpoint_path(self) -> str:
-        return os.path.join(self.save_path, f"{self.name_prefix}_{self.num_timesteps}_steps")
+    def _checkpoint_path(self, checkpoint_type: str = "", extension: str = "") -> str:
+        """`save_path/{name_prefix}_{checkpoint_type}{num_timesteps}_steps[.extension]` (SB3's names)."""
+        name = f"{self.name_prefix}_{checkpoint_type}{self.num_timesteps}_steps"
+        return os.path.join(self.save_path, f"{name}.{extension}" if extension else name)
 
     def _on_step(self) -> bool:
         if self.n_calls % self.save_freq == 0:
-            path = self._checkpoint_path()
-            self.model.save(path)
-            if self.verbose >= 2:
-                print(f"Saving model checkpoint to {path}")
+            self._save("model checkpoint", self.model.save, self._checkpoint_path())
+            if self.save_replay_buffer and getattr(self.model, "replay_buffer", None) is not None:
+                path = self._checkpoint_path("replay_buffer_", "pkl")
+                self._save("model replay buffer checkpoint", self.model.save_replay_buffer, path)
+            vec_normalize = vec_normalize_env(self.model) if self.save_vecnormalize else None
+            if vec_normalize is not None:
+                self._save("model VecNormalize", vec_normalize.save, self._checkpoint_path("vecnormalize_", "pkl"))
         return True
+
+    def _save(self, what: str, save: Any, path: str) -> None:
+        save(path)
+        if self.verbose >= 2:
+            print(f"Saving {what} to {path}")
+
+
+def vec_normalize_env(model: Any) -> Any:
+    """The model's `VecNormalize`, or None: `model.get_vec_normalize_env()` when the model has it, else the first of
+    `model.get_env()` and the envs it wraps (`venv`, then `env`) that has `obs_rms`, `norm_obs` and `save`."""
+    getter = getattr(model, "get_vec_normalize_env", None)
+    if callable(getter):
+        return getter()
+    env = model.get_env() if callable(getattr(model, "get_env", None)) else None
+    for _ in range(32):  # wrapper chains are short; the bound guards against a wrapper that wraps itself
+        if env is None:
+            return None
+        if all(hasattr(env, name) for name in ("obs_rms", "norm_obs")) and callable(getattr(env, "save", None)):
+            return env
+        inner = getattr(env, "venv", None)
+        env = inner if inner is not None else getattr(env, "env", None)
+    return None
 
 
 class EvalCallback(EventCallback):
@@ -290,5 +322,50 @@ class StopTrainingOnMaxEpisodes(BaseCallback):
             print(
                 f"Stopping training with a total of {self.num_timesteps} steps because max_episodes="
                 f"{self.max_episodes} was reached ({self.n_episodes} episodes played)"
+            )
+        return continue_training
+
+
+class StopTrainingOnNoModelImprovement(BaseCallback):
+    """Stops training when the parent `EvalCallback` has found no new best mean return for more than
+    `max_no_improvement_evals` evaluations in a row, counting only after the first `min_evals` evaluations.
+
+    Use it as an `EvalCallback`'s `callback_after_eval` (it runs once per evaluation):
+    `EvalCallback(eval_env, callback_after_eval=StopTrainingOnNoModelImprovement(3, min_evals=5))`.
+
+    Args:
+        max_no_improvement_evals: evaluations in a row without a new best that are tolerated.
+        min_evals: evaluations before any is counted.
+        verbose: 1 prints why training stops.
+
+    Raises:
+        RuntimeError: (one line, at `on_step`) when it has no parent `EvalCallback`.
+    """
+
+    def __init__(self, max_no_improvement_evals: int, min_evals: int = 0, verbose: int = 0):
+        super().__init__(verbose=verbose)
+        self.max_no_improvement_evals = max_no_improvement_evals
+        self.min_evals = min_evals
+        self.last_best_mean_reward = -np.inf
+        self.no_improvement_evals = 0
+
+    def _on_step(self) -> bool:
+        best = getattr(self.parent, "best_mean_reward", None)
+        if best is None:
+            raise RuntimeError(
+                "StopTrainingOnNoModelImprovement: must be used as callback_after_eval of an EvalCallback (no parent)"
+            )
+        continue_training = True
+        if self.n_calls > self.min_evals:  # n_calls: evaluations so far, this one included
+            if best > self.last_best_mean_reward:
+                self.no_improvement_evals = 0
+            else:
+                self.no_improvement_evals += 1
+                continue_training = self.no_improvement_evals <= self.max_no_improvement_evals
+        self.last_best_mean_reward = best
+        if self.verbose >= 1 and not continue_training:
+            print(
+                f"Stopping training because there was no new best model in the last {self.no_improvement_evals} "
+                "evaluations"
             )
         return continue_training
