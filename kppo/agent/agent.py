@@ -20,8 +20,8 @@ from kppo.core.distributions import ActionDistribution, make_distribution
 from kppo.gym_envs.spaces import flat_dim
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
-from kppo.agent.networks import Actor, Critic, LSTMCells, make_networks
-from kppo.core.optimizers import AdamState, adam_state_of, assign_adam_state, make_optimizer
+from kppo.agent.networks import Actor, Critic, LSTMCells, features_dim, make_extractors, make_networks
+from kppo.core.optimizers import AdamState, OptimizerSpec, adam_state_of, assign_adam_state, make_optimizer
 from kppo.agent.policy import ObsScaling, Policy
 from kppo.core.types import Moments
 
@@ -39,7 +39,9 @@ class Agent(NamedTuple):
     def variables(self) -> list:
         """The trainable variables: the actor's, then the critic's (then the LSTM cells')."""
         cells = self.lstm.trainable_variables if self.lstm is not None else []
-        return self.actor.trainable_variables + self.critic.trainable_variables + cells
+        actor = self.actor.trainable_variables
+        seen = {id(v) for v in actor}  # a shared features extractor's weights count once, in the actor's
+        return actor + [v for v in self.critic.trainable_variables if id(v) not in seen] + cells
 
 
 # A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's; () for an MLP agent. Every rollout,
@@ -109,19 +111,53 @@ def replay(
     return outputs
 
 
-def make_agent(config: Config, observation_dim: int, action_space: gym.spaces.Space, lstm_biases: int = 2) -> Agent:
+def optimizer_spec(config: Config) -> OptimizerSpec:
+    """The optimizer fields of `config` (`kppo.core.optimizers.OptimizerSpec`)."""
+    return OptimizerSpec(
+        config.optimizer,
+        config.optimizer_eps,
+        config.adam_beta_1,
+        config.adam_beta_2,
+        config.rmsprop_alpha,
+        config.optimizer_momentum,
+        config.rmsprop_centered,
+        config.sgd_dampening,
+        config.sgd_nesterov,
+        config.weight_decay,
+    )
+
+
+def make_agent(
+    config: Config,
+    observation_dim: int,
+    action_space: gym.spaces.Space,
+    lstm_biases: int = 2,
+    features_extractor: Callable[[], keras.layers.Layer] | None = None,
+    share_features_extractor: bool = True,
+) -> Agent:
     """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
-    Adam (epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update, `config.adam_style`) with its slots built.
-    `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of agents saved before (`load_agent`)."""
-    widths = config.actor_hidden_units or [config.num_hidden_units] * config.num_hidden_layers
-    latent_dim = widths[-1] if widths else observation_dim
+    the optimizer `config` names (default Adam, epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update,
+    `config.adam_style`) with its slots built. `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of
+    agents saved before (`load_agent`). `features_extractor`: a zero-argument factory of a Keras layer the networks
+    read the observations through (SB3's `features_extractor_class(**features_extractor_kwargs)`), one layer for both
+    when `share_features_extractor`; a Config cannot name it, so `load_agent` rebuilds agents without one."""
+    extractors = make_extractors(features_extractor, share_features_extractor)
+    input_dim = observation_dim if extractors[0] is None else features_dim(extractors[0], observation_dim)
+    widths = (
+        config.actor_hidden_units
+        if config.actor_hidden_units is not None
+        else [config.num_hidden_units] * config.num_hidden_layers
+    )
+    latent_dim = widths[-1] if widths else (config.lstm_hidden_size if config.recurrent else input_dim)
     dist = make_distribution(
         action_space, config.squash, config.use_sde, latent_dim, config.full_std, config.box_actions == "rescale"
     )
     if config.action_masks and not dist.mask_size:
-        raise ValueError(f"action_masks: expected a Discrete or MultiDiscrete action space, got {action_space}")
-    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases)
-    optimizer = make_optimizer(config.adam_style, config.learning_rate)
+        raise ValueError(
+            f"action_masks: expected a Discrete, MultiDiscrete or MultiBinary action space, got {action_space}"
+        )
+    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases, extractors)
+    optimizer = make_optimizer(config.adam_style, config.learning_rate, optimizer_spec(config))
     agent = Agent(dist, actor, critic, optimizer, memory)
     optimizer.build(agent.variables)
     return agent

@@ -9,6 +9,7 @@ as SB3 leaves them with `ortho_init=False`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -70,14 +71,42 @@ def _build_stack(layers: list, input_shape, bias_init: str, seed: int) -> tuple:
     return shape
 
 
+def features_dim(extractor: keras.layers.Layer, obs_dim: int) -> int:
+    """The width of `extractor`'s features for flat observations [B, obs_dim] (building it); a one-line ValueError
+    unless they are [B, F]."""
+    shape = tuple(extractor(tf.zeros([1, obs_dim])).shape)  # builds it (a subclassed layer may define no build)
+    if len(shape) != 2:
+        raise ValueError(
+            f"features_extractor_class: expected {type(extractor).__name__} to map observations [B, {obs_dim}] to "
+            f"features [B, F], got shape {shape}"
+        )
+    return int(shape[-1])
+
+
+def _extract_shape(model: keras.Model, input_shape) -> tuple:
+    """The MLP's input shape: the features extractor's output when the model has one, else the observations'."""
+    extractor = getattr(model, "extractor", None)
+    return tuple(input_shape) if extractor is None else (None, features_dim(extractor, int(input_shape[-1])))
+
+
+def _extract(model: keras.Model, obs):
+    extractor = getattr(model, "extractor", None)
+    return obs if extractor is None else extractor(obs)
+
+
 class Actor(keras.Model):
     """obs [B, obs_dim] -> logits [B, param_size], or (mean, log_std) each [B, param_size] when Gaussian.
+
+    An empty `hidden_units` puts the head on the observations (or the extractor's features): SB3's `pi=[]`.
 
     Args:
         param_size: outputs of the head (`ActionDistribution.param_size`).
         gaussian: also output a log-std.
         state_independent_std: log-std is a free vector (else a dense head on the last hidden features).
         log_std_init: initial log-std.
+        extractor: a Keras layer applied to the observations before the hidden layers (SB3's
+            `features_extractor_class`: [B, obs_dim] -> [B, F]); the same layer object in the actor and the critic
+            when shared. Its own initializers are kept (SB3's orthogonal init covers Linear and Conv2d modules only).
     """
 
     def __init__(
@@ -95,11 +124,14 @@ class Actor(keras.Model):
         state_dependent_noise: bool = False,
         full_std: bool = True,
         bias_init: str = "zeros",
+        extractor: keras.layers.Layer | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
         self.bias_init = bias_init
+        if extractor is not None:  # unset otherwise: the attribute would change the checkpoints' object graph
+            self.extractor = extractor
         self.state_dependent_noise = bool(state_dependent_noise)
         self.full_std = bool(full_std)
         self.param_size = int(param_size)
@@ -125,7 +157,7 @@ class Actor(keras.Model):
             )
 
     def build(self, input_shape):
-        shape = _build_stack(self.hidden, input_shape, self.bias_init, self.seed)
+        shape = _build_stack(self.hidden, _extract_shape(self, input_shape), self.bias_init, self.seed)
         _build_dense(self.head, shape, self.bias_init, self.seed + 300)
         if self.log_std_head is not None:
             self.log_std_head.build(shape)  # its bias starts at log_std_init
@@ -144,7 +176,7 @@ class Actor(keras.Model):
         self.built = True
 
     def call(self, obs):
-        features = obs
+        features = _extract(self, obs)
         for layer in self.hidden:
             features = layer(features)
         out = self.head(features)
@@ -187,11 +219,14 @@ class Critic(keras.Model):
         seed: int = 0,
         hidden_units: list[int] | None = None,
         bias_init: str = "zeros",
+        extractor: keras.layers.Layer | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.hidden_units = _widths(num_hidden_layers, num_hidden_units, hidden_units)
         self.bias_init = bias_init
+        if extractor is not None:
+            self.extractor = extractor
         self.num_hidden_layers = int(num_hidden_layers)
         self.num_hidden_units = int(num_hidden_units)
         self.activation_name = activation
@@ -205,14 +240,14 @@ class Critic(keras.Model):
     def build(self, input_shape):
         _build_dense(
             self.head,
-            _build_stack(self.hidden, input_shape, self.bias_init, self.seed),
+            _build_stack(self.hidden, _extract_shape(self, input_shape), self.bias_init, self.seed),
             self.bias_init,
             self.seed + 300,
         )
         self.built = True
 
     def call(self, obs):
-        features = obs
+        features = _extract(self, obs)
         for layer in self.hidden:
             features = layer(features)
         return tf.squeeze(self.head(features), axis=-1)
@@ -313,11 +348,36 @@ class LSTMCells(keras.Model):
         return {**super().get_config(), "units": self.units, "critic_cell": self.critic_cell, "seed": self.seed}
 
 
+def make_extractors(
+    features_extractor: Callable[[], keras.layers.Layer] | None, share: bool
+) -> tuple[keras.layers.Layer | None, keras.layers.Layer | None]:
+    """The actor's and the critic's features extractors from the factory `features_extractor` (None: none): one
+    layer for both when `share` (SB3's `share_features_extractor=True`, its default for PPO), else one each."""
+    if features_extractor is None:
+        return None, None
+    layers = [features_extractor() for _ in range(1 if share else 2)]
+    for layer in layers:
+        if not isinstance(layer, keras.layers.Layer):
+            raise ValueError(
+                f"features_extractor_class: expected a Keras layer class (kwargs from features_extractor_kwargs), "
+                f"got an instance of {type(layer).__qualname__}"
+            )
+    return layers[0], layers[-1]
+
+
 def make_networks(
-    config, obs_dim: int, dist, seed: int, lstm_biases: int = 2
+    config,
+    obs_dim: int,
+    dist,
+    seed: int,
+    lstm_biases: int = 2,
+    extractors: tuple[keras.layers.Layer | None, keras.layers.Layer | None] = (None, None),
 ) -> tuple[Actor, Critic, LSTMCells | None]:
     """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
-    read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`)."""
+    read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`); `extractors`: the actor's and
+    critic's features extractors (`make_extractors`; MLP agents only)."""
+    if config.recurrent is not None and extractors != (None, None):
+        raise ValueError("features_extractor_class: expected None for a recurrent policy (its LSTM reads observations)")
     common = dict(
         num_hidden_layers=config.num_hidden_layers,
         num_hidden_units=config.num_hidden_units,
@@ -334,10 +394,17 @@ def make_networks(
         log_std_init=config.log_std_init,
         seed=seed * 1000 + 1,
         hidden_units=config.actor_hidden_units,
+        extractor=extractors[0],
         name="actor",
         **common,
     )
-    critic = Critic(seed=seed * 1000 + 500, hidden_units=config.critic_hidden_units, name="critic", **common)
+    critic = Critic(
+        seed=seed * 1000 + 500,
+        hidden_units=config.critic_hidden_units,
+        extractor=extractors[1],
+        name="critic",
+        **common,
+    )
     lstm = None
     if config.recurrent is not None:  # named "memory": the name its checkpoints have
         units, critic_cell = config.lstm_hidden_size, config.enable_critic_lstm

@@ -58,6 +58,7 @@ OLD_ENV_BACKENDS = {"tf": "native"}  # an older spelling, still read: "native" i
 VECTORIZATIONS = ("sync", "async")
 BIAS_INITS = ("zeros", "torch_default")
 ADAM_STYLES = ("keras", "torch")
+OPTIMIZERS = ("adam", "rmsprop", "rmsprop_tf", "sgd")  # kppo.core.optimizers.OPTIMIZERS
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -85,6 +86,24 @@ class Config:
         "keras",
         "'keras': Adam's eps added to sqrt(v) before the bias correction (Keras, optax); "
         "'torch': after it (torch.optim.Adam, Stable-Baselines3).",
+    )
+    optimizer: str = _f(
+        "adam",
+        "'adam' (adam_style), or as torch computes them: 'rmsprop' (torch.optim.RMSprop), 'rmsprop_tf' (SB3's "
+        "RMSpropTFLike: eps inside the square root, square average starting at 1), 'sgd' (torch.optim.SGD).",
+    )
+    optimizer_eps: float = _f(
+        1e-5, "Epsilon of Adam and the RMSprops (SB3's PPO: 1e-5 for Adam; torch's default 1e-8)."
+    )
+    adam_beta_1: float = _f(0.9, "Adam's first-moment decay (torch's betas[0]).")
+    adam_beta_2: float = _f(0.999, "Adam's second-moment decay (torch's betas[1]).")
+    rmsprop_alpha: float = _f(0.99, "RMSprop's smoothing constant (torch's alpha, Keras' rho).")
+    rmsprop_centered: bool = _f(False, "RMSprop: divide by the gradient's estimated variance (torch's centered).")
+    optimizer_momentum: float = _f(0.0, "Momentum of RMSprop and SGD (torch's momentum).")
+    sgd_dampening: float = _f(0.0, "SGD: dampening of the momentum (torch's dampening).")
+    sgd_nesterov: bool = _f(False, "SGD: Nesterov momentum (torch's nesterov).")
+    weight_decay: float = _f(
+        0.0, "torch's L2 weight decay, added to the gradient (not decoupled, not AdamW); Adam needs adam_style 'torch'."
     )
     lr_schedule: str = _f("linear", "'linear' anneals the learning rate to 0 over the run; 'constant' keeps it.")
     num_epochs: int = _f(4, "Passes over each rollout.")
@@ -347,6 +366,26 @@ def _validate(c: Config) -> None:
     _check(c.kernel_init in KERNEL_INITS, "kernel_init", f"one of {KERNEL_INITS}", c.kernel_init)
     _check(c.bias_init in BIAS_INITS, "bias_init", f"one of {BIAS_INITS}", c.bias_init)
     _check(c.adam_style in ADAM_STYLES, "adam_style", f"one of {ADAM_STYLES}", c.adam_style)
+    _check(c.optimizer in OPTIMIZERS, "optimizer", f"one of {OPTIMIZERS}", c.optimizer)
+    _check(c.optimizer_eps >= 0, "optimizer_eps", "a number >= 0", c.optimizer_eps)
+    for name in ("adam_beta_1", "adam_beta_2"):
+        _check(0 <= getattr(c, name) < 1, name, "a number in [0, 1)", getattr(c, name))
+    _check(0 <= c.sgd_dampening <= 1, "sgd_dampening", "a number in [0, 1]", c.sgd_dampening)
+    _check(0 <= c.rmsprop_alpha <= 1, "rmsprop_alpha", "a number in [0, 1]", c.rmsprop_alpha)
+    _check(c.optimizer_momentum >= 0, "optimizer_momentum", "a number >= 0", c.optimizer_momentum)
+    _check(c.weight_decay >= 0, "weight_decay", "a number >= 0", c.weight_decay)
+    _check(
+        c.weight_decay == 0 or c.optimizer != "adam" or c.adam_style == "torch",
+        "weight_decay",
+        "0 with adam_style 'keras' (torch's L2 term is built for adam_style 'torch')",
+        c.weight_decay,
+    )
+    _check(
+        not c.sgd_nesterov or (c.optimizer_momentum > 0 and c.sgd_dampening == 0),
+        "sgd_nesterov",
+        "False unless optimizer_momentum > 0 and sgd_dampening == 0 (as torch.optim.SGD)",
+        c.sgd_nesterov,
+    )
     _check(c.advantage_std_ddof in (0, 1), "advantage_std_ddof", "0 or 1", c.advantage_std_ddof)
     _check(c.verbose in (0, 1, 2), "verbose", "0, 1 or 2", c.verbose)
     _check(c.seed >= 0, "seed", "an integer >= 0", c.seed)

@@ -107,6 +107,10 @@ class ActionDistribution(abc.ABC):
     def to_env(self, action: tf.Tensor) -> tf.Tensor:
         """Maps stored actions to env units."""
 
+    def to_env_flat(self, action: tf.Tensor) -> tf.Tensor:
+        """`to_env` before a Box's reshape and cast: [..., param_size] float32 (what exported artifacts output)."""
+        return self.to_env(action)
+
     @abc.abstractmethod
     def sample_np(self, params, rng: np.random.Generator, noise: np.ndarray | None = None) -> np.ndarray:
         """`sample` in numpy (the same distribution; other random numbers)."""
@@ -193,11 +197,14 @@ class DiagGaussian(ActionDistribution):
             action = tf.reshape(action, tf.concat([tf.shape(action)[:-1], self.env_shape], axis=0))
         return action if self.env_dtype == np.float32 else tf.cast(action, self.env_dtype)
 
-    def to_env(self, action):
+    def to_env_flat(self, action):
         if not self.rescale:
-            return self._shaped(tf.clip_by_value(action, self.low, self.high))
+            return tf.clip_by_value(action, self.low, self.high)
         unit = tf.tanh(action) if self.squash else tf.clip_by_value(action, -1.0, 1.0)
-        return self._shaped(self.low + (unit + 1.0) * 0.5 * (self.high - self.low))
+        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+
+    def to_env(self, action):
+        return self._shaped(self.to_env_flat(action))
 
     def sample_np(self, params, rng, noise=None):
         mean, log_std = params

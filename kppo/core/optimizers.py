@@ -1,9 +1,28 @@
-"""Adam as Keras computes it, or as torch computes it (Stable-Baselines3's optimizer).
+"""Adam as Keras computes it, or as torch computes it (Stable-Baselines3's optimizer); torch's RMSprop and SGD and
+SB3's RMSpropTFLike (`optimizer_class` of SB3's policies) computed as torch computes them.
 
 The two differ only in where epsilon enters. Keras (and optax) step by lr * sqrt(1 - b2^t) / (1 - b1^t) * m /
 (sqrt(v) + eps); torch.optim.Adam by lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), i.e. Keras' formula
 with eps scaled by sqrt(1 - b2^t). On the first step (b2 = 0.999) Keras moves a weight by lr * g / (|g| + 31.6 eps),
 torch by lr * g / (|g| + eps): for eps = 1e-5 and |g| = 1.6e-3, Keras' step is 0.84x torch's.
+
+The others, with g the gradient plus torch's L2 term `weight_decay * w` (torch adds it to the gradient, also for
+Adam; Keras' `weight_decay` is decoupled, AdamW-style, so it is not used here), rho = `alpha`, mu = `momentum`:
+
+    torch.optim.RMSprop  v = rho v + (1 - rho) g^2 (v starts at 0); d = sqrt(v) + eps (centered: sqrt(v - a^2) + eps,
+                         a = rho a + (1 - rho) g); mu = 0: w -= lr g / d; else b = mu b + g / d, w -= lr b.
+    keras RMSprop        the same v, but d = sqrt(v + eps) (eps inside the root) and its momentum accumulates
+                         lr g / d (the same steps only while lr is constant); not used for torch's RMSprop.
+    RMSpropTFLike        (stable_baselines3.common.sb2_compat.rmsprop_tf_like, TF1's RMSProp as stable-baselines
+                         used it) v starts at 1, not 0, and d = sqrt(v + eps) (centered: sqrt(v - a^2 + eps));
+                         momentum as torch's (b = mu b + g / d, w -= lr b).
+    torch.optim.SGD      mu = 0: w -= lr g; else b = g on the first step, then b = mu b + (1 - dampening) g;
+                         w -= lr (g + mu b) with nesterov, else w -= lr b. (Keras' SGD keeps m = mu m - lr g: the
+                         same steps only while lr is constant and dampening is 0.)
+
+First step of RMSprop for one weight, rho = 0.99, eps = 1e-5, |g| = 1e-3: torch divides by 0.1 |g| + eps = 1.1e-4,
+Keras by sqrt(0.01 g^2 + eps) = 3.2e-3 (29x smaller steps), RMSpropTFLike by sqrt(0.99 + 0.01 g^2 + eps) = 0.995
+(about lr g: v's start at 1 makes early steps small, the point of SB2's recipe).
 """
 
 from __future__ import annotations
@@ -17,14 +36,44 @@ from kppo._tf import tf
 
 #: Adam's epsilon in kppo, as in SB3 (its PPO passes eps=1e-5 to torch.optim.Adam) and purejaxrl.
 ADAM_EPSILON = 1e-5
+#: `Config.optimizer`'s values: the update each names (module docstring).
+OPTIMIZERS = ("adam", "rmsprop", "rmsprop_tf", "sgd")
+
+
+class OptimizerSpec(NamedTuple):
+    """What builds the optimizer (`Config`'s optimizer fields): `name` one of `OPTIMIZERS`; `eps` of Adam and the
+    RMSprops; `beta_1`, `beta_2` Adam's; `alpha` (smoothing), `centered` the RMSprops'; `momentum` of the RMSprops
+    and SGD; `dampening`, `nesterov` SGD's; `weight_decay` torch's L2 term, added to the gradient."""
+
+    name: str = "adam"
+    eps: float = ADAM_EPSILON
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    alpha: float = 0.99
+    momentum: float = 0.0
+    centered: bool = False
+    dampening: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+
+
+def _with_l2(gradient, variable, weight_decay: float):
+    """torch's `weight_decay`: g + weight_decay * w, in the variable's dtype."""
+    gradient = ops.cast(gradient, variable.dtype)
+    return gradient if not weight_decay else ops.add(gradient, ops.multiply(variable, weight_decay))
 
 
 class TorchAdam(keras.optimizers.Adam):
-    """Keras' Adam with torch.optim.Adam's update (epsilon added after the bias correction, torch's operation order)."""
+    """Keras' Adam with torch.optim.Adam's update (epsilon added after the bias correction, torch's operation order);
+    `l2`: torch's `weight_decay` (added to the gradient)."""
+
+    def __init__(self, *args, l2: float = 0.0, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.l2 = float(l2)
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
-        lr, gradient = ops.cast(learning_rate, dtype), ops.cast(gradient, dtype)
+        lr, gradient = ops.cast(learning_rate, dtype), _with_l2(gradient, variable, self.l2)
         step = ops.cast(self.iterations + 1, dtype)
         bias_correction1 = 1 - ops.power(ops.cast(self.beta_1, dtype), step)
         bias_correction2 = 1 - ops.power(ops.cast(self.beta_2, dtype), step)
@@ -36,10 +85,129 @@ class TorchAdam(keras.optimizers.Adam):
         self.assign_sub(variable, ops.multiply(ops.divide(m, denom), lr / bias_correction1))
 
 
-def make_optimizer(style: str, learning_rate: float) -> keras.optimizers.Optimizer:
-    """Adam with epsilon 1e-5 in `style` ('keras' or 'torch', `Config.adam_style`)."""
-    adam = TorchAdam if style == "torch" else keras.optimizers.Adam
-    return adam(learning_rate=learning_rate, epsilon=ADAM_EPSILON)
+class TorchRMSprop(keras.optimizers.Optimizer):
+    """torch.optim.RMSprop's update (eps outside the square root, momentum on g / d; module docstring); with
+    `tf_like`, SB3's RMSpropTFLike (v starts at 1, eps inside the square root)."""
+
+    def __init__(
+        self,
+        learning_rate: float = 0.01,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        momentum: float = 0.0,
+        centered: bool = False,
+        l2: float = 0.0,
+        tf_like: bool = False,
+        name: str = "torch_rmsprop",
+        **kwargs,
+    ):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.alpha, self.eps, self.momentum = float(alpha), float(eps), float(momentum)
+        self.centered, self.l2, self.tf_like = bool(centered), float(l2), bool(tf_like)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._square_avgs = self.add_optimizer_variables(var_list, "square_avg", "ones" if self.tf_like else "zeros")
+        self._grad_avgs = self.add_optimizer_variables(var_list, "grad_avg") if self.centered else []
+        self._buffers = self.add_optimizer_variables(var_list, "momentum_buffer") if self.momentum > 0 else []
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        lr, gradient = ops.cast(learning_rate, variable.dtype), _with_l2(gradient, variable, self.l2)
+        v = self._square_avgs[index]
+        self.assign(v, ops.add(ops.multiply(v, self.alpha), ops.multiply(ops.square(gradient), 1 - self.alpha)))
+        square = v
+        if self.centered:
+            a = self._grad_avgs[index]
+            self.assign(a, ops.add(ops.multiply(a, self.alpha), ops.multiply(gradient, 1 - self.alpha)))
+            square = ops.subtract(v, ops.square(a))
+        if self.tf_like:
+            denom = ops.sqrt(ops.add(square, self.eps))
+        else:
+            denom = ops.add(ops.sqrt(square), self.eps)
+        step = ops.divide(gradient, denom)
+        if self.momentum > 0:
+            b = self._buffers[index]
+            self.assign(b, ops.add(ops.multiply(b, self.momentum), step))
+            step = b
+        self.assign_sub(variable, ops.multiply(step, lr))
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "alpha": self.alpha,
+            "eps": self.eps,
+            "momentum": self.momentum,
+            "centered": self.centered,
+            "l2": self.l2,
+            "tf_like": self.tf_like,
+        }
+
+
+class TorchSGD(keras.optimizers.Optimizer):
+    """torch.optim.SGD's update (module docstring): the momentum buffer starts as the first gradient."""
+
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        nesterov: bool = False,
+        l2: float = 0.0,
+        name: str = "torch_sgd",
+        **kwargs,
+    ):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.momentum, self.dampening, self.nesterov, self.l2 = float(momentum), float(dampening), nesterov, float(l2)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._buffers = self.add_optimizer_variables(var_list, "momentum_buffer") if self.momentum > 0 else []
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr, gradient = ops.cast(learning_rate, variable.dtype), _with_l2(gradient, variable, self.l2)
+        step = gradient
+        if self.momentum > 0:
+            b = self._buffers[self._get_variable_index(variable)]
+            later = ops.add(ops.multiply(b, self.momentum), ops.multiply(gradient, 1 - self.dampening))
+            self.assign(b, ops.where(ops.equal(self.iterations, 0), gradient, later))
+            step = ops.add(gradient, ops.multiply(b, self.momentum)) if self.nesterov else b
+        self.assign_sub(variable, ops.multiply(step, lr))
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "momentum": self.momentum,
+            "dampening": self.dampening,
+            "nesterov": self.nesterov,
+            "l2": self.l2,
+        }
+
+
+def make_optimizer(style: str, learning_rate: float, spec: OptimizerSpec | None = None) -> keras.optimizers.Optimizer:
+    """The optimizer `spec` names (default: Adam with epsilon 1e-5) at `learning_rate`; Adam in `style` ('keras' or
+    'torch', `Config.adam_style`), the others as torch computes them (module docstring)."""
+    spec = spec or OptimizerSpec()
+    if spec.name == "rmsprop" or spec.name == "rmsprop_tf":
+        return TorchRMSprop(
+            learning_rate,
+            spec.alpha,
+            spec.eps,
+            spec.momentum,
+            spec.centered,
+            spec.weight_decay,
+            spec.name == "rmsprop_tf",
+        )
+    if spec.name == "sgd":
+        return TorchSGD(learning_rate, spec.momentum, spec.dampening, spec.nesterov, spec.weight_decay)
+    betas = dict(beta_1=spec.beta_1, beta_2=spec.beta_2, epsilon=spec.eps)
+    if style == "torch":
+        return TorchAdam(learning_rate=learning_rate, l2=spec.weight_decay, **betas)
+    return keras.optimizers.Adam(learning_rate=learning_rate, **betas)
 
 
 class AdamState(NamedTuple):

@@ -6,8 +6,9 @@ observations flattened in the Dict's key order; Discrete, MultiDiscrete and Mult
 int32 when there is no Box part, which the artifact one-hot encodes: `Policy.input_row`, `Policy.encode_graph`)
 and returns the deterministic action in env units:
 clip((obs - mean) / sqrt(var + 1e-8), -10, 10) -> actor -> mean (Box) / argmax (discrete) -> tanh or clip ->
-low + (a + 1) / 2 * (high - low). Box: float32 [batch, act_dim]; Discrete: int32 [batch]; MultiDiscrete and
-MultiBinary: int32 [batch, n]. A policy trained with action masks (`Config.action_masks`) exports
+low + (a + 1) / 2 * (high - low). Box: float32 [batch, act_dim] (a Box of any shape flattened in C order,
+act_dim = prod(shape): reshape to the metadata's output.env_shape, cast to env_dtype); Discrete: int32 [batch];
+MultiDiscrete and MultiBinary: int32 [batch, n]. A policy trained with action masks (`Config.action_masks`) exports
 `action(obs, action_mask)`: float32 [batch, mask_size], 1 = allowed; the argmax is taken over the allowed actions
 (their logits minus 1e8 elsewhere). A SavedModel also serves `value(obs)`. int8 quantizes the network body only, on
 standardized inputs, calibrated on the policy's own episodes; the input encoding, normalization and the action
@@ -137,7 +138,7 @@ def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int 
         logits = actor(features)
         if mask is not None:
             logits = _masked_for_argmax(logits, mask)
-        env_action = policy.dist.to_env(policy.dist.mode(logits))
+        env_action = policy.dist.to_env_flat(policy.dist.mode(logits))  # a Box of any shape: flat float32
         return env_action if policy.lstm is None else {"action": env_action, **dict(zip(STATE_INPUTS, state))}
 
     archive = keras.export.ExportArchive()
@@ -342,7 +343,12 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "format": format,
         "quantization": quantize or "float32",
         "input": {"name": "obs", "shape": [batch_size, policy.input_dim], "dtype": str(policy.input_dtype)},
-        "output": {"name": "action", "shape": out_shape, "dtype": out_dtype},
+        "output": {
+            "name": "action",
+            "shape": out_shape,
+            "dtype": out_dtype,
+            **({"env_shape": list(act.shape), "env_dtype": str(act.dtype)} if isinstance(act, gym.spaces.Box) else {}),
+        },
         **(
             {
                 "state": {

@@ -40,27 +40,171 @@ def activation_name(activation: Any) -> str:
     return name
 
 
+#: SB3's warning for the list format of net_arch (stable_baselines3/common/policies.py, ActorCriticPolicy), which it
+#: then reads as its first element.
+NET_ARCH_LIST_WARNING = (
+    "As shared layers in the mlp_extractor are removed since SB3 v1.8.0, you should now pass directly a dictionary "
+    "and not a list (net_arch=dict(pi=..., vf=...) instead of net_arch=[dict(pi=..., vf=...)])"
+)
+#: SB3's net_arch when none is given (ActorCriticPolicy with an MLP features extractor).
+DEFAULT_NET_ARCH = ([64, 64], [64, 64])
+
+
+def _widths(value: Any, name: str) -> list[int]:
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(u, int) and not isinstance(u, bool) and u >= 1 for u in value
+    ):
+        raise ArgumentTypeError(f"policy_kwargs.net_arch{name}: expected a list of positive ints, got {value!r}")
+    return [int(u) for u in value]
+
+
 def net_arch_units(net_arch: Any) -> tuple[list[int], list[int]]:
+    """SB3's `net_arch` -> (actor widths, critic widths), as SB3 >= 1.8 reads it: None is SB3's default
+    (pi=[64, 64], vf=[64, 64]); a list of ints is the same widths for both (separate networks); dict(pi=..., vf=...)
+    each its own, a missing or empty list no hidden layer (the head on the features); the old list format
+    [dict(pi=..., vf=...)] warns as SB3 and is read as its dict. Shared layers ([64, dict(...)]) were removed in SB3
+    1.8 (SB3 fails on them with a TypeError): `ArgumentTypeError`."""
+    if isinstance(net_arch, (list, tuple)) and net_arch and isinstance(net_arch[0], dict):
+        warnings.warn(NET_ARCH_LIST_WARNING, UserWarning, stacklevel=4)
+        net_arch = net_arch[0]
+    if net_arch is None:
+        return list(DEFAULT_NET_ARCH[0]), list(DEFAULT_NET_ARCH[1])
     if isinstance(net_arch, dict):
         unknown = set(net_arch) - {"pi", "vf"}
         if unknown:
             raise ArgumentTypeError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
-        return list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
-    if isinstance(net_arch, (list, tuple)) and all(isinstance(u, int) for u in net_arch):
-        return list(net_arch), list(net_arch)
+        return _widths(net_arch.get("pi", []), "['pi']"), _widths(net_arch.get("vf", []), "['vf']")
+    if isinstance(net_arch, (list, tuple)) and any(isinstance(u, dict) for u in net_arch):
+        raise ArgumentTypeError(
+            f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r} (shared "
+            f"layers before a dict were removed in SB3 1.8.0)"
+        )
+    if isinstance(net_arch, (list, tuple)):
+        widths = _widths(net_arch, "")
+        return widths, list(widths)
     raise ArgumentTypeError(
         f"policy_kwargs.net_arch: expected a list of ints or dict(pi=[...], vf=[...]), got {net_arch!r}"
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# optimizer_class / optimizer_kwargs: torch's optimizers named by module and qualname (torch is never imported)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: torch optimizer classes -> (`Config.optimizer`, {torch kwarg: Config field}); the math is in kppo.core.optimizers.
+TORCH_OPTIMIZERS: dict[str, tuple[str, dict[str, str]]] = {
+    "torch.optim.adam.Adam": ("adam", {"eps": "optimizer_eps", "weight_decay": "weight_decay"}),
+    "torch.optim.rmsprop.RMSprop": (
+        "rmsprop",
+        {
+            "alpha": "rmsprop_alpha",
+            "eps": "optimizer_eps",
+            "weight_decay": "weight_decay",
+            "momentum": "optimizer_momentum",
+            "centered": "rmsprop_centered",
+        },
+    ),
+    "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike": (
+        "rmsprop_tf",
+        {
+            "alpha": "rmsprop_alpha",
+            "eps": "optimizer_eps",
+            "weight_decay": "weight_decay",
+            "momentum": "optimizer_momentum",
+            "centered": "rmsprop_centered",
+        },
+    ),
+    "torch.optim.sgd.SGD": (
+        "sgd",
+        {
+            "momentum": "optimizer_momentum",
+            "dampening": "sgd_dampening",
+            "weight_decay": "weight_decay",
+            "nesterov": "sgd_nesterov",
+        },
+    ),
+}
+#: torch's defaults where kppo's Config defaults differ (eps 1e-8: SB3 sets 1e-5 only for Adam without kwargs).
+TORCH_DEFAULTS = {"optimizer_eps": 1e-8}
+#: Keyword arguments of each that change how torch computes, not what: accepted, without effect.
+TORCH_PERFORMANCE_FLAGS = {
+    "adam": ("foreach", "fused", "capturable", "differentiable"),
+    "rmsprop": ("foreach", "capturable", "differentiable"),
+    "sgd": ("foreach", "fused", "differentiable"),
+}
+#: Keyword arguments of each accepted only at their torch default (kppo does not build the other value).
+TORCH_ONLY_DEFAULT = {
+    "adam": {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False},
+    "rmsprop": {"maximize": False},
+    "sgd": {"maximize": False},
+}
+
+
+def class_path(cls: Any) -> str:
+    """'module.qualname' of a class (torch's optimizers: 'torch.optim.adam.Adam')."""
+    return f"{getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', repr(cls))}"
+
+
+def is_torch_module_class(cls: Any) -> bool:
+    """True for a subclass of torch.nn.Module, recognized by its classes' module names (torch is not imported)."""
+    return isinstance(cls, type) and any(class_path(base) == "torch.nn.modules.module.Module" for base in cls.__mro__)
+
+
+def optimizer_config(optimizer_class: Any, optimizer_kwargs: dict | None) -> dict[str, Any]:
+    """SB3's `optimizer_class` and `optimizer_kwargs` -> Config fields. As SB3's ActorCriticPolicy: Adam without
+    kwargs gets eps=1e-5; given kwargs (even {}) start from torch's defaults (eps=1e-8). `lr` is SB3's own argument
+    (`learning_rate`): in optimizer_kwargs it is a TypeError in SB3 too. Betas are Adam's (beta_1, beta_2)."""
+    path = class_path(optimizer_class)
+    if path not in TORCH_OPTIMIZERS:
+        raise ArgumentTypeError(
+            f"policy_kwargs.optimizer_class: expected torch.optim.Adam, RMSprop, SGD or SB3's RMSpropTFLike "
+            f"(Keras optimizers with their semantics are built for those), got {path}"
+        )
+    name, fields = TORCH_OPTIMIZERS[path]
+    out: dict[str, Any] = {"optimizer": name}
+    if optimizer_kwargs is None:
+        return out if name == "adam" else {**out, **TORCH_DEFAULTS}
+    out.update(TORCH_DEFAULTS)
+    for key, value in dict(optimizer_kwargs).items():
+        if key in fields:
+            out[fields[key]] = value
+        elif key == "betas" and name == "adam":
+            out["adam_beta_1"], out["adam_beta_2"] = (float(b) for b in value)
+        elif key in TORCH_ONLY_DEFAULT.get(name, {}):
+            if bool(value) != TORCH_ONLY_DEFAULT[name][key]:
+                raise NotSupportedError(
+                    f"policy_kwargs.optimizer_kwargs.{key}: expected {TORCH_ONLY_DEFAULT[name][key]} (kppo does not "
+                    f"build it), got {value!r}"
+                )
+        elif key not in TORCH_PERFORMANCE_FLAGS.get(name, ()):
+            raise ArgumentTypeError(
+                f"policy_kwargs.optimizer_kwargs: {path} takes no {key!r} here (kppo reads: "
+                f"{', '.join([*fields, *(['betas'] if name == 'adam' else [])])})"
+            )
+    return out
+
+
+def features_extractor_factory(extractor_class: Any, kwargs: dict | None) -> Callable[[], keras.layers.Layer]:
+    """SB3's `features_extractor_class` / `features_extractor_kwargs` -> a factory of the Keras layer (a torch module
+    class: `ArgumentTypeError`, a Keras layer is needed)."""
+    if is_torch_module_class(extractor_class):
+        raise ArgumentTypeError(
+            f"policy_kwargs.features_extractor_class: expected a Keras layer class (kppo's networks are Keras), got "
+            f"the torch module {class_path(extractor_class)}"
+        )
+    if not (isinstance(extractor_class, type) and issubclass(extractor_class, keras.layers.Layer)):
+        raise ArgumentTypeError(
+            f"policy_kwargs.features_extractor_class: expected a Keras layer class, got {extractor_class!r}"
+        )
+    options = dict(kwargs or {})
+    return lambda: extractor_class(**options)
 
 
 def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     """SB3 policy_kwargs -> Config fields."""
     kwargs = dict(policy_kwargs or {})
     out: dict[str, Any] = {}
-    pi, vf = net_arch_units(kwargs.pop("net_arch", [64, 64]))
-    if not pi or not vf:
-        raise ValueError("policy_kwargs.net_arch: kppo needs at least one hidden layer in each of pi and vf")
-    out["actor_hidden_units"], out["critic_hidden_units"] = pi, vf
+    out["actor_hidden_units"], out["critic_hidden_units"] = net_arch_units(kwargs.pop("net_arch", None))
     out["activation"] = activation_name(kwargs.pop("activation_fn", "tanh"))
     ortho_init = kwargs.pop("ortho_init", True)
     out["kernel_init"] = "orthogonal" if ortho_init else "torch_default"
@@ -73,13 +217,30 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
         raise NotSupportedError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
     if kwargs.pop("clip_mean", 2.0) != 2.0:
         raise ArgumentTypeError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
+    if "optimizer_class" in kwargs or "optimizer_kwargs" in kwargs:
+        adam = "torch.optim.adam.Adam"
+        out.update(optimizer_config(kwargs.pop("optimizer_class", adam), kwargs.pop("optimizer_kwargs", None)))
+    extractor_class = kwargs.pop("features_extractor_class", None)
+    extractor_kwargs = kwargs.pop("features_extractor_kwargs", None)
+    if extractor_class is not None:
+        features_extractor_factory(extractor_class, extractor_kwargs)  # its one-line errors
+        raise NotSupportedError(
+            f"policy_kwargs.features_extractor_class: expected None; {extractor_class.__name__} is a Keras layer "
+            f"kppo.agent.make_agent(features_extractor=...) builds, but kppo.PPO acts in numpy (host rollout, "
+            f"predict), which does not run Keras layers yet"
+        )
+    if extractor_kwargs:
+        raise ArgumentTypeError(
+            f"policy_kwargs.features_extractor_kwargs: expected None or {{}} without features_extractor_class, got "
+            f"{extractor_kwargs!r}"
+        )
     for key in IGNORED_POLICY_KWARGS:
         kwargs.pop(key, None)
     if kwargs:
         raise ArgumentTypeError(
             f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
-            f"ortho_init, log_std_init, squash_output, full_std, use_expln, "
-            f"{', '.join(IGNORED_POLICY_KWARGS)})"
+            f"ortho_init, log_std_init, squash_output, full_std, use_expln, optimizer_class, optimizer_kwargs, "
+            f"features_extractor_class, features_extractor_kwargs, {', '.join(IGNORED_POLICY_KWARGS)})"
         )
     return out
 

@@ -4,6 +4,7 @@ import shutil
 from pathlib import Path
 
 import gymnasium as gym
+import keras
 import numpy as np
 import pytest
 
@@ -12,6 +13,8 @@ from kppo.agent import checkpoint
 from kppo.core import normalization
 from kppo._tf import tf
 from kppo.agent.agent import load_agent, make_agent, make_policy
+from kppo.config.options import Config
+from kppo.core.optimizers import OptimizerSpec, make_optimizer
 
 OBS = gym.spaces.Box(-1, 1, (3,), np.float32)
 ACT = gym.spaces.Box(-2, 2, (2,), np.float32)
@@ -90,3 +93,48 @@ def test_a_recurrent_agent_that_fits_neither_cell_layout_gets_the_usual_one_line
         r"tensor with shape \(8, 8\)",
     ):
         load_agent(agent_dir)
+
+
+# --- SB3's network options: empty heads, features extractors, torch's optimizers (kppo.sb3.arguments) ---
+
+
+class _Features(keras.layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = keras.layers.Dense(5, activation="relu")
+
+    def call(self, obs):
+        return self.dense(obs)
+
+
+def test_an_empty_actor_head_reads_the_observations():
+    config = Config(actor_hidden_units=(), critic_hidden_units=(8,), num_envs=2, num_steps=8)
+    agent = make_agent(config, 4, gym.spaces.Box(-1, 1, (2,), np.float32))
+    assert sorted(tuple(v.shape) for v in agent.actor.trainable_variables) == [(2,), (2,), (4, 2)]
+    assert agent.critic(tf.zeros([3, 4])).shape == (3,)
+
+
+@pytest.mark.parametrize("share, weights", [(True, 2 + 4 + 4), (False, 2 + 4 + 2 + 4)])
+def test_a_features_extractor_is_shared_or_one_per_network(share, weights):
+    config = Config(num_hidden_layers=1, num_hidden_units=8, num_envs=2, num_steps=8)
+    agent = make_agent(config, 4, gym.spaces.Discrete(3), features_extractor=_Features, share_features_extractor=share)
+    assert (agent.actor.extractor is agent.critic.extractor) == share
+    assert len(agent.variables) == weights  # a shared extractor's kernel and bias count once
+    assert agent.actor(tf.zeros([2, 4])).shape == (2, 3)
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "rmsprop_tf", "sgd"])
+def test_the_configured_optimizer_is_built_with_its_slots(name):
+    config = Config(optimizer=name, optimizer_momentum=0.9, num_envs=2, num_steps=8, adam_style="torch")
+    agent = make_agent(config, 4, gym.spaces.Discrete(2))
+    assert type(agent.optimizer).__name__ == ("TorchSGD" if name == "sgd" else "TorchRMSprop")
+    assert agent.optimizer.momentum == 0.9 and getattr(agent.optimizer, "tf_like", False) == (name == "rmsprop_tf")
+
+
+def test_rmsprop_tf_like_first_step():
+    # v0 = 1, alpha = 0.99, eps = 1e-5, g = 0.1: v1 = 0.99 + 0.01 * 0.01 = 0.9901; step = lr g / sqrt(v1 + eps)
+    variable = keras.Variable(np.zeros(1, np.float32))
+    optimizer = make_optimizer("torch", 0.5, OptimizerSpec("rmsprop_tf", eps=1e-5, alpha=0.99))
+    optimizer.build([variable])
+    optimizer.apply_gradients([(np.array([0.1], np.float32), variable)])
+    np.testing.assert_allclose(variable.numpy(), [-0.5 * 0.1 / np.sqrt(0.9901 + 1e-5)], rtol=1e-6)
