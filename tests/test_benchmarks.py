@@ -70,6 +70,13 @@ def test_gym_benchmark_runs_kppo():
     assert int(row[2].replace(",", "")) > 0
 
 
+def test_predict_benchmark_times_kppo_predict_and_evaluate_policy():
+    table = _bench("predict.py", "--frameworks", "kppo", "--calls", "50", "--repeats", "1", "--episodes", "2")
+    (row,) = _rows(table, "predict, 1 obs, deterministic (µs/call)")
+    assert float(row[1]) > 0 and row[2] == ""  # kppo only: no SB3 column
+    assert _rows(table, "evaluate_policy, stochastic (s)") and "CPUs" in table.splitlines()[0]
+
+
 @pytest.mark.slow
 def test_jit_flags_benchmark_measures_all_four_combinations():
     table = _bench("jit_flags.py", "--iterations", "1", "--repeats", "1")
