@@ -78,7 +78,8 @@ class CheckpointCallback(BaseCallback):
 
 def vec_normalize_env(model: Any) -> Any:
     """The model's `VecNormalize`, or None: `model.get_vec_normalize_env()` when the model has it, else the first of
-    `model.get_env()` and the envs it wraps (`venv`, then `env`) that has `obs_rms`, `norm_obs` and `save`."""
+    `model.get_env()` and the envs it wraps (`venv`, `vector_env` or `env`) that has `obs_rms`, `norm_obs` and
+    `save`."""
     getter = getattr(model, "get_vec_normalize_env", None)
     if callable(getter):
         return getter()
@@ -88,8 +89,7 @@ def vec_normalize_env(model: Any) -> Any:
             return None
         if all(hasattr(env, name) for name in ("obs_rms", "norm_obs")) and callable(getattr(env, "save", None)):
             return env
-        inner = getattr(env, "venv", None)
-        env = inner if inner is not None else getattr(env, "env", None)
+        env = next((getattr(env, n) for n in ("venv", "vector_env", "env") if getattr(env, n, None) is not None), None)
     return None
 
 

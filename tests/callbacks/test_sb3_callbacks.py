@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import kppo
+from kppo.callbacks.builtin import vec_normalize_env
 from kppo.callbacks import (
     BaseCallback,
     CallbackList,
@@ -196,3 +197,29 @@ def test_checkpoint_saves_vecnormalize_and_skips_the_replay_buffer(tmp_path):
 def test_checkpoint_without_vecnormalize_saves_only_the_model(model, tmp_path):
     model.learn(32, callback=CheckpointCallback(32, str(tmp_path), save_vecnormalize=True))
     assert _saved(tmp_path) == ["rl_model_32_steps"]
+
+
+def test_the_vecnormalize_is_found_under_other_wrappers():
+    class Wrapper:
+        def __init__(self, inner, name):
+            setattr(self, name, inner)
+
+    class Normalizer:
+        obs_rms, norm_obs = None, True
+
+        def save(self, path):
+            pass
+
+    class Model:
+        def __init__(self, env):
+            self.env = env
+
+        def get_env(self):
+            return self.env
+
+    normalizer = Normalizer()
+    assert vec_normalize_env(Model(Wrapper(Wrapper(normalizer, "env"), "vector_env"))) is normalizer
+    assert vec_normalize_env(Model(Wrapper(object(), "venv"))) is None
+    model = Model(normalizer)
+    model.get_vec_normalize_env = lambda: None  # SB3's getter, when the model has it, decides
+    assert vec_normalize_env(model) is None
