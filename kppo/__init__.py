@@ -20,11 +20,13 @@ _EXPORTS = {
     "CallbackList": "kppo.callbacks",
     "CheckpointCallback": "kppo.callbacks",
     "Config": "kppo.config.options",
+    "DummyVecEnv": "kppo.gym_envs.sb3_vec_env",
     "EvalCallback": "kppo.callbacks",
     "EveryNTimesteps": "kppo.callbacks",
     "LogEveryNTimesteps": "kppo.callbacks",
     "METRICS": "kppo.training.metrics",
     "MaskablePPO": "kppo.sb3.maskable_ppo",
+    "Monitor": "kppo.gym_envs.monitor",
     "ObsScaling": "kppo.agent.policy",
     "PPO": "kppo.sb3.ppo",
     "PPOResult": "kppo.training.results",
@@ -35,11 +37,16 @@ _EXPORTS = {
     "StopTrainingOnMaxEpisodes": "kppo.callbacks",
     "StopTrainingOnNoModelImprovement": "kppo.callbacks",
     "StopTrainingOnRewardThreshold": "kppo.callbacks",
+    "SubprocVecEnv": "kppo.gym_envs.sb3_vec_env",
     "Sweep": "kppo.config.options",
+    "VecEnv": "kppo.gym_envs.sb3_vec_env",
+    "VecEnvWrapper": "kppo.gym_envs.sb3_vec_env",
+    "VecExtractDictObs": "kppo.gym_envs.sb3_vec_env",
+    "VecMonitor": "kppo.gym_envs.sb3_vec_env",
     "VecNormalize": "kppo.sb3.vec_normalize",
     "evaluate_policy": "kppo.gym_envs.evaluation",
     "export": "kppo.exporter.artifact",
-    "make_vec_env": "kppo.sb3.ppo",
+    "make_vec_env": "kppo.sb3.env_util",
     "train": "kppo.training.train",
 }
 _SUBPACKAGES = (
@@ -66,10 +73,12 @@ __all__ = [
     "CallbackList",
     "CheckpointCallback",
     "Config",
+    "DummyVecEnv",
     "EvalCallback",
     "EveryNTimesteps",
     "LogEveryNTimesteps",
     "MaskablePPO",
+    "Monitor",
     "ObsScaling",
     "PPOResult",
     "Policy",
@@ -79,7 +88,12 @@ __all__ = [
     "StopTrainingOnMaxEpisodes",
     "StopTrainingOnNoModelImprovement",
     "StopTrainingOnRewardThreshold",
+    "SubprocVecEnv",
     "Sweep",
+    "VecEnv",
+    "VecEnvWrapper",
+    "VecExtractDictObs",
+    "VecMonitor",
     "VecNormalize",
     "__version__",
     "evaluate_policy",
@@ -106,8 +120,18 @@ if TYPE_CHECKING:
     from kppo.exporter.artifact import export
     from kppo.gym_envs.action_masks import ActionMasker
     from kppo.gym_envs.evaluation import evaluate_policy
+    from kppo.gym_envs.monitor import Monitor
+    from kppo.gym_envs.sb3_vec_env import (
+        DummyVecEnv,
+        SubprocVecEnv,
+        VecEnv,
+        VecEnvWrapper,
+        VecExtractDictObs,
+        VecMonitor,
+    )
     from kppo.sb3.maskable_ppo import MaskablePPO
-    from kppo.sb3.ppo import PPO, make_vec_env
+    from kppo.sb3.env_util import make_vec_env
+    from kppo.sb3.ppo import PPO
     from kppo.sb3.recurrent_ppo import RecurrentPPO
     from kppo.sb3.vec_normalize import VecNormalize
     from kppo.training.metrics import METRICS

@@ -6,7 +6,8 @@ Layout of a saved agent directory:
     metadata.json    kppo version, observation/action spaces, step counters, extra fields of the saver
     weights/         tf.train.Checkpoint: actor, critic, optimizer, observation and return statistics
 
-Loading reads only YAML, JSON and TensorFlow checkpoint files: nothing in them is executed.
+Loading reads only YAML, JSON and TensorFlow checkpoint files: nothing in them is executed. The same files zipped
+(`kppo.PPO.save`, SB3's habit) are read too (`kppo.agent.archive`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.agent.archive import agent_dir
 from kppo.config.options import Config
 from kppo.core.distribute import from_replica_values, is_chief, replica_values, worker_id
 from kppo.core.errors import reason
@@ -138,8 +140,9 @@ def _swap_in(staging: Path, path: Path) -> None:
 
 
 def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.Space, gym.spaces.Space]:
-    """(config, metadata, observation_space, action_space) of a saved agent; one-line errors for foreign input."""
-    path = Path(path)
+    """(config, metadata, observation_space, action_space) of a saved agent (a directory, a zip of one, or a name
+    saved as `name.zip`: `kppo.agent.archive.agent_dir`); one-line errors for foreign input."""
+    path = agent_dir(path)
     if not (path / "metadata.json").is_file() or not (path / "config.yaml").is_file():
         raise ValueError(f"path: expected a kppo agent directory with config.yaml and metadata.json, got {str(path)!r}")
     try:
@@ -160,7 +163,7 @@ def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[Moments
         (observation statistics, return statistics).
     """
     ckpt, obs, ret = _trackable(agent, initial_stats(obs_shape), initial_stats(()))
-    prefix = str(Path(path) / "weights" / "ckpt")
+    prefix = str(agent_dir(path) / "weights" / "ckpt")
     try:
         ckpt.read(prefix).assert_existing_objects_matched()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:

@@ -262,6 +262,10 @@ def cmd_eval(args) -> int:
     target = Path(args.target)
     if target.is_dir() and (target / "agent").is_dir():
         target = target / "agent"
+    if not target.is_dir() and target.suffix != ".tflite":  # a model saved as a zip (kppo.PPO.save, SB3's habit)
+        from kppo.agent.archive import agent_dir
+
+        target = agent_dir(target)
     model: Any  # a Policy or an _ArtifactModel: what evaluate_policy plays with
     spaces: tuple[Any, Any] | None
     if target.is_dir():

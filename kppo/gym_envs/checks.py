@@ -81,6 +81,14 @@ def _is_scalar(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf"
 
 
+def seed_spaces(env: gym.Env, seed: int) -> None:
+    """Seeds the env's action and observation spaces (and its unwrapped env's, when its wrappers have their own), as
+    SB3's `set_random_seed` seeds the model's action space: envs that sample from their own spaces then repeat."""
+    spaces = [env.action_space, env.observation_space, env.unwrapped.action_space, env.unwrapped.observation_space]
+    for space in {id(space): space for space in spaces}.values():
+        space.seed(int(seed))
+
+
 class CheckedEnv(gym.Wrapper):
     """Wraps sub-env `index` of the vector envs kppo builds: an exception in `reset`/`step` becomes a `SubEnvError`
     naming it (type and first line; the original chained), and so does a return the vector env cannot batch: not
@@ -94,6 +102,8 @@ class CheckedEnv(gym.Wrapper):
         self._box = (space.shape, space.dtype) if isinstance(space, gym.spaces.Box) else None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        if seed is not None:  # sub-env `index` gets seed + index from its vector env
+            seed_spaces(self.env, seed)
         try:
             result = self.env.reset(seed=seed, options=options)
         except Exception as err:  # any env error: named, chained, re-raised

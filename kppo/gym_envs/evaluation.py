@@ -31,6 +31,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
+from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
 from kppo.gym_envs.action_masks import MaskReader, env_mask
 from kppo.gym_envs.vector_info import sub_env_info
 
@@ -111,7 +112,8 @@ def evaluate_policy(
     Args:
         model: anything with `predict(observation, state=None, episode_start=None, deterministic=False)`
             returning `(actions, state)`, taking raw observations.
-        env: a gymnasium env id, a `gym.Env` or a `gym.vector.VectorEnv` (see the module docstring).
+        env: a gymnasium env id, a `gym.Env`, a `gym.vector.VectorEnv` or an SB3-style `kppo.VecEnv` (see the
+            module docstring).
         n_eval_episodes: number of episodes to play (>= 1).
         deterministic: passed to `predict`.
         render: call `env.render()` after every step.
@@ -166,6 +168,8 @@ def resolve_env(env: str | EvalEnv) -> tuple[EvalEnv, bool]:
     """
     if isinstance(env, str):
         return gym.make(env), True
+    if isinstance(env, SB3VecEnv):  # SB3's VecEnv interface (model.get_env()): the gymnasium vector env under it
+        return env.vector_env, False
     if isinstance(env, (gym.Env, VectorEnv)):
         return env, False
     raise ValueError(f"env: expected a gymnasium env id, a gym.Env or a gym.vector.VectorEnv, got {type(env).__name__}")

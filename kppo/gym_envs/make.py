@@ -15,6 +15,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, Vecto
 from kppo.core.errors import first_line
 from kppo.gym_envs.checks import CheckedEnv, EnvError, install_hint, make_env
 from kppo.gym_envs.spaces import check_action_space, check_observation_space
+from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.vector_info import time_limit_of
 
@@ -102,7 +103,7 @@ def _from_factory(
 
 
 def make_vec_env(
-    env: str | gym.Env | Callable[[], gym.Env] | VectorEnv,
+    env: str | gym.Env | Callable[[], gym.Env] | VectorEnv | SB3VecEnv,
     num_envs: int = 1,
     *,
     vectorization: str = "sync",
@@ -118,6 +119,8 @@ def make_vec_env(
               TimeLimit, OrderEnforcing, PassiveEnvChecker);
             - a `gym.Env` instance: wrapped as is in a one-env SyncVectorEnv (num_envs must be 1);
             - a zero-argument factory returning a `gym.Env`: called once per sub-env;
+            - an SB3-style `kppo.VecEnv` (`DummyVecEnv`, `SubprocVecEnv`, `VecMonitor`, ...): the gymnasium vector
+              env under it, seeded as its `seed` asked when `seed` is None;
             - a `gym.vector.VectorEnv` with `autoreset_mode=AutoresetMode.SAME_STEP`: used as is; an unwrapped one in
               NEXT_STEP mode (`gym.make_vec`'s default) is re-created in SAME_STEP mode (`vector_info.same_step`);
               `vectorization` and `verbose` are ignored.
@@ -138,6 +141,9 @@ def make_vec_env(
             vectorization or num_envs; an `EnvError` for gymnasium's errors about an id (unknown, deprecated, a
             missing extra) and a factory that needs arguments, raises or returns no gym.Env.
     """
+    if isinstance(env, SB3VecEnv):  # SB3's VecEnv interface: the gymnasium vector env under it, its pending seed
+        seed = env.pending_seed if seed is None else seed
+        env = env.vector_env
     if vectorization not in _VECTORIZATIONS:
         raise ValueError(f"vectorization: expected 'sync' or 'async', got {vectorization!r}")
     if env_kwargs and not isinstance(env, str):

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import SyncVectorEnv, VectorEnv
 
 from kppo.gym_envs.spaces import (
     action_dtype,
@@ -40,7 +40,7 @@ from kppo.gym_envs.spaces import (
     one_line,
     space_shape,
 )
-from kppo.gym_envs.checks import EnvError, SubEnvError
+from kppo.gym_envs.checks import EnvError, SubEnvError, seed_spaces
 from kppo.gym_envs.vector_info import same_step, vector_env_id, vector_time_limit
 from kppo.core.errors import first_line
 
@@ -153,7 +153,8 @@ class GymVecEnv:
         """Resets every sub-env.
 
         Args:
-            seed: env i is seeded with seed + i; None uses the constructor's seed on the first reset, then none.
+            seed: env i is seeded with seed + i, and so are its action and observation spaces; None uses the
+                constructor's seed on the first reset, then none.
 
         Returns:
             obs: float32 [num_envs, flat_obs_dim].
@@ -163,6 +164,9 @@ class GymVecEnv:
         self._pending_seed = None
         if seed is not None:
             self.action_space.seed(int(seed))
+            base = self.vec_env.unwrapped  # sub-envs of other processes: seeded by kppo's CheckedEnv, when built here
+            for i, env in enumerate(base.envs if isinstance(base, SyncVectorEnv) else []):
+                seed_spaces(env, int(seed) + i)
         raw_obs, self.reset_infos = self._call(0, self.vec_env.reset, seed=None if seed is None else int(seed))
         self.reset_raw_obs = raw_obs  # as gymnasium returned them (what SB3 callbacks see as the first `obs`)
         self._step_count = 0

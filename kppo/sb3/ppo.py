@@ -37,11 +37,15 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+import tempfile
+
 from kppo.agent import checkpoint
+from kppo.agent.archive import agent_dir, write_zip, zip_target
 from kppo._tf import tf
 from kppo.agent.agent import Agent, load_agent, make_policy
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
+from kppo.gym_envs.sb3_vec_env import VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import make_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
@@ -55,6 +59,7 @@ from kppo.agent.policy import Policy
 from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner
 from kppo.sb3.arguments import Schedule, jsonable_policy_kwargs, policy_config, sb3_config, split_schedule, tf_device
 from kppo.core.types import Diagnostics, Moments
+from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.vec_normalize import VecNormalize
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
@@ -62,24 +67,21 @@ _FRESH_START = Start()  # a NamedTuple: shared safely as the default of `_build`
 _Model = TypeVar("_Model", bound="PPO")
 
 
-def make_vec_env(
-    env_id: str | Callable[[], gym.Env],
-    n_envs: int = 1,
-    seed: int | None = None,
-    vec_env_cls: str = "sync",
-    env_kwargs: dict | None = None,
-) -> gym.vector.VectorEnv:
-    """SB3's `make_vec_env`: n_envs copies of an env as a gymnasium vector env ("sync" or "async") in same-step
-    auto-reset mode, ready for `PPO(policy, env)`."""
-    return _make_gym_vec_env(env_id, n_envs, vectorization=vec_env_cls, seed=seed, env_kwargs=env_kwargs).vec_env
+def _ppo_arg(name: str) -> property:
+    """SB3's hyperparameter attribute `name` (read-only: kppo builds its Config from them once)."""
+    return property(lambda self: self._ppo_args[name], doc=f"SB3's `{name}` (as given to the constructor).")
 
 
-class PPO:
+class PPO(BaseAlgorithm):
     """Proximal Policy Optimization (clip) with Stable-Baselines3's interface; see the module docstring for how each
     argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
     same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
 
     policy_names = _POLICIES
+    n_steps, batch_size, n_epochs = _ppo_arg("n_steps"), _ppo_arg("batch_size"), _ppo_arg("n_epochs")
+    gamma, gae_lambda, normalize_advantage = _ppo_arg("gamma"), _ppo_arg("gae_lambda"), _ppo_arg("normalize_advantage")
+    ent_coef, vf_coef, max_grad_norm = _ppo_arg("ent_coef"), _ppo_arg("vf_coef"), _ppo_arg("max_grad_norm")
+    target_kl = _ppo_arg("target_kl")
     _policy_config: Callable[[dict], dict[str, Any]] = staticmethod(policy_config)  # policy_kwargs -> Config fields
 
     def __init__(
@@ -164,9 +166,12 @@ class PPO:
         self._predict_calls = 0
         self.agent: Agent | None = None
         self.env: GymVecEnv | None = None
+        self._sb3_env: VecEnv | None = None  # what get_env() returns
+        self._seed_given = seed is not None  # None: a VecEnv's own seed (make_vec_env(seed=...)) seeds its resets
         self.config: Config | None = None
         self.logger = Logger(verbose)
         self.ep_info_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
+        self.ep_success_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
         if env is not None:
             self.set_env(env)
 
@@ -188,7 +193,9 @@ class PPO:
         return sb3_config(args, n_envs, action_space, normalize, self._policy_fields)
 
     def _build(self, env: Any, start: Start = _FRESH_START) -> None:
-        vec_env = _make_gym_vec_env(env, num_envs=1, seed=self.seed, verbose=self.verbose)  # SB3: one env per id
+        own_seed = isinstance(env, VecEnv) and not self._seed_given and env.pending_seed is not None
+        seed = None if own_seed else self.seed
+        vec_env = _make_gym_vec_env(env, num_envs=1, seed=seed, verbose=self.verbose)  # SB3: one env per id
         try:
             if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
                 observation_space, action_space = self._model_spaces()
@@ -219,6 +226,7 @@ class PPO:
         self.runner_state = self._runner.state
         self.agent = self._runner.agent
         self.env = self._runner.env
+        self._sb3_env = env if isinstance(env, VecEnv) else VecEnv(self.env.vec_env)
         self._spaces = (self._runner.observation_space, self._runner.action_space)
         self._policy = None
 
@@ -241,14 +249,14 @@ class PPO:
     def _update_info_buffer(self, record: StepRecord) -> None:
         """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
         self.ep_info_buffer.extend(record.finished_episodes())
+        for i in np.flatnonzero(record.step.terminated | record.step.truncated):
+            success = record.info(int(i)).get("is_success")
+            if success is not None:
+                self.ep_success_buffer.append(success)
 
     # ---------------------------------------------------------------------------------------------------------
     # SB3 API
     # ---------------------------------------------------------------------------------------------------------
-
-    def get_env(self) -> gym.vector.VectorEnv | None:
-        """The training environment as a gymnasium vector env (same-step auto-reset)."""
-        return None if self.env is None else self.env.vec_env
 
     @property
     def n_envs(self) -> int:
@@ -294,8 +302,8 @@ class PPO:
         """
         if self._runner is None:
             raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
-        vec_env = self.get_env()
-        if isinstance(vec_env, VecNormalize) and not vec_env.training:
+        vec_env = self.get_vec_normalize_env()
+        if vec_env is not None and not vec_env.training:
             raise ValueError(
                 "VecNormalize.training: expected True while learning (kppo freezes the statistics outside "
                 "learn by itself), got False"
@@ -435,9 +443,12 @@ class PPO:
         self._predict_calls += 1
         return np.array([self.seed, self._predict_calls], np.int32)
 
-    def save(self, path: str | Path) -> None:
-        """Writes a kppo agent directory (config.yaml, metadata.json, weights/); no pickle. Schedules are saved
-        as their current values."""
+    def save(self, path: str | Path | Any, exclude: Any = None, include: Any = None) -> None:
+        """Writes the model as SB3 does: to `path.zip` (`path` itself when it ends in .zip) or into an open binary
+        file. The zip holds a kppo agent directory (config.yaml, metadata.json, weights/): no pickle. Schedules are
+        saved as their current values. `exclude` / `include` (SB3's attribute lists) change nothing: kppo saves no
+        pickled attributes, only the arguments it is rebuilt from."""
+        del exclude, include
         if self.agent is None:
             raise ValueError("save: the model has no networks yet; construct it with an env first")
         obs_stats, return_stats = self._statistics()
@@ -457,12 +468,15 @@ class PPO:
             }
         }
         assert self.config is not None  # set with the agent
-        checkpoint.save(path, self.config, self.agent, obs_stats, return_stats, *self._model_spaces(), extra)
+        with tempfile.TemporaryDirectory(prefix="kppo-save-") as staging:
+            folder = Path(staging) / "model"
+            checkpoint.save(folder, self.config, self.agent, obs_stats, return_stats, *self._model_spaces(), extra)
+            write_zip(folder, zip_target(path) if isinstance(path, (str, Path)) else path)
 
     @classmethod
     def load(
         cls,
-        path: str | Path,
+        path: str | Path | Any,
         env: Any = None,
         device: str = "auto",
         custom_objects: dict | None = None,
@@ -470,9 +484,11 @@ class PPO:
         force_reset: bool = True,
         **kwargs: Any,
     ) -> PPO:
-        """Rebuilds a saved model; `env` (optional) must have the saved spaces. `custom_objects` and
-        `print_system_info` are accepted for compatibility and ignored."""
+        """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
+        agent directory); `env` (optional) must have the saved spaces. `custom_objects` and `print_system_info` are
+        accepted for compatibility and ignored (nothing is unpickled)."""
         del custom_objects, print_system_info, force_reset
+        path = agent_dir(path)
         _, metadata, _, _ = checkpoint.read_metadata(path)
         saved = metadata.get("extra", {}).get("sb3")
         if saved is None:

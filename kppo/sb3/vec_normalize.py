@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 import numpy as np
-from gymnasium.vector import VectorEnv, VectorWrapper
+from gymnasium.vector import VectorEnv
 
 from kppo._tf import tf
 from kppo.core.normalization import CLIP, EPSILON
 from kppo.core.types import Moments
+from kppo.gym_envs.sb3_vec_env import VecEnv, VecEnvWrapper
 
 FORMAT = "kppo.VecNormalize/1"
 
@@ -41,7 +42,7 @@ def _stats(moments: Any) -> RunningMeanStd | None:
     )
 
 
-class VecNormalize(VectorWrapper):
+class VecNormalize(VecEnvWrapper):
     """SB3's `VecNormalize(venv, training, norm_obs, norm_reward, clip_obs, clip_reward, gamma, epsilon,
     norm_obs_keys)` for `kppo.PPO` (see the module docstring).
 
@@ -51,7 +52,7 @@ class VecNormalize(VectorWrapper):
 
     def __init__(
         self,
-        venv: VectorEnv,
+        venv: VecEnv | VectorEnv,
         training: bool = True,
         norm_obs: bool = True,
         norm_reward: bool = True,
@@ -61,9 +62,12 @@ class VecNormalize(VectorWrapper):
         epsilon: float = 1e-8,
         norm_obs_keys: list[str] | None = None,
     ):
-        if not isinstance(venv, VectorEnv):
+        if isinstance(venv, VectorEnv):
+            venv = VecEnv(venv)
+        if not isinstance(venv, VecEnv):
             raise ValueError(
-                f"venv: expected a gymnasium VectorEnv (e.g. kppo.make_vec_env(...)), got {type(venv).__name__}"
+                f"venv: expected a VecEnv (e.g. kppo.make_vec_env(...)) or a gymnasium VectorEnv, got "
+                f"{type(venv).__name__}"
             )
         for name, value, fixed in (
             ("clip_obs", clip_obs, CLIP),
@@ -81,10 +85,6 @@ class VecNormalize(VectorWrapper):
         self.clip_obs, self.clip_reward, self.gamma, self.epsilon = float(clip_obs), float(clip_reward), gamma, epsilon
         self.loaded: tuple[Any, Any] | None = None  # (obs moments, return moments) read by `load`
         self.model: Any = None  # the kppo.PPO using this env (set by PPO)
-
-    @property
-    def venv(self) -> VectorEnv:
-        return self.env
 
     def _moments(self) -> tuple[Any, Any]:
         if self.model is not None and self.model.agent is not None:
@@ -135,7 +135,7 @@ class VecNormalize(VectorWrapper):
         Path(path).write_text(json.dumps({"format": FORMAT, **settings, **stats}, indent=2))
 
     @staticmethod
-    def load(load_path: str | Path, venv: VectorEnv) -> VecNormalize:
+    def load(load_path: str | Path, venv: VecEnv | VectorEnv) -> VecNormalize:
         """A wrapper around `venv` with the settings and statistics `save` wrote (JSON only; nothing is executed)."""
         try:
             data = json.loads(Path(load_path).read_text())

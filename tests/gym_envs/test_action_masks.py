@@ -136,5 +136,7 @@ def test_training_with_masks_on_an_env_without_them_or_on_box_actions_fails_in_o
         r"from CartPole",
     ):
         kppo.train("cartpole", config)  # TF-native
-    with pytest.raises(ValueError, match=r"action_masks: expected a Discrete or MultiDiscrete action space, got Box"):
+    with pytest.raises(
+        ValueError, match=r"action_masks: expected a Discrete, MultiDiscrete or MultiBinary action space, got Box"
+    ):
         kppo.train("Pendulum-v1", kppo.Config(action_masks=True, total_timesteps=1024, num_envs=2, num_steps=64))

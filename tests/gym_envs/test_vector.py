@@ -274,7 +274,7 @@ def _wrapped_next_step_vector_env():
         (lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Text(4))), "observation_space"),
         (lambda: make_vec_env(lambda: ToyEnv(observation_space=NESTED_DICT_OBS)), "observation_space"),
         (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Text(5))), "action_space"),
-        (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Box(-1, 1, shape=(2, 2)))), "action_space"),
+        (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Sequence(spaces.Discrete(2)))), "action_space"),
         (lambda: make_vec_env(ToyEnv(action_space=spaces.Text(5))), "action_space"),
         (lambda: make_vec_env(_disabled_vector_env()), "autoreset_mode"),
         (lambda: make_vec_env(_wrapped_next_step_vector_env()), "autoreset_mode"),

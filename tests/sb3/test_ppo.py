@@ -1,5 +1,7 @@
 """The Stable-Baselines3-style facade: arguments, errors, learn/predict/save/load, callbacks, logging."""
 
+import zipfile
+
 import gymnasium as gym
 import keras
 import numpy as np
@@ -75,7 +77,7 @@ def test_accepts_every_sb3_argument():
         (dict(n_steps=1), "n_steps \\* n_envs: expected more than 1"),
         (dict(rollout_buffer_class=dict), "rollout_buffer_class: expected None"),
         (dict(rollout_buffer_kwargs={"x": 1}), "rollout_buffer_kwargs: expected None"),
-        (dict(policy_kwargs=dict(features_extractor_class=object)), "policy_kwargs: unsupported key"),
+        (dict(policy_kwargs=dict(features_extractor_class=object)), "features_extractor_class: expected a Keras"),
         (dict(policy_kwargs=dict(activation_fn="sine")), "policy_kwargs.activation_fn: expected"),
         (dict(policy_kwargs=dict(net_arch=dict(pi=[8], qf=[8]))), "policy_kwargs.net_arch: expected keys"),
         (dict(device="tpu"), "device: expected"),
@@ -149,9 +151,15 @@ def test_load_rejects_foreign_and_mismatched_input(tmp_path):
     model.save(tmp_path / "agent")
     with pytest.raises(ValueError, match="env: expected spaces"):
         PPO.load(tmp_path / "agent", env="Pendulum-v1")
-    (tmp_path / "agent" / "metadata.json").write_text("{not json")
+    assert (tmp_path / "agent.zip").is_file()  # SB3's naming
+    with zipfile.ZipFile(tmp_path / "agent.zip") as archive:
+        archive.extractall(tmp_path / "unzipped")  # a kppo agent directory: loadable as it is
+    (tmp_path / "unzipped" / "metadata.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"metadata.json: not valid JSON"):
-        PPO.load(tmp_path / "agent")
+        PPO.load(tmp_path / "unzipped")
+    (tmp_path / "notes.zip").write_text("not a zip")
+    with pytest.raises(ValueError, match=r"^path: expected a kppo agent directory or zip file, got .*notes.zip"):
+        PPO.load(tmp_path / "notes.zip")
 
 
 class _StopAfter(BaseCallback):

@@ -21,7 +21,8 @@ def test_an_sb3_vecnormalize_program_normalizes_inside_the_model():
     assert model.config.normalize_obs and model.config.normalize_reward and model.get_env() is env
     # the model's statistics: 1e-4 + the reset observations of 2 envs + 2 per step; returns: 2 per step
     assert env.obs_rms.count == pytest.approx(1e-4 + 2 + 128) and env.ret_rms.count == pytest.approx(1e-4 + 128)
-    obs, _ = env.reset(seed=1)
+    env.seed(1)
+    obs = env.reset()  # SB3's VecEnv API: the observations alone
     assert np.abs(obs).max() <= 8.0 + 1e-6  # raw Pendulum observations pass through (the model normalizes)
     np.testing.assert_allclose(
         env.normalize_obs(obs), np.clip((obs - env.obs_rms.mean) / np.sqrt(env.obs_rms.var + 1e-8), -10, 10)
@@ -78,7 +79,7 @@ def test_settings_kppo_does_not_support_are_named(kwargs, message):
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path):
-    with pytest.raises(ValueError, match=r"venv: expected a gymnasium VectorEnv .*got str"):
+    with pytest.raises(ValueError, match=r"^venv: expected a VecEnv .* or a gymnasium VectorEnv, got str$"):
         VecNormalize("Pendulum-v1")
     with pytest.raises(ValueError, match=r"VecNormalize.gamma: kppo scales rewards with PPO's gamma \(0.99\), got 0.9"):
         PPO("MlpPolicy", VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), gamma=0.9), **FAST)

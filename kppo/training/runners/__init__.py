@@ -36,7 +36,9 @@ __all__ = [
 
 def runner_kind(env: Any, config: Config) -> str:
     """ "native" for `kppo.envs.VecEnv`s and built-in names (unless env_backend="gymnasium"), "host" for other ids,
-    `gym.Env` instances, factories and gymnasium vector envs; "native" becomes "replicated" under a strategy."""
+    `gym.Env` instances, factories, gymnasium vector envs and SB3-style VecEnvs; "native" becomes "replicated" under
+    a strategy."""
+    from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
     from kppo.gym_envs.vector import GymVecEnv
 
     native = isinstance(env, VecEnv)
@@ -49,11 +51,11 @@ def runner_kind(env: Any, config: Config) -> str:
                 raise  # the error naming the built-in tasks
     if native:
         return "native" if config.distribute == "none" else "replicated"
-    if isinstance(env, (str, gym.Env, gym.vector.VectorEnv, GymVecEnv)) or callable(env):
+    if isinstance(env, (str, gym.Env, gym.vector.VectorEnv, GymVecEnv, SB3VecEnv)) or callable(env):
         return "host"
     raise ValueError(
-        "env: expected a TF-native env (name or kppo.envs.VecEnv) or a gymnasium env (id, Env, factory or "
-        f"VectorEnv), got {type(env).__name__}"
+        "env: expected a TF-native env (name or kppo.envs.VecEnv) or a gymnasium env (id, Env, factory, "
+        f"VectorEnv or an SB3-style kppo.VecEnv), got {type(env).__name__}"
     )
 
 

@@ -18,6 +18,7 @@ from kppo.agent.agent import Agent, initial_memory, make_agent
 from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.gym_envs.action_masks import MaskReader
+from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import make_vec_env
 from kppo.agent.numpy_actor import make_numpy_actor
@@ -56,6 +57,8 @@ class Start(NamedTuple):
 
 def eval_env_source(env: Any) -> Any:
     """A source for a second, independent vector env: ids and factories are reused, instances deep-copied."""
+    if isinstance(env, SB3VecEnv):
+        env = env.vector_env
     if isinstance(env, gym.Env):
         return copy.deepcopy(env)
     if isinstance(env, gym.vector.VectorEnv):
@@ -147,7 +150,14 @@ class HostRunner(Runner):
         self.finish_fn = tf.function(
             lambda *a: finish_rollout(agent, self.settings, *a), jit_compile=config.jit_rollout, autograph=False
         )
-        self.update = self._make_update(strategy)
+        self.last_rollout: Any = None  # the last rollout the update trained on (SB3's `rollout_buffer` reads it)
+        update = self._make_update(strategy)
+
+        def remembering(rollout, key):
+            self.last_rollout = rollout
+            return update(rollout, key)
+
+        self.update = remembering
         self.learning_rate_fn = make_learning_rate_fn(config, agent, lr_set_outside=schedule is not None)
         self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
         self.eval_masks: MaskReader | None = None
