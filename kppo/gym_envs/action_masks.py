@@ -158,9 +158,14 @@ def env_mask(env: gym.Env, info: dict) -> np.ndarray:
 
 
 def mask_sizes(action_space: gym.spaces.Space) -> list[int]:
-    """The widths of a mask's parts: [n] for Discrete(n), nvec for MultiDiscrete (one-line ValueError otherwise)."""
+    """The widths of a mask's parts: [n] for Discrete(n), nvec for MultiDiscrete, [2] per bit for MultiBinary
+    (sb3-contrib's layout: each bit's [0 allowed, 1 allowed]); a one-line ValueError otherwise."""
     if isinstance(action_space, gym.spaces.Discrete):
         return [int(action_space.n)]
+    if isinstance(action_space, gym.spaces.MultiBinary) and np.ndim(action_space.n) == 0:
+        return [2] * int(action_space.n)
     if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
         return [int(n) for n in action_space.nvec]
-    raise ValueError(f"action_masks: expected a Discrete or 1-D MultiDiscrete action space, got {action_space}")
+    raise ValueError(
+        f"action_masks: expected a Discrete, 1-D MultiDiscrete or 1-D MultiBinary action space, got {action_space}"
+    )

@@ -118,7 +118,8 @@ def test_an_env_without_masks_and_a_missing_info_mask_are_named():
     ):
         reader.step({})
     with pytest.raises(
-        ValueError, match=r"action_masks: expected a Discrete or 1-D MultiDiscrete action space, got Box"
+        ValueError,
+        match=r"action_masks: expected a Discrete, 1-D MultiDiscrete or 1-D MultiBinary action space, got Box",
     ):
         mask_sizes(gym.spaces.Box(-1, 1, (2,)))
     with pytest.raises(ValueError, match="action_masks: expected the env to give masks"):
@@ -140,3 +141,35 @@ def test_training_with_masks_on_an_env_without_them_or_on_box_actions_fails_in_o
         ValueError, match=r"action_masks: expected a Discrete, MultiDiscrete or MultiBinary action space, got Box"
     ):
         kppo.train("Pendulum-v1", kppo.Config(action_masks=True, total_timesteps=1024, num_envs=2, num_steps=64))
+
+
+class _MultiBinaryChoice(gym.Env):
+    """MultiBinary(3) actions; the mask (sb3-contrib's layout, [bit i = 0 allowed, bit i = 1 allowed] per bit)
+    forbids bit 0 = 1 and bit 2 = 0; a forbidden choice costs -1."""
+
+    observation_space = gym.spaces.Box(0, 1, (2,))
+    action_space = gym.spaces.MultiBinary(3)
+    MASK = np.array([True, False, True, True, False, True])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        bad = bool(action[0] == 1) + bool(action[2] == 0)
+        return np.zeros(2, np.float32), -float(bad), False, self.t >= 8, {}
+
+    def action_masks(self):
+        return self.MASK
+
+
+def test_multibinary_actions_take_masks_per_bit():
+    model = kppo.MaskablePPO("MlpPolicy", _MultiBinaryChoice(), n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    model.learn(64)
+    obs = np.zeros((16, 2), np.float32)
+    actions, _ = model.predict(obs, action_masks=np.tile(_MultiBinaryChoice.MASK, (16, 1)))
+    assert (actions[:, 0] == 0).all() and (actions[:, 2] == 1).all()
+    mean, _ = kppo.evaluate_policy(model, _MultiBinaryChoice(), n_eval_episodes=2, warn=False)
+    assert mean == 0.0  # no forbidden choice is ever taken

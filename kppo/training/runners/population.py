@@ -22,7 +22,7 @@ from kppo.agent.agent import Agent, make_agent, with_weights
 from kppo.config.options import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
-from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_state
+from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluation_episodes
 from kppo.training.runners.base import (
     Iterations,
@@ -74,6 +74,24 @@ def check_members(configs: list[Config]) -> None:
             f"recurrent: populations of recurrent agents are not built yet, expected null, got "
             f"{configs[0].recurrent!r}; train each seed on its own"
         )
+    _check_functional_adam(configs[0])
+
+
+def _check_functional_adam(config: Config) -> None:
+    """A population steps `kppo.core.optimizers.adam_step` with its defaults: other optimizers are refused."""
+    defaults = {
+        "optimizer": "adam",
+        "weight_decay": 0.0,
+        "adam_beta_1": 0.9,
+        "adam_beta_2": 0.999,
+        "optimizer_eps": ADAM_EPSILON,
+    }
+    for name, default in defaults.items():
+        if getattr(config, name) != default:
+            raise ValueError(
+                f"{name}: a population steps a functional Adam with its defaults, expected {default!r}, got "
+                f"{getattr(config, name)!r}; train each seed on its own"
+            )
 
 
 class MemberWeights(tf.Module):

@@ -160,6 +160,14 @@ def test_a_population_resumes_bit_identically(tmp_path):
             lambda: kppo.train("FrozenLake-v1", kppo.Config(**SMALL), seed=[0, 1]),
             "env: a population needs a TF-native env .*got 'FrozenLake-v1'",
         ),
+        (
+            lambda: make_population_runner("cartpole", [kppo.Config(**SMALL, optimizer="rmsprop")] * 2),
+            "optimizer: a population steps a functional Adam with its defaults, expected 'adam', got 'rmsprop'",
+        ),
+        (
+            lambda: make_population_runner("cartpole", [kppo.Config(**SMALL, adam_beta_1=0.8)] * 2),
+            "adam_beta_1: a population steps a functional Adam with its defaults, expected 0.9, got 0.8",
+        ),
     ],
 )
 def test_bad_population_input_is_named_in_one_line(call, message):
