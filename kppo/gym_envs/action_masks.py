@@ -162,8 +162,8 @@ def mask_sizes(action_space: gym.spaces.Space) -> list[int]:
     (sb3-contrib's layout: each bit's [0 allowed, 1 allowed]); a one-line ValueError otherwise."""
     if isinstance(action_space, gym.spaces.Discrete):
         return [int(action_space.n)]
-    if isinstance(action_space, gym.spaces.MultiBinary) and np.ndim(action_space.n) == 0:
-        return [2] * int(action_space.n)
+    if isinstance(action_space, gym.spaces.MultiBinary) and len(action_space.shape) == 1:
+        return [2] * int(action_space.shape[0])
     if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
         return [int(n) for n in action_space.nvec]
     raise ValueError(
