@@ -104,8 +104,8 @@ class CheckedEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
         if seed is not None:  # sub-env `index` gets seed + index from its vector env
             seed_spaces(self.env, seed)
-        try:
-            result = self.env.reset(seed=seed, options=options)
+        try:  # options only when given: envs written before gymnasium's `options` keyword reset as SB3 resets them
+            result = self.env.reset(seed=seed) if options is None else self.env.reset(seed=seed, options=options)
         except Exception as err:  # any env error: named, chained, re-raised
             raise SubEnvError(self.index, f"raised {type(err).__name__} in reset()", first_line(err)) from err
         if not isinstance(result, tuple) or len(result) != 2:

@@ -63,6 +63,12 @@ from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.vec_normalize import VecNormalize
 
 _POLICIES = ("MlpPolicy", "MultiInputPolicy")
+#: SB3's message for `predict((obs, info))`.
+MIXED_API_HINT = (
+    "observation: expected a numpy array or a dict, got a tuple; you are probably mixing the Gym API with SB3's "
+    "VecEnv API: `obs, info = env.reset()` (Gym) vs `obs = vec_env.reset()` (SB3 VecEnv); see "
+    "https://stable-baselines3.readthedocs.io/en/master/guide/vec_envs.html#vecenv-api-vs-gym-api"
+)
 _FRESH_START = Start()  # a NamedTuple: shared safely as the default of `_build`
 _Model = TypeVar("_Model", bound="PPO")
 
@@ -432,6 +438,8 @@ class PPO(BaseAlgorithm):
         """(action, None) for one observation or a batch (raw observations, as the env returns them); only among the
         actions `action_masks` allows when given (sb3-contrib's MaskablePPO.predict)."""
         del state, episode_start  # no recurrent policies
+        if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
+            raise ValueError(MIXED_API_HINT)
         return self._get_policy().get_action(
             observation, rng=self._predict_rng(deterministic), action_mask=action_masks
         ), None

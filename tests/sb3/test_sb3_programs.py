@@ -249,3 +249,17 @@ def test_a_vecnormalize_over_make_vec_env_is_found_and_saved_as_before(tmp_path)
     assert model.get_env() is env and model.get_vec_normalize_env() is env
     env.seed(0)
     assert env.reset().shape == (2, 3)
+
+
+def test_mixing_the_gym_api_gets_sb3s_hint_and_old_resets_work():
+    class OldReset(SamplesItsSpaces):
+        def reset(self, seed=None):  # written before gymnasium's `options` keyword
+            return super().reset(seed=seed)
+
+    model = PPO("MlpPolicy", OldReset(), seed=0, **FAST)
+    model.learn(32)
+    env = gym.make("CartPole-v1")
+    for cls in (PPO, kppo.RecurrentPPO):
+        with pytest.raises(ValueError, match=r"mixing the Gym API with SB3's VecEnv API: `obs, info = env.reset\(\)`"):
+            policy = "MlpLstmPolicy" if cls is kppo.RecurrentPPO else "MlpPolicy"
+            cls(policy, "CartPole-v1", seed=0, **FAST).predict(env.reset(seed=0))
