@@ -88,6 +88,7 @@ class Monitor(gym.Wrapper):
         self.current_reset_info: dict[str, Any] = {}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Starts an episode (SB3's RuntimeError for an early reset when `allow_early_resets` is False)."""
         if not self.allow_early_resets and not self.needs_reset:
             raise RuntimeError(
                 "Tried to reset an environment before done. If you want to allow early resets, wrap your env "
@@ -102,6 +103,7 @@ class Monitor(gym.Wrapper):
         return self.env.reset(seed=seed, options=options)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
+        """Steps the env; at an episode's end its {"r", "l", "t"} go into `info["episode"]` and `monitor.csv`."""
         if self.needs_reset:
             raise RuntimeError("Tried to step environment that needs reset")
         obs, reward, terminated, truncated, info = self.env.step(action)
@@ -127,6 +129,7 @@ class Monitor(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
+        """Closes the env and `monitor.csv`."""
         super().close()
         if self.writer is not None:
             self.writer.close()

@@ -73,9 +73,11 @@ class VecEnv:
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
+        """Keeps the actions for `step_wait` (SB3's split of `step`)."""
         self._actions = actions
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Steps every env with the actions of `step_async`: (obs, rewards, dones, infos), as `step`."""
         if self._actions is None:
             raise RuntimeError("step_wait: expected step_async(actions) first")
         obs, rewards, terminated, truncated, infos = self.vector_env.step(self._actions)
@@ -106,6 +108,7 @@ class VecEnv:
         self._options = options
 
     def close(self) -> None:
+        """Closes the vector env and its sub-envs."""
         self.vector_env.close()
 
     def render(self, mode: str | None = None) -> Any:
@@ -114,6 +117,7 @@ class VecEnv:
         return self.vector_env.render()
 
     def get_images(self) -> list[np.ndarray]:
+        """Each sub-env's frame (envs made with render_mode="rgb_array")."""
         frames = self.vector_env.render()
         return list(cast(Any, frames)) if frames is not None else []
 
@@ -184,6 +188,7 @@ class VecEnv:
         return self
 
     def getattr_recursive(self, name: str) -> Any:
+        """SB3's attribute lookup through the wrappers (`VecEnvWrapper` forwards to `venv`)."""
         return getattr(self, name)
 
     def __repr__(self) -> str:
