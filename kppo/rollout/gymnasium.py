@@ -168,10 +168,6 @@ class StepRecord(NamedTuple):
         ended = bool(step.terminated[i] or step.truncated[i])
         return sb3_info(step.infos, i, ended, bool(step.truncated[i]), step.final_obs[i], episode)
 
-    def finished_episodes(self) -> list[dict[str, Any]]:
-        """The `"episode"` entries (Monitor's {"r", "l", "t"}) of the envs whose episode ended at this step."""
-        return [self.info(int(i))["episode"] for i in np.flatnonzero(self.step.terminated | self.step.truncated)]
-
     def sb3_locals(self) -> dict[str, Any]:
         """The step as SB3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`): `obs` (raw, acted on),
         `new_obs` (raw, after the step: the next episode's first observation where one ended), `actions` and

@@ -254,11 +254,11 @@ class PPO(BaseAlgorithm):
 
     def _update_info_buffer(self, record: StepRecord) -> None:
         """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
-        self.ep_info_buffer.extend(record.finished_episodes())
-        for i in np.flatnonzero(record.step.terminated | record.step.truncated):
-            success = record.info(int(i)).get("is_success")
-            if success is not None:
-                self.ep_success_buffer.append(success)
+        for i in np.flatnonzero(record.step.terminated | record.step.truncated):  # SB3: only at an episode's end
+            info = record.info(int(i))
+            self.ep_info_buffer.append(info["episode"])
+            if info.get("is_success") is not None:
+                self.ep_success_buffer.append(info["is_success"])
 
     # ---------------------------------------------------------------------------------------------------------
     # SB3 API
