@@ -4,6 +4,8 @@
   of the public names (`kppo.__all__`, read from `kppo/__init__.py`'s `_EXPORTS` table, and the public subpackages);
 - `reference/config.md`: every `kppo.Config` field with its type, default, rex and SB3 spellings and meaning;
 - `reference/metrics.md`: every entry of `kppo.training.metrics.METRICS` (read from the source, without TensorFlow);
+- `reference/errors.md`: below its hand-written guide, every error message a test checks (`pytest.raises(...,
+  match="...")` in `tests/`), read from the tests' source, so the list cannot drift from what is tested;
 - `repo/<path>.md`: a page for each repository file outside `docs/` that a page links to (`../configs/x.yaml`), so
   relative links work both on a forge and on the site, and a link to a file that does not exist still fails.
 
@@ -211,6 +213,83 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+MESSAGES_MARKER = "<!-- checked messages -->"
+
+
+def _parametrized(function: ast.FunctionDef) -> dict[str, list[str]]:
+    """{argument: its literal string values} of the test's `pytest.mark.parametrize("a, b", [(..., ...), ...])`."""
+    values: dict[str, list[str]] = {}
+    for decorator in function.decorator_list:
+        if not (isinstance(decorator, ast.Call) and ast.unparse(decorator.func).endswith("mark.parametrize")):
+            continue
+        names, cases = [*decorator.args, None, None][:2]
+        if not isinstance(names, ast.Constant) or not isinstance(cases, (ast.List, ast.Tuple)):
+            continue
+        argnames = [n.strip() for n in str(names.value).split(",")]
+        for case in cases.elts:
+            items = case.elts if isinstance(case, ast.Tuple) and len(argnames) > 1 else [case]
+            for name, item in zip(argnames, items):
+                if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                    values.setdefault(name, []).append(item.value)
+    return values
+
+
+def _raises(node: ast.Call, params: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """[(exception, pattern)] of a `pytest.raises(Exception, match=...)` call: a literal pattern, or each literal
+    value of the parametrized argument it names."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "raises" and ast.unparse(func.value) == "pytest"):
+        return []
+    match = next((k.value for k in node.keywords if k.arg == "match"), None)
+    if not node.args or match is None:
+        return []
+    if isinstance(match, ast.Constant) and isinstance(match.value, str):
+        return [(ast.unparse(node.args[0]), match.value)]
+    if isinstance(match, ast.Name):
+        return [(ast.unparse(node.args[0]), value) for value in params.get(match.id, [])]
+    return []
+
+
+def checked_messages(tests: Path | None = None) -> list[dict[str, str]]:
+    """Every literal message pattern the tests check, with its exception and test: [{file, test, exception,
+    pattern}], in file and line order (tests/docs and the fixtures' recorders excluded)."""
+    tests = ROOT / "tests" if tests is None else tests
+    rows = []
+    for path in sorted(tests.rglob("test_*.py")):
+        relative = path.relative_to(tests).as_posix()
+        if relative.startswith(("docs/", "fixtures/")):
+            continue
+        for function in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(function, ast.FunctionDef) or not function.name.startswith("test_"):
+                continue
+            params = _parametrized(function)
+            for node in ast.walk(function):
+                for exception, pattern in _raises(node, params) if isinstance(node, ast.Call) else []:
+                    rows.append({"file": relative, "test": function.name, "exception": exception, "pattern": pattern})
+    return rows
+
+
+def _code(text: str) -> str:
+    """`text` as a table cell's inline code (pipes escaped; double backticks when it holds one)."""
+    fence = "``" if "`" in text else "`"
+    return f"{fence} {_cell(text)} {fence}" if fence == "``" else f"`{_cell(text)}`"
+
+
+def messages_table(rows: list[dict[str, str]] | None = None) -> str:
+    rows = checked_messages() if rows is None else rows
+    lines = [
+        f"## Every message the tests check ({len(rows)})",
+        "",
+        "Generated at every build from `pytest.raises(..., match=...)` in `tests/` (a literal pattern, or each literal",
+        "value of the `pytest.mark.parametrize` argument it names): a regular expression searched for in the message.",
+        "",
+        "| message (pattern) | exception | test |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {_code(r['pattern'])} | `{r['exception']}` | {r['file']}::{r['test']} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def config_page() -> str:
     options, _ = _config_module()
     lines = [
@@ -360,6 +439,10 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri == "reference/errors.md":
+        if MESSAGES_MARKER not in markdown:
+            raise ValueError(f"docs/reference/errors.md: expected the marker {MESSAGES_MARKER!r} for the message list")
+        markdown = markdown.replace(MESSAGES_MARKER, messages_table())
     links = outside_links(page.file.src_uri, markdown)
     if not links:
         return markdown

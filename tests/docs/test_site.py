@@ -30,6 +30,8 @@ def test_generated_pages_are_built(site):
         assert (site / "reference" / "api" / module / "index.html").exists(), f"no API page for {module}"
     for page in ("config", "metrics", "errors"):
         assert (site / "reference" / page / "index.html").exists()
+    errors = (site / "reference" / "errors" / "index.html").read_text()
+    assert "Every message the tests check" in errors and "clip_range_vf: expected a positive number" in errors
 
 
 def test_builds_offline(site):
