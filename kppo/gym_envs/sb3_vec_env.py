@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
 from kppo.gym_envs.monitor import EpisodeWriter
-from kppo.gym_envs.vector_info import same_step, sub_env_info
+from kppo.gym_envs.vector_info import returning, same_step, sub_env_info
 
 Indices = int | Sequence[int] | None
 
@@ -122,22 +122,27 @@ class VecEnv:
         return list(cast(Any, frames)) if frames is not None else []
 
     # --- the sub-envs ---
+    def _local_envs(self) -> list[gym.Env] | None:
+        """The sub-envs when they run in this process (a SyncVectorEnv underneath), else None."""
+        base = self.vector_env.unwrapped
+        return list(base.envs) if isinstance(base, SyncVectorEnv) else None
+
     def get_attr(self, attr_name: str, indices: Indices = None) -> list[Any]:
         """The attribute of each env in `indices` (through the env's wrappers)."""
         chosen = _as_list(indices, self.num_envs)
-        base = self.vector_env.unwrapped
-        if isinstance(base, SyncVectorEnv):  # only the chosen envs need to have it
-            return [base.envs[i].get_wrapper_attr(attr_name) for i in chosen]
+        local = self._local_envs()
+        if local is not None:  # only the chosen envs need to have it
+            return [local[i].get_wrapper_attr(attr_name) for i in chosen]
         values = cast(Any, self.vector_env).get_attr(attr_name)
         return [values[i] for i in chosen]
 
     def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
         """Sets the attribute of each env in `indices` to `value`."""
         chosen = _as_list(indices, self.num_envs)
-        base = self.vector_env.unwrapped
-        if isinstance(base, SyncVectorEnv):
+        local = self._local_envs()
+        if local is not None:
             for i in chosen:
-                base.envs[i].set_wrapper_attr(attr_name, value)
+                local[i].set_wrapper_attr(attr_name, value)
             return
         vector_env = cast(Any, self.vector_env)  # an AsyncVectorEnv sets every sub-env's: keep the others' values
         current = vector_env.get_attr(attr_name) if len(chosen) < self.num_envs else [None] * self.num_envs
@@ -146,9 +151,9 @@ class VecEnv:
     def env_method(self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any) -> list:
         """Calls `method_name(*method_args, **method_kwargs)` on each env in `indices`; their results."""
         chosen = _as_list(indices, self.num_envs)
-        base = self.vector_env.unwrapped
-        if isinstance(base, SyncVectorEnv):
-            return [getattr(base.envs[i], method_name)(*method_args, **method_kwargs) for i in chosen]
+        local = self._local_envs()
+        if local is not None:
+            return [getattr(local[i], method_name)(*method_args, **method_kwargs) for i in chosen]
         if len(chosen) < self.num_envs:
             raise ValueError(
                 f"indices: {type(self).__name__}.env_method calls every sub-env of an AsyncVectorEnv, got {indices!r}"
@@ -157,9 +162,12 @@ class VecEnv:
 
     def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> list[bool]:
         """Whether each env in `indices` is wrapped in `wrapper_class` (a gymnasium wrapper class)."""
-        base = self.vector_env.unwrapped
-        if not isinstance(base, SyncVectorEnv):
-            raise ValueError(f"env_is_wrapped: expected a DummyVecEnv (a SyncVectorEnv), got {type(base).__name__}")
+        local = self._local_envs()
+        if local is None:
+            raise ValueError(
+                "env_is_wrapped: expected a DummyVecEnv (a SyncVectorEnv), got "
+                f"{type(self.vector_env.unwrapped).__name__}"
+            )
 
         def wrapped(env: gym.Env) -> bool:
             while isinstance(env, gym.Wrapper):
@@ -168,15 +176,17 @@ class VecEnv:
                 env = env.env
             return isinstance(env, wrapper_class)
 
-        return [wrapped(base.envs[i]) for i in _as_list(indices, self.num_envs)]
+        return [wrapped(local[i]) for i in _as_list(indices, self.num_envs)]
 
     @property
     def envs(self) -> list[gym.Env]:
         """The sub-envs, when they run in this process (SB3's `DummyVecEnv.envs`)."""
-        base = self.vector_env.unwrapped
-        if not isinstance(base, SyncVectorEnv):
-            raise AttributeError(f"envs: the sub-envs of a {type(base).__name__} run in other processes")
-        return list(base.envs)
+        local = self._local_envs()
+        if local is None:
+            raise AttributeError(
+                f"envs: the sub-envs of a {type(self.vector_env.unwrapped).__name__} run in other processes"
+            )
+        return local
 
     @property
     def pending_seed(self) -> int | None:
@@ -211,11 +221,7 @@ class DummyVecEnv(VecEnv):
                 "env_fns: expected a new env from every function, got the same instance twice (SB3: pass "
                 "`lambda: gym.make(...)`, not an instance)"
             )
-        super().__init__(SyncVectorEnv([_returning(env) for env in envs], autoreset_mode=AutoresetMode.SAME_STEP))
-
-
-def _returning(env: gym.Env) -> Callable[[], gym.Env]:
-    return lambda: env
+        super().__init__(SyncVectorEnv([returning(env) for env in envs], autoreset_mode=AutoresetMode.SAME_STEP))
 
 
 class SubprocVecEnv(VecEnv):

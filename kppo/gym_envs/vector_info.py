@@ -106,7 +106,7 @@ def same_step(vec_env: VectorEnv) -> VectorEnv:
     rebuilt: VectorEnv
     if isinstance(vec_env, SyncVectorEnv):
         rebuilt = SyncVectorEnv(
-            [_returning(env) for env in vec_env.envs],
+            [returning(env) for env in vec_env.envs],
             copy=vec_env.copy,
             observation_mode=vec_env.observation_mode,
             autoreset_mode=AutoresetMode.SAME_STEP,
@@ -151,7 +151,7 @@ def same_step(vec_env: VectorEnv) -> VectorEnv:
     return rebuilt
 
 
-def _returning(env: gym.Env) -> Callable[[], gym.Env]:
+def returning(env: gym.Env) -> Callable[[], gym.Env]:
     """A factory that returns the existing `env` (to re-create a SyncVectorEnv around the same sub-envs)."""
     return lambda: env
 

@@ -78,6 +78,12 @@ def _ppo_arg(name: str) -> property:
     return property(lambda self: self._ppo_args[name], doc=f"SB3's `{name}` (as given to the constructor).")
 
 
+def check_not_gym_tuple(observation: Any) -> None:
+    """SB3's one-line error for `predict((obs, info))`: the Gym API's `reset()` result given as an observation."""
+    if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
+        raise ValueError(MIXED_API_HINT)
+
+
 class PPO(BaseAlgorithm):
     """Proximal Policy Optimization (clip) with Stable-Baselines3's interface; see the module docstring for how each
     argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
@@ -438,8 +444,7 @@ class PPO(BaseAlgorithm):
         """(action, None) for one observation or a batch (raw observations, as the env returns them); only among the
         actions `action_masks` allows when given (sb3-contrib's MaskablePPO.predict)."""
         del state, episode_start  # no recurrent policies
-        if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
-            raise ValueError(MIXED_API_HINT)
+        check_not_gym_tuple(observation)
         return self._get_policy().get_action(
             observation, rng=self._predict_rng(deterministic), action_mask=action_masks
         ), None

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kppo.sb3.ppo import MIXED_API_HINT, PPO
+from kppo.sb3.ppo import PPO, check_not_gym_tuple
 from kppo.sb3.arguments import policy_config
 
 _LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
@@ -90,8 +90,7 @@ class RecurrentPPO(PPO):
     ):
         """(actions, state): the state is the actor's (h, c), each [1, n, lstm_hidden_size]; None starts from
         zeros; it restarts from zeros where `episode_start` is True."""
-        if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
-            raise ValueError(MIXED_API_HINT)
+        check_not_gym_tuple(observation)
         return self._get_policy().step(
             observation, state, episode_start, self._predict_rng(deterministic), action_masks
         )
