@@ -20,6 +20,7 @@ from kppo.core.distributions import ActionDistribution, make_distribution
 from kppo.gym_envs.spaces import flat_dim
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
+from kppo.agent.extractors import config_extractor
 from kppo.agent.networks import Actor, Critic, LSTMCells, features_dim, make_extractors, make_networks
 from kppo.core.optimizers import AdamState, OptimizerSpec, adam_state_of, assign_adam_state, make_optimizer
 from kppo.agent.policy import ObsScaling, Policy
@@ -133,15 +134,25 @@ def make_agent(
     action_space: gym.spaces.Space,
     lstm_biases: int = 2,
     features_extractor: Callable[[], keras.layers.Layer] | None = None,
-    share_features_extractor: bool = True,
+    share_features_extractor: bool | None = None,
+    observation_space: gym.spaces.Space | None = None,
 ) -> Agent:
     """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
     the optimizer `config` names (default Adam, epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update,
     `config.adam_style`) with its slots built. `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of
     agents saved before (`load_agent`). `features_extractor`: a zero-argument factory of a Keras layer the networks
-    read the observations through (SB3's `features_extractor_class(**features_extractor_kwargs)`), one layer for both
-    when `share_features_extractor`; a Config cannot name it, so `load_agent` rebuilds agents without one."""
-    extractors = make_extractors(features_extractor, share_features_extractor)
+    read the observations through (a user's Keras layer, `kppo.agent.extractors.extractor_factory`); without it, the
+    one `config.features_extractor` names for `observation_space` (needed then). One layer for both networks when
+    `share_features_extractor` (default `config.share_features_extractor`)."""
+    if features_extractor is None and config.features_extractor != "flatten":
+        if observation_space is None:
+            raise ValueError(
+                f"observation_space: expected the observation space for features_extractor="
+                f"{config.features_extractor!r}, got None"
+            )
+        features_extractor = config_extractor(config, observation_space)
+    share = config.share_features_extractor if share_features_extractor is None else share_features_extractor
+    extractors = make_extractors(features_extractor, share)
     input_dim = observation_dim if extractors[0] is None else features_dim(extractors[0], observation_dim)
     widths = (
         config.actor_hidden_units
@@ -215,7 +226,7 @@ def load_agent(path: str | Path) -> SavedAgent:
     config."""
     config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
     observation_dim = flat_dim(observation_space)
-    agent = make_agent(config, observation_dim, action_space)
+    agent = make_agent(config, observation_dim, action_space, observation_space=observation_space)
     obs_stats, return_stats = read_any_cells(
         lambda into: checkpoint.restore(path, into, [observation_dim]), agent, config, action_space
     )

@@ -10,11 +10,14 @@ update uses (`kppo.rollout.gymnasium.finish_rollout`), so the update sees what i
 from __future__ import annotations
 
 import math
+import weakref
 from typing import NamedTuple
 from collections.abc import Callable
 
+import keras
 import numpy as np
 
+from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.distributions import ActionDistribution
 from kppo.agent.networks import Actor
@@ -61,6 +64,7 @@ class ActorWeights(NamedTuple):
     log_std_head: tuple[np.ndarray, np.ndarray] | None = None  # state-dependent Gaussian log-std head
     sde_log_std: np.ndarray | None = None  # gSDE [L, A] or [L, 1]
     lstm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a recurrent actor's LSTM: kernel, recurrent, bias
+    extractor: Callable[[np.ndarray], np.ndarray] | None = None  # the features extractor, frozen (`frozen_extractor`)
 
 
 def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
@@ -81,7 +85,27 @@ def snapshot(actor: Actor, lstm=None) -> ActorWeights:
         log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
         sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
         lstm=None if lstm is None else _lstm(lstm.cells[0] if hasattr(lstm, "cells") else lstm),
+        extractor=frozen_extractor(actor.extractor) if hasattr(actor, "extractor") else None,
     )
+
+
+_COMPILED_EXTRACTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def frozen_extractor(layer) -> Callable[[np.ndarray], np.ndarray]:
+    """`layer` (a features extractor: convolutions, which numpy would run slower than TensorFlow) as one compiled
+    call per batch on a copy of its current weights: later training does not change it. One tf.function per layer,
+    traced once per batch shape, reads the copied weights through Keras' StatelessScope."""
+    values = [tf.constant(v.numpy()) for v in layer.variables]
+    forward = _COMPILED_EXTRACTORS.get(layer)
+    if forward is None:
+
+        def run(obs, weights):
+            with keras.StatelessScope(state_mapping=list(zip(layer.variables, weights))):
+                return layer(obs)
+
+        forward = _COMPILED_EXTRACTORS[layer] = tf.function(run, autograph=False)
+    return lambda obs: forward(tf.constant(obs), values).numpy()
 
 
 def _lstm(cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +141,7 @@ def actor_params(weights: ActorWeights, obs: np.ndarray):
     """`Actor.call` in numpy: obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent, sde_log_std); a
     state-independent log_std stays [A] (Keras broadcasts it to [B, A])."""
     activation = ACTIVATIONS[weights.activation]
-    features = obs
+    features = obs if weights.extractor is None else weights.extractor(obs)
     for kernel, bias in weights.hidden:
         features = activation(features @ kernel + bias)
     out = features @ weights.head[0] + weights.head[1]
@@ -132,7 +156,10 @@ def actor_params(weights: ActorWeights, obs: np.ndarray):
 
 def network_input(stats: Moments, obs: np.ndarray, normalize_obs: bool) -> np.ndarray:
     """`kppo.rollout.native.network_input` in numpy."""
-    return normalization.normalize_np(stats, obs) if normalize_obs else np.asarray(obs, np.float32)
+    if normalize_obs:
+        return normalization.normalize_np(stats, obs)
+    obs = np.asarray(obs)
+    return obs if obs.dtype == np.uint8 else obs.astype(np.float32, copy=False)  # images stay bytes (`obs_dtype`)
 
 
 def key_rng(key) -> np.random.Generator:

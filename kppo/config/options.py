@@ -57,6 +57,7 @@ ENV_BACKENDS = ("auto", "native", "gymnasium")
 OLD_ENV_BACKENDS = {"tf": "native"}  # an older spelling, still read: "native" is the one word for TF-native envs
 VECTORIZATIONS = ("sync", "async")
 BIAS_INITS = ("zeros", "torch_default")
+FEATURES_EXTRACTORS = ("flatten", "cnn", "nature_cnn", "small_cnn", "combined")
 ADAM_STYLES = ("keras", "torch")
 OPTIMIZERS = ("adam", "rmsprop", "rmsprop_tf", "sgd")  # kppo.core.optimizers.OPTIMIZERS
 
@@ -144,6 +145,19 @@ class Config:
     )
     bias_init: str = _f(
         "zeros", "'zeros', or 'torch_default': torch.nn.Linear's U(+-1/sqrt(fan_in)) (SB3's ortho_init=False)."
+    )
+    features_extractor: str = _f(
+        "flatten",
+        "What the actor and critic read observations through: 'flatten' (the MLP reads them flat), 'cnn' (NatureCNN, "
+        "or SmallCNN for images under 36 px), 'nature_cnn', 'small_cnn', or 'combined' (Dict: a CNN per image key, "
+        "the other keys flat; SB3's CombinedExtractor).",
+    )
+    features_dim: int | None = _f(
+        None, "Features of the extractor (null: its default: NatureCNN 512, SmallCNN 128, 'combined' 256 per image)."
+    )
+    normalize_images: bool = _f(True, "Divide uint8 images by 255 inside the networks (SB3's normalize_images).")
+    share_features_extractor: bool = _f(
+        True, "One features extractor for the actor and the critic (SB3's PPO default), else one each."
     )
     state_independent_std: bool = _f(True, "Gaussian log-std is a free parameter (else a head on the features).")
     log_std_init: float = _f(0.0, "Initial log standard deviation of the Gaussian policy.")
@@ -406,6 +420,19 @@ def _validate(c: Config) -> None:
         c.box_actions,
     )
     _check(c.recurrent in (None, "lstm"), "recurrent", "null or 'lstm'", c.recurrent)
+    _check(
+        c.features_extractor in FEATURES_EXTRACTORS,
+        "features_extractor",
+        f"one of {FEATURES_EXTRACTORS}",
+        c.features_extractor,
+    )
+    _check(c.features_dim is None or c.features_dim >= 1, "features_dim", "null or an integer >= 1", c.features_dim)
+    _check(
+        c.recurrent is None or c.features_extractor == "flatten",
+        "features_extractor",
+        "'flatten' for a recurrent policy (its LSTM reads the flat observations)",
+        c.features_extractor,
+    )
     _check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)
     _check(
         c.lstm_sequence_length >= 0 and (c.lstm_sequence_length == 0 or c.num_steps % c.lstm_sequence_length == 0),

@@ -2,9 +2,11 @@
 
 Observations: a Box of any shape is flattened in C order; a Dict of Boxes is the concatenation of its flattened Boxes
 in the Dict space's key order (`space.spaces`; gymnasium sorts the keys of a plain dict alphabetically unless
-`sort_keys=False`, and keeps an OrderedDict's order). Actions: a Box of any shape (flattened inside the networks,
-reshaped on the way out, its dtype kept: `kppo.core.distributions`), Discrete, 1-D MultiDiscrete or 1-D MultiBinary.
-Anything else is a one-line `ValueError` (typed as SB3 raises it: `kppo.core.errors`).
+`sort_keys=False`, and keeps an OrderedDict's order). An image Box (SB3's rule, `is_image_space`: 3-D uint8 in
+[0, 255]) stays uint8 when flattened, so rollouts hold its bytes; the networks reshape it back
+(`kppo.agent.extractors`). Actions: a Box of any shape (flattened inside the networks, reshaped on the way out, its
+dtype kept: `kppo.core.distributions`), Discrete, 1-D MultiDiscrete or 1-D MultiBinary. Anything else
+is a one-line `ValueError` (typed as SB3 raises it: `kppo.core.errors`).
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ def flatten_obs(space: spaces.Space, obs: Any) -> np.ndarray:
             (what a gymnasium vector env returns).
 
     Returns:
-        float32 [N, D]. A Dict's Boxes are concatenated in the Dict space's key order.
+        float32 [N, D] (uint8 for an image Box, `obs_dtype`). A Dict's Boxes are concatenated in the Dict space's
+        key order.
     """
     if is_encoded(space):
         return encode_rows(space, input_rows(space, obs))
@@ -110,14 +113,14 @@ def flatten_obs(space: spaces.Space, obs: Any) -> np.ndarray:
         parts = [_flatten_box_batch(obs[key]) for key in space.keys()]
         return np.concatenate(parts, axis=1)
     check_observation_space(space)
-    return _flatten_box_batch(obs)
+    return _flatten_image_batch(obs) if is_image_space(space) else _flatten_box_batch(obs)
 
 
 def batch_flattener(space: spaces.Space) -> Callable[[Any], np.ndarray]:
     """`flatten_obs` bound to `space`, its checks done once here (a vector env flattens every step)."""
     if isinstance(space, spaces.Box):
         check_observation_space(space)
-        return _flatten_box_batch
+        return _flatten_image_batch if is_image_space(space) else _flatten_box_batch
     return functools.partial(flatten_obs, space)
 
 
@@ -125,6 +128,52 @@ def _flatten_box_batch(values: Any) -> np.ndarray:
     """Array [N, ...] -> float32 [N, prod(...)]."""
     array = np.asarray(values)
     return array.reshape(array.shape[0], -1).astype(np.float32, copy=False)
+
+
+def _flatten_image_batch(values: Any) -> np.ndarray:
+    """Images [N, H, W, C] (or [N, C, H, W]) -> uint8 [N, H * W * C]: rollouts keep image bytes, not float32 copies."""
+    array = np.asarray(values)
+    return array.reshape(array.shape[0], -1).astype(np.uint8, copy=False)
+
+
+def obs_dtype(space: spaces.Space) -> np.dtype:
+    """The dtype of `batch_flattener(space)`'s rows: uint8 for an image Box (`is_image_space`), float32 otherwise."""
+    return np.dtype(np.uint8 if is_image_space(space) else np.float32)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Images (Stable-Baselines3's rules: `stable_baselines3.common.preprocessing.is_image_space`)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def is_image_space(space: spaces.Space) -> bool:
+    """SB3's image rule: a 3-D uint8 Box with every low 0 and every high 255 (any channel count: SB3's
+    `check_channels=False`, what its CNN policies check)."""
+    return (
+        isinstance(space, spaces.Box)
+        and len(space_shape(space)) == 3
+        and space.dtype == np.uint8
+        and bool(np.all(space.low == 0))
+        and bool(np.all(space.high == 255))
+    )
+
+
+def is_channels_first(shape: tuple[int, ...]) -> bool:
+    """SB3's `is_image_space_channels_first`: the smallest dimension of an image shape comes first (CHW); an image
+    whose smallest dimension is in the middle is ambiguous (`ArgumentError`: no layout can be read from it)."""
+    smallest = int(np.argmin(shape))
+    if smallest == 1:
+        raise ArgumentError(
+            f"observation_space: expected an image shape (H, W, C) or (C, H, W) whose channels are its smallest "
+            f"dimension, got {tuple(shape)}; transpose it (kppo reads HWC, or CHW when the first dimension is smallest)"
+        )
+    return smallest == 0
+
+
+def has_image(space: spaces.Space) -> bool:
+    """True for an image Box (`is_image_space`) and for a Dict holding at least one."""
+    parts = list(space.values()) if isinstance(space, spaces.Dict) else [space]
+    return any(is_image_space(s) for s in parts)
 
 
 def flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:

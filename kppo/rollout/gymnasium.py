@@ -40,7 +40,7 @@ StepHook = Callable[["StepRecord"], bool]  # one vector step -> False stops the 
 class HostRolloutState(NamedTuple):
     """Carry of the host rollout (the host path's `RolloutState`)."""
 
-    obs: np.ndarray  # float32 [B, D], raw flattened observation, already counted in obs_stats
+    obs: np.ndarray  # float32 [B, D] (uint8 for images), raw flattened observation, already counted in obs_stats
     discounted_return: tf.Tensor  # float32 [B]
     obs_stats: Moments  # float32 numpy moments (`normalization.to_numpy`)
     return_stats: Moments
@@ -211,9 +211,10 @@ def collect_host_rollout(
     actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
     normalize_obs = settings.normalize_obs
+    obs_dtype = np.uint8 if state.obs.dtype == np.uint8 and not normalize_obs else np.float32  # images stay bytes
     buf = {
-        "obs": np.zeros((num_steps, num_envs, dim), np.float32),
-        "final_obs": np.zeros((num_steps, num_envs, dim), np.float32),
+        "obs": np.zeros((num_steps, num_envs, dim), obs_dtype),
+        "final_obs": np.zeros((num_steps, num_envs, dim), obs_dtype),
         "action": np.zeros((num_steps, num_envs, *tuple(dist.action_shape)), dist.action_dtype.as_numpy_dtype),
         "reward": np.zeros((num_steps, num_envs), np.float32),
         "terminated": np.zeros((num_steps, num_envs), bool),

@@ -11,13 +11,14 @@ import gymnasium as gym
 import keras
 
 from kppo._tf import tf
+from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
 from kppo.config.options import ACTIVATIONS, Config
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
+from kppo.gym_envs.spaces import has_image
 
 Schedule = Callable[[float], float]
 #: What SB3's update computes differently from kppo's defaults: torch's Adam, the sample std of the advantages.
 SB3_UPDATE: dict[str, Any] = {"adam_style": "torch", "advantage_std_ddof": 1}
-IGNORED_POLICY_KWARGS = ("share_features_extractor", "normalize_images")
 
 
 def split_schedule(value: float | Schedule, name: str) -> tuple[float, Schedule | None]:
@@ -184,9 +185,21 @@ def optimizer_config(optimizer_class: Any, optimizer_kwargs: dict | None) -> dic
     return out
 
 
-def features_extractor_factory(extractor_class: Any, kwargs: dict | None) -> Callable[[], keras.layers.Layer]:
-    """SB3's `features_extractor_class` / `features_extractor_kwargs` -> a factory of the Keras layer (a torch module
-    class: `ArgumentTypeError`, a Keras layer is needed)."""
+#: kppo's extractors SB3 users name as `features_extractor_class` (SB3's own classes are torch modules), by the
+#: `Config.features_extractor` value each is.
+BUILTIN_EXTRACTORS = {
+    NatureCNN: "nature_cnn",
+    SmallCNN: "small_cnn",
+    CombinedExtractor: "combined",
+    FlattenExtractor: "flatten",
+}
+#: The extractor each SB3 policy name uses when policy_kwargs name none ("cnn": NatureCNN, or SmallCNN under 36 px).
+POLICY_EXTRACTORS = {"CnnPolicy": "cnn", "MultiInputPolicy": "combined", "MlpPolicy": "flatten"}
+
+
+def check_extractor_class(extractor_class: Any) -> None:
+    """One-line `ArgumentTypeError` unless `extractor_class` is a Keras layer class (a torch module class is named
+    as such: kppo's networks are Keras)."""
     if is_torch_module_class(extractor_class):
         raise ArgumentTypeError(
             f"policy_kwargs.features_extractor_class: expected a Keras layer class (kppo's networks are Keras), got "
@@ -196,8 +209,49 @@ def features_extractor_factory(extractor_class: Any, kwargs: dict | None) -> Cal
         raise ArgumentTypeError(
             f"policy_kwargs.features_extractor_class: expected a Keras layer class, got {extractor_class!r}"
         )
-    options = dict(kwargs or {})
-    return lambda: extractor_class(**options)
+
+
+def extractor_fields(policy: str, kwargs: dict, observation_space: gym.spaces.Space | None) -> dict[str, Any]:
+    """The Config fields of SB3's extractor options (popped from `kwargs`) for `policy` ("CnnPolicy", ...): the
+    built-in extractor named (or the policy's default; "combined" only when the Dict holds images, else the
+    observations are flat already), its features_dim, normalize_images, share_features_extractor. A user's Keras
+    class stays in `kwargs` (`user_extractor`)."""
+    out = {
+        "normalize_images": bool(kwargs.pop("normalize_images", True)),
+        "share_features_extractor": bool(kwargs.pop("share_features_extractor", True)),
+    }
+    extractor_class = kwargs.get("features_extractor_class")
+    extractor_kwargs = dict(kwargs.get("features_extractor_kwargs") or {})
+    if extractor_class is None:
+        if extractor_kwargs:
+            raise ArgumentTypeError(
+                f"policy_kwargs.features_extractor_kwargs: expected None or {{}} without features_extractor_class, "
+                f"got {extractor_kwargs!r}"
+            )
+        name = POLICY_EXTRACTORS.get(policy, "flatten")
+        if name == "combined" and (observation_space is None or not has_image(observation_space)):
+            name = "flatten"
+    elif extractor_class in BUILTIN_EXTRACTORS:
+        name = BUILTIN_EXTRACTORS[extractor_class]
+        size = extractor_kwargs.pop("cnn_output_dim" if name == "combined" else "features_dim", None)
+        if extractor_kwargs:
+            raise ArgumentTypeError(
+                f"policy_kwargs.features_extractor_kwargs: {extractor_class.__name__} takes "
+                f"{'cnn_output_dim' if name == 'combined' else 'features_dim'} here, got {sorted(extractor_kwargs)}"
+            )
+        out["features_dim"] = None if size is None else int(size)
+    else:
+        check_extractor_class(extractor_class)
+        return out
+    kwargs.pop("features_extractor_class", None)
+    kwargs.pop("features_extractor_kwargs", None)
+    out["features_extractor"] = name
+    return out
+
+
+def user_extractor(kwargs: dict) -> tuple[type | None, dict]:
+    """(a user's Keras `features_extractor_class`, its kwargs), popped from `kwargs`; (None, {}) without one."""
+    return kwargs.pop("features_extractor_class", None), dict(kwargs.pop("features_extractor_kwargs", None) or {})
 
 
 def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
@@ -220,27 +274,18 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     if "optimizer_class" in kwargs or "optimizer_kwargs" in kwargs:
         adam = "torch.optim.adam.Adam"
         out.update(optimizer_config(kwargs.pop("optimizer_class", adam), kwargs.pop("optimizer_kwargs", None)))
-    extractor_class = kwargs.pop("features_extractor_class", None)
-    extractor_kwargs = kwargs.pop("features_extractor_kwargs", None)
-    if extractor_class is not None:
-        features_extractor_factory(extractor_class, extractor_kwargs)  # its one-line errors
-        raise NotSupportedError(
-            f"policy_kwargs.features_extractor_class: expected None; {extractor_class.__name__} is a Keras layer "
-            f"kppo.agent.make_agent(features_extractor=...) builds, but kppo.PPO acts in numpy (host rollout, "
-            f"predict), which does not run Keras layers yet"
-        )
-    if extractor_kwargs:
-        raise ArgumentTypeError(
-            f"policy_kwargs.features_extractor_kwargs: expected None or {{}} without features_extractor_class, got "
-            f"{extractor_kwargs!r}"
-        )
-    for key in IGNORED_POLICY_KWARGS:
-        kwargs.pop(key, None)
+    for key in (
+        "features_extractor_class",
+        "features_extractor_kwargs",
+        "normalize_images",
+        "share_features_extractor",
+    ):
+        kwargs.pop(key, None)  # `extractor_fields` reads them
     if kwargs:
         raise ArgumentTypeError(
             f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
             f"ortho_init, log_std_init, squash_output, full_std, use_expln, optimizer_class, optimizer_kwargs, "
-            f"features_extractor_class, features_extractor_kwargs, {', '.join(IGNORED_POLICY_KWARGS)})"
+            f"features_extractor_class, features_extractor_kwargs, normalize_images, share_features_extractor)"
         )
     return out
 
@@ -260,7 +305,13 @@ def tf_device(device: str) -> str | None:
 
 def jsonable_policy_kwargs(kwargs: dict) -> dict:
     """policy_kwargs with callables replaced by their names (activation functions)."""
-    return {k: (activation_name(v) if k == "activation_fn" else v) for k, v in kwargs.items()}
+
+    def jsonable(key: str, value: Any) -> Any:
+        if key == "activation_fn":
+            return activation_name(value)
+        return class_path(value) if key == "features_extractor_class" else value
+
+    return {k: jsonable(k, v) for k, v in kwargs.items()}
 
 
 def minibatches(batch_size: Any, rollout: int) -> int:

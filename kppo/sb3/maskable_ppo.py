@@ -21,8 +21,8 @@ class MaskablePPO(PPO):
     constructor as `kppo.PPO` (gSDE does not apply to discrete actions), `learn(..., use_masking=True)` and
     `predict(observation, state, episode_start, deterministic, action_masks)`."""
 
-    def _make_config(self, n_envs, action_space, normalize) -> Config:
-        return super()._make_config(n_envs, action_space, normalize).replace(action_masks=True)
+    def _make_config(self, n_envs, action_space, normalize, fields) -> Config:
+        return super()._make_config(n_envs, action_space, normalize, fields).replace(action_masks=True)
 
     def learn(  # type: ignore[override]  # sb3-contrib's signature: use_masking before progress_bar
         self,

@@ -42,7 +42,8 @@ import tempfile
 from kppo.agent import checkpoint
 from kppo.agent.archive import agent_dir, write_zip, zip_target
 from kppo._tf import tf
-from kppo.agent.agent import Agent, load_agent, make_policy
+from kppo.agent.agent import Agent, load_agent, make_agent, make_policy
+from kppo.agent.extractors import extractor_factory
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
 from kppo.gym_envs.sb3_vec_env import VecEnv
@@ -57,12 +58,22 @@ from kppo.training.train import run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy
 from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner
-from kppo.sb3.arguments import Schedule, jsonable_policy_kwargs, policy_config, sb3_config, split_schedule, tf_device
+from kppo.sb3.arguments import (
+    BUILTIN_EXTRACTORS,
+    Schedule,
+    extractor_fields,
+    jsonable_policy_kwargs,
+    policy_config,
+    sb3_config,
+    split_schedule,
+    tf_device,
+    user_extractor,
+)
 from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.vec_normalize import VecNormalize
 
-_POLICIES = ("MlpPolicy", "MultiInputPolicy")
+_POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 #: SB3's message for `predict((obs, info))`.
 MIXED_API_HINT = (
     "observation: expected a numpy array or a dict, got a tuple; you are probably mixing the Gym API with SB3's "
@@ -167,6 +178,7 @@ class PPO(BaseAlgorithm):
         )
         self._policy_fields = self._policy_config(dict(policy_kwargs or {}))
         self.policy_kwargs = dict(policy_kwargs or {})
+        extractor_fields(policy, dict(self.policy_kwargs), None)  # its one-line errors now
         self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
         self._current_lr = self.learning_rate
         # the host runner and its state (set by the training loop)
@@ -191,7 +203,29 @@ class PPO(BaseAlgorithm):
     # Construction helpers
     # ---------------------------------------------------------------------------------------------------------
 
-    def _make_config(self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool]) -> Config:
+    def _network_fields(self, observation_space: gym.spaces.Space) -> dict[str, Any]:
+        """`policy_config`'s fields and the features extractor's for `observation_space`; SB3's CnnPolicy puts its
+        heads on the CNN's features (`net_arch=[]`) unless policy_kwargs give a net_arch."""
+        fields = dict(self._policy_fields)
+        fields.update(extractor_fields(self.policy_class, dict(self.policy_kwargs), observation_space))
+        if self.policy_class == "CnnPolicy" and self.policy_kwargs.get("net_arch") is None:
+            fields["actor_hidden_units"] = fields["critic_hidden_units"] = ()
+        return fields
+
+    def _user_agent(self, vec_env: GymVecEnv, config: Config) -> Agent | None:
+        """The networks of a user's Keras `features_extractor_class` (a Config names only kppo's); None without."""
+        extractor_class, kwargs = user_extractor(dict(self.policy_kwargs))
+        if extractor_class is None or extractor_class in BUILTIN_EXTRACTORS:
+            return None
+        space = vec_env.observation_space
+        factory = extractor_factory(
+            extractor_class, space, kwargs, config.normalize_images, config.kernel_init, config.bias_init, config.seed
+        )
+        return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space, factory, observation_space=space)
+
+    def _make_config(
+        self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool], fields: dict
+    ) -> Config:
         args = dict(
             self._ppo_args,
             learning_rate=self.learning_rate,
@@ -202,7 +236,7 @@ class PPO(BaseAlgorithm):
             use_sde=self.use_sde,
             sde_sample_freq=self.sde_sample_freq,
         )
-        return sb3_config(args, n_envs, action_space, normalize, self._policy_fields)
+        return sb3_config(args, n_envs, action_space, normalize, fields)
 
     def _build(self, env: Any, start: Start = _FRESH_START) -> None:
         own_seed = isinstance(env, VecEnv) and not self._seed_given and env.pending_seed is not None
@@ -216,7 +250,10 @@ class PPO(BaseAlgorithm):
                     f"{vec_env.observation_space} / {vec_env.action_space}"
                 )
             normalize = self._normalization(env)
-            self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize)
+            fields = self._network_fields(vec_env.observation_space)
+            self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize, fields)
+            if start.agent is None:
+                start = start._replace(agent=self._user_agent(vec_env, self.config))
         except BaseException:
             vec_env.close()
             raise

@@ -73,12 +73,12 @@ class RecurrentPPO(PPO):
             **kwargs,
         )
 
-    def _make_config(self, n_envs, action_space, normalize):
+    def _make_config(self, n_envs, action_space, normalize, fields):
         """sb3-contrib's minibatches (`Config.lstm_batching="rotated"`): each epoch, the env-major rollout rotated by a
         random offset and cut, in order, into windows of `batch_size` consecutive steps, each replayed from the LSTM
         states stored at its first step and wherever it enters another env's steps."""
-        self._policy_fields.update(lstm_batching="rotated", lstm_sequence_length=0)
-        return super()._make_config(n_envs, action_space, normalize)
+        fields = {**fields, "lstm_batching": "rotated", "lstm_sequence_length": 0}
+        return super()._make_config(n_envs, action_space, normalize, fields)
 
     def predict(
         self,

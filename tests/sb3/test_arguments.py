@@ -3,14 +3,18 @@ qualname (torch is not imported), features extractors (a Keras layer; a torch mo
 
 import warnings
 
+import gymnasium as gym
 import keras
+import numpy as np
 import pytest
 
 from kppo.config.options import Config
 from kppo.core.errors import ArgumentTypeError, NotSupportedError
+from kppo.agent.extractors import NatureCNN
 from kppo.sb3.arguments import (
     NET_ARCH_LIST_WARNING,
-    features_extractor_factory,
+    check_extractor_class,
+    extractor_fields,
     net_arch_units,
     optimizer_config,
     policy_config,
@@ -146,18 +150,40 @@ class _Features(keras.layers.Layer):
         return self.dense(obs)
 
 
-def test_a_keras_extractor_is_a_factory_and_a_torch_module_is_refused():
-    layer = features_extractor_factory(_Features, dict(units=4))()
-    assert isinstance(layer, _Features) and layer.dense.units == 4
+def test_a_keras_extractor_class_is_kept_and_a_torch_module_is_refused():
+    check_extractor_class(_Features)
+    kwargs = dict(features_extractor_class=_Features, features_extractor_kwargs=dict(units=4))
+    fields = extractor_fields("MlpPolicy", kwargs, None)
+    assert "features_extractor" not in fields and kwargs["features_extractor_class"] is _Features  # a user's layer
     module = _torch_named("torch.nn.modules.module", "Module")
     cnn = type("NatureCNN", (module,), {})
     with pytest.raises(ArgumentTypeError, match=r"expected a Keras layer class .* got the torch module"):
-        features_extractor_factory(cnn, None)
+        check_extractor_class(cnn)
     with pytest.raises(ArgumentTypeError, match="expected a Keras layer class, got <class 'object'>"):
-        features_extractor_factory(object, None)
+        check_extractor_class(object)
 
 
-def test_kppo_ppo_refuses_an_extractor_in_one_line_until_numpy_acting_runs_it():
-    with pytest.raises(NotSupportedError, match="features_extractor_class: expected None; _Features is a Keras") as err:
-        policy_config(dict(features_extractor_class=_Features))
-    assert "\n" not in str(err.value)
+def test_sb3_policy_names_and_kppo_extractor_classes_become_config_fields():
+    image = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)
+    assert extractor_fields("CnnPolicy", {}, image)["features_extractor"] == "cnn"
+    vectors = gym.spaces.Dict(a=gym.spaces.Box(-1, 1, (2,)), b=gym.spaces.Box(-1, 1, (3,)))
+    assert extractor_fields("MultiInputPolicy", {}, vectors)["features_extractor"] == "flatten"  # nothing to convolve
+    mixed = gym.spaces.Dict(image=image, b=gym.spaces.Box(-1, 1, (3,)))
+    assert extractor_fields("MultiInputPolicy", {}, mixed)["features_extractor"] == "combined"
+    kwargs = dict(
+        features_extractor_class=NatureCNN,
+        features_extractor_kwargs=dict(features_dim=256),
+        normalize_images=False,
+        share_features_extractor=False,
+    )
+    fields = extractor_fields("MlpPolicy", kwargs, image)
+    assert fields == dict(
+        features_extractor="nature_cnn", features_dim=256, normalize_images=False, share_features_extractor=False
+    )
+    assert kwargs == {} and Config(**fields).features_dim == 256
+    with pytest.raises(ArgumentTypeError, match="NatureCNN takes features_dim here, got \\['channels'\\]"):
+        extractor_fields(
+            "CnnPolicy", dict(features_extractor_class=NatureCNN, features_extractor_kwargs={"channels": 1}), image
+        )
+    with pytest.raises(ArgumentTypeError, match=r"features_extractor_kwargs: expected None or \{\} without"):
+        extractor_fields("CnnPolicy", dict(features_extractor_kwargs={"features_dim": 1}), image)

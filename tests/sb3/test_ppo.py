@@ -95,7 +95,9 @@ def test_rejects_bad_arguments_in_one_line(kwargs, message):
 
 def test_bad_policy_and_squash_without_bounds():
     with pytest.raises(ValueError, match="policy: expected one of"):
-        PPO("CnnPolicy", _cartpole())
+        PPO("CnnLstmPolicy", _cartpole())
+    with pytest.raises(AssertionError, match=r"expected an image Box \(H, W, C\) for features_extractor='cnn'"):
+        PPO("CnnPolicy", _cartpole())  # SB3's NatureCNN asserts an image space
 
     class Unbounded(gym.Env):
         observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)

@@ -74,13 +74,17 @@ def eval_env_source(env: Any) -> Any:
 
 def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
     if strategy is None:
-        return start.agent or make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+        return start.agent or make_agent(
+            config, vec_env.flat_obs_dim, vec_env.action_space, observation_space=vec_env.observation_space
+        )
     if start.agent is not None:
         raise ValueError(
             f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {config.distribute!r}"
         )
     with strategy.scope():  # all env shards step on the host; the update runs on the replicas
-        return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+        return make_agent(
+            config, vec_env.flat_obs_dim, vec_env.action_space, observation_space=vec_env.observation_space
+        )
 
 
 def _initial_state(

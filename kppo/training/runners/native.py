@@ -7,6 +7,7 @@ from typing import NamedTuple
 from collections.abc import Callable
 
 import gymnasium as gym
+import numpy as np
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
@@ -41,10 +42,16 @@ def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]
     return env, env
 
 
-def native_observation_dim(space: gym.spaces.Space) -> int:
-    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
-        raise ValueError(f"observation_space: expected a 1-D Box for a TF-native env, got {space}")
-    return int(space.shape[0])
+def native_observation_dim(space: gym.spaces.Space, config: Config) -> int:
+    """The flat observation length of a TF-native env: a 1-D Box, or a Box of any shape read through a features
+    extractor (`config.features_extractor`, e.g. MinAtar's [10, 10, C] grids through a CNN)."""
+    flat = config.features_extractor == "flatten"
+    if not isinstance(space, gym.spaces.Box) or (flat and len(space.shape) != 1):
+        raise ValueError(
+            f"observation_space: expected a 1-D Box for a TF-native env (or a Box of any shape with a "
+            f"features_extractor), got {space}"
+        )
+    return int(np.prod(space.shape))
 
 
 class NativeParts(NamedTuple):
@@ -60,7 +67,12 @@ class NativeParts(NamedTuple):
 def build_native(env: str | VecEnv, config: Config) -> NativeParts:
     """Builds envs, distribution, networks, optimizer and the initial runner state from `config.seed`."""
     train_env, eval_env = make_native_envs(env, config)
-    agent = make_agent(config, native_observation_dim(train_env.observation_space), train_env.action_space)
+    agent = make_agent(
+        config,
+        native_observation_dim(train_env.observation_space, config),
+        train_env.action_space,
+        observation_space=train_env.observation_space,
+    )
     key_reset, key_train, key_eval = root_keys(config.seed)
     state = RunnerState(
         initial_rollout_state(train_env, agent, key_reset, config.num_envs, config.normalize_obs),
