@@ -144,13 +144,13 @@ def make_agent(
     read the observations through (a user's Keras layer, `kppo.agent.extractors.extractor_factory`); without it, the
     one `config.features_extractor` names for `observation_space` (needed then). One layer for both networks when
     `share_features_extractor` (default `config.share_features_extractor`)."""
-    if features_extractor is None and config.features_extractor != "flatten":
-        if observation_space is None:
-            raise ValueError(
-                f"observation_space: expected the observation space for features_extractor="
-                f"{config.features_extractor!r}, got None"
-            )
+    if features_extractor is None and observation_space is not None:
         features_extractor = config_extractor(config, observation_space)
+    elif features_extractor is None and config.features_extractor != "flatten":
+        raise ValueError(
+            f"observation_space: expected the observation space for features_extractor={config.features_extractor!r}, "
+            f"got None"
+        )
     share = config.share_features_extractor if share_features_extractor is None else share_features_extractor
     extractors = make_extractors(features_extractor, share)
     input_dim = observation_dim if extractors[0] is None else features_dim(extractors[0], observation_dim)
@@ -220,13 +220,17 @@ class SavedAgent(NamedTuple):
         )
 
 
-def load_agent(path: str | Path) -> SavedAgent:
+def load_agent(path: str | Path, user_extractor: Callable | None = None) -> SavedAgent:
     """Rebuilds the agent saved by `kppo.agent.checkpoint.save` at `path` (YAML, JSON and TF checkpoint files only;
     nothing in them is executed). One-line ValueErrors for a directory that is not an agent or does not fit its
-    config."""
+    config. `user_extractor(config, observation_space)`: the factory of a user's features extractor (None: the one
+    the config names), which a config cannot name."""
     config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
     observation_dim = flat_dim(observation_space)
-    agent = make_agent(config, observation_dim, action_space, observation_space=observation_space)
+    factory = None if user_extractor is None else user_extractor(config, observation_space)
+    agent = make_agent(
+        config, observation_dim, action_space, features_extractor=factory, observation_space=observation_space
+    )
     obs_stats, return_stats = read_any_cells(
         lambda into: checkpoint.restore(path, into, [observation_dim]), agent, config, action_space
     )

@@ -230,7 +230,7 @@ def extractor_factory(
             raise ArgumentError(f"features_extractor: expected one of {FEATURES_EXTRACTORS}, got {extractor!r}")
         if extractor == "flatten":
             return None
-        build = _builtin(extractor, observation_space, options, kernel_init, bias_init, seed)
+        build = _builtin(extractor, observation_space, options, normalize_images, (kernel_init, bias_init, seed))
     elif isinstance(extractor, type) and issubclass(extractor, keras.layers.Layer):
         build = lambda: extractor(observation_space, **options)  # noqa: E731
     else:
@@ -240,19 +240,24 @@ def extractor_factory(
 
 
 def _builtin(
-    name: str, space: gym.spaces.Space, options: dict, kernel_init: str, bias_init: str, seed: int
+    name: str, space: gym.spaces.Space, options: dict, normalize_images: bool, init: tuple[str, str, int]
 ) -> Callable[[], keras.layers.Layer]:
-    init = {"kernel_init": kernel_init, "bias_init": bias_init, "seed": seed}
+    tower = dict(zip(("kernel_init", "bias_init", "seed"), init))
     if name == "combined":
         if not isinstance(space, gym.spaces.Dict):
             raise ArgumentError(f"features_extractor: expected a Dict observation space for 'combined', got {space}")
-        return lambda: CombinedExtractor(space, **options, **init)
+        return lambda: CombinedExtractor(space, **options, **tower)
     if isinstance(space, gym.spaces.Dict) or len(space_shape(space)) != 3:
         raise ArgumentError(
             f"observation_space: expected an image Box (H, W, C) for features_extractor={name!r}, got {space}"
         )
+    if normalize_images and not is_image_space(space):  # SB3's NatureCNN asserts the same
+        raise ArgumentError(
+            f"observation_space: expected a uint8 image Box in [0, 255] for features_extractor={name!r} (float "
+            f"images: normalize_images=False), got {space}"
+        )
     build = {"cnn": any_cnn, "nature_cnn": NatureCNN, "small_cnn": SmallCNN}[name]
-    return lambda: build(space_shape(space), **options, **init)
+    return lambda: build(space_shape(space), **options, **tower)
 
 
 def config_extractor(config, observation_space: gym.spaces.Space) -> Callable[[], Preprocessed] | None:

@@ -26,7 +26,16 @@ import numpy as np
 from kppo.core import normalization
 from kppo._tf import tf
 from kppo.core.distributions import ActionDistribution
-from kppo.gym_envs.spaces import encode_rows, flatten_obs, input_dim, input_rows, integer_input, is_encoded, layout
+from kppo.gym_envs.spaces import (
+    encode_rows,
+    flatten_obs,
+    input_dim,
+    input_rows,
+    integer_input,
+    is_encoded,
+    is_image_space,
+    layout,
+)
 from kppo.agent.networks import Actor
 from kppo.agent.numpy_actor import NumpyActor, key_rng, make_numpy_actor
 from kppo.core.types import Moments
@@ -290,7 +299,8 @@ class Policy:
         return self._compiled_get_action(tf.constant(np.asarray(flat_obs, np.float32)), key, mask).numpy()
 
     # Input rows: what an exported artifact takes. For a Box or a Dict of Boxes the flat observation itself; with
-    # Discrete / MultiDiscrete / MultiBinary parts their raw integers, which `encode` one-hot encodes.
+    # Discrete / MultiDiscrete / MultiBinary parts their raw integers, which `encode` one-hot encodes; for an image
+    # Box (`kppo.gym_envs.spaces.is_image_space`) the image itself, uint8 in the env's layout (HWC or CHW).
 
     @property
     def layout(self) -> list:
@@ -298,25 +308,50 @@ class Policy:
         return layout(self.observation_space)
 
     @property
+    def image(self) -> bool:
+        """The observation space is an image Box: input rows are the images themselves, uint8 [*input_shape]."""
+        return is_image_space(self.observation_space)
+
+    @property
     def input_dim(self) -> int:
+        """The number of values in one input row (an image's H * W * C)."""
         if is_encoded(self.observation_space):
             return input_dim(self.observation_space)
         return int(self._stats.mean.shape[0])
 
     @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One input row's shape: the image's own shape ((H, W, C), or (C, H, W) for a CHW space) for an image Box,
+        else (input_dim,)."""
+        if self.image:
+            return tuple(int(d) for d in self.observation_space.shape)  # type: ignore[union-attr]
+        return (self.input_dim,)
+
+    @property
     def input_dtype(self) -> np.dtype:
-        """int32 when every part of the observation is an integer, else float32."""
+        """uint8 for an image Box, int32 when every part of the observation is an integer, else float32."""
+        if self.image:
+            return np.dtype(np.uint8)
         encoded = is_encoded(self.observation_space)
         return np.dtype(np.int32 if encoded and integer_input(self.observation_space) else np.float32)
 
     def input_row(self, obs) -> np.ndarray:
-        """One raw observation -> its input row [input_dim]."""
+        """One raw observation -> its input row [*input_shape] (an image as it is, uint8)."""
         space = self.observation_space
+        if self.image:
+            image = np.asarray(obs)
+            if image.shape != self.input_shape:
+                raise ValueError(f"obs: expected an image of shape {self.input_shape}, got shape {image.shape}")
+            return image.astype(np.uint8)
         batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
         return input_rows(space, batch)[0].astype(self.input_dtype)
 
     def encode(self, rows: np.ndarray) -> np.ndarray:
-        """Input rows [N, input_dim] -> the flat float32 observations [N, D] the networks see."""
+        """Input rows [N, *input_shape] -> the flat float32 observations [N, D] the networks see (an image's bytes
+        as 0.0-255.0: the actor's features extractor divides them)."""
+        if self.image:
+            rows = np.asarray(rows)
+            return rows.reshape(len(rows), self.input_dim).astype(np.float32)
         if not is_encoded(self.observation_space):
             return np.asarray(rows, np.float32)
         return encode_rows(self.observation_space, rows)
@@ -324,7 +359,10 @@ class Policy:
     def encode_graph(self, rows: tf.Tensor) -> tf.Tensor:
         """`encode` in TensorFlow, with ops TFLite Micro has too: one_hot(x - start, n) is computed as
         max(1 - |x - (start + range(n))|, 0) in float32 (the converter would turn tf.one_hot, or equal + cast, into
-        ONE_HOT, which TFLite Micro lacks); exact for integers below 2^24, all zeros out of range, as `encode`."""
+        ONE_HOT, which TFLite Micro lacks); exact for integers below 2^24, all zeros out of range, as `encode`. Images
+        [N, *input_shape] (uint8) are cast to float32 and flattened to [N, input_dim]."""
+        if self.image:
+            return tf.reshape(tf.cast(rows, tf.float32), [-1, self.input_dim])
         if not is_encoded(self.observation_space):
             return tf.cast(rows, tf.float32)
         parts = layout(self.observation_space)

@@ -249,6 +249,21 @@ def extractor_fields(policy: str, kwargs: dict, observation_space: gym.spaces.Sp
     return out
 
 
+def saved_extractor(policy_kwargs: dict, custom_objects: dict) -> dict:
+    """Saved policy_kwargs with a user's `features_extractor_class` (saved as its 'module.qualname') given back by
+    `custom_objects["features_extractor_class"]` (SB3's `load(custom_objects=...)`; nothing is imported by name)."""
+    name = policy_kwargs.get("features_extractor_class")
+    if not isinstance(name, str):
+        return policy_kwargs
+    given = custom_objects.get("features_extractor_class")
+    if given is None or class_path(given) != name:
+        raise ArgumentTypeError(
+            f"custom_objects: expected {{'features_extractor_class': {name.rsplit('.', 1)[-1]}}} (the model was saved "
+            f"with the Keras layer {name!r}, which kppo does not import by name), got {given!r}"
+        )
+    return {**policy_kwargs, "features_extractor_class": given}
+
+
 def user_extractor(kwargs: dict) -> tuple[type | None, dict]:
     """(a user's Keras `features_extractor_class`, its kwargs), popped from `kwargs`; (None, {}) without one."""
     return kwargs.pop("features_extractor_class", None), dict(kwargs.pop("features_extractor_kwargs", None) or {})

@@ -67,6 +67,7 @@ from kppo.sb3.arguments import (
     sb3_config,
     split_schedule,
     tf_device,
+    saved_extractor,
     user_extractor,
 )
 from kppo.core.types import Diagnostics, Moments
@@ -212,16 +213,23 @@ class PPO(BaseAlgorithm):
             fields["actor_hidden_units"] = fields["critic_hidden_units"] = ()
         return fields
 
-    def _user_agent(self, vec_env: GymVecEnv, config: Config) -> Agent | None:
-        """The networks of a user's Keras `features_extractor_class` (a Config names only kppo's); None without."""
+    def _user_extractor_factory(self, config: Config, observation_space: gym.spaces.Space):
+        """The factory of a user's Keras `features_extractor_class` (a Config names only kppo's); None without."""
         extractor_class, kwargs = user_extractor(dict(self.policy_kwargs))
         if extractor_class is None or extractor_class in BUILTIN_EXTRACTORS:
             return None
+        init = (config.normalize_images, config.kernel_init, config.bias_init, config.seed)
+        return extractor_factory(extractor_class, observation_space, kwargs, *init)
+
+    def _user_agent(self, vec_env: GymVecEnv, config: Config) -> Agent | None:
+        """The networks of a user's Keras `features_extractor_class`; None without one."""
+        factory = self._user_extractor_factory(config, vec_env.observation_space)
+        if factory is None:
+            return None
         space = vec_env.observation_space
-        factory = extractor_factory(
-            extractor_class, space, kwargs, config.normalize_images, config.kernel_init, config.bias_init, config.seed
+        return make_agent(
+            config, vec_env.flat_obs_dim, vec_env.action_space, features_extractor=factory, observation_space=space
         )
-        return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space, factory, observation_space=space)
 
     def _make_config(
         self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool], fields: dict
@@ -535,14 +543,16 @@ class PPO(BaseAlgorithm):
         **kwargs: Any,
     ) -> PPO:
         """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
-        agent directory); `env` (optional) must have the saved spaces. `custom_objects` and `print_system_info` are
-        accepted for compatibility and ignored (nothing is unpickled)."""
-        del custom_objects, print_system_info, force_reset
+        agent directory); `env` (optional) must have the saved spaces. Nothing is unpickled: a model saved with a
+        user's Keras `features_extractor_class` needs it again as `custom_objects={"features_extractor_class": cls}`
+        (its name is all the file holds); `print_system_info` is accepted and ignored."""
+        del print_system_info, force_reset
         path = agent_dir(path)
         _, metadata, _, _ = checkpoint.read_metadata(path)
         saved = metadata.get("extra", {}).get("sb3")
         if saved is None:
             raise ValueError(f"path: {str(path)!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
+        saved["policy_kwargs"] = saved_extractor(saved["policy_kwargs"], custom_objects or {})
         args = {
             k: saved[k]
             for k in (
@@ -567,7 +577,7 @@ class PPO(BaseAlgorithm):
         }
         args.update(kwargs)
         model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
-        loaded = load_agent(path)
+        loaded = load_agent(path, model._user_extractor_factory)
         model.num_timesteps = int(saved.get("num_timesteps", 0))
         model.config, model.agent = loaded.config, loaded.agent
         model._spaces = (loaded.observation_space, loaded.action_space)
