@@ -56,11 +56,21 @@ def initial_memory(agent: Agent, num_envs: int) -> tuple:
     return tuple(tf.zeros([num_envs, agent.lstm.units]) for _ in range(2 * len(agent.lstm.cells)))
 
 
+def actor_critic(agent: Agent, obs: tf.Tensor) -> tuple:
+    """(actor params, values) at observations `obs` [B, D] of an MLP agent; a features extractor the two networks
+    share (SB3's `share_features_extractor=True`) runs once, as in SB3."""
+    extractor = getattr(agent.actor, "extractor", None)
+    if extractor is None or extractor is not getattr(agent.critic, "extractor", None):
+        return agent.actor(obs), agent.critic(obs)
+    features = extractor(obs)
+    return agent.actor.from_features(features), agent.critic.from_features(features)
+
+
 def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tensor | None = None):
     """(actor params, value, new memory) at observations `obs` [B, D]; the memory restarts from zeros where
     `episode_start` [B] (the observation is an episode's first)."""
     if agent.lstm is None:
-        return agent.actor(obs), agent.critic(obs), ()
+        return (*actor_critic(agent, obs), ())
     if episode_start is not None:
         keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
         memory = tuple(m * keep for m in memory)

@@ -176,7 +176,10 @@ class Actor(keras.Model):
         self.built = True
 
     def call(self, obs):
-        features = _extract(self, obs)
+        return self.from_features(_extract(self, obs))
+
+    def from_features(self, features):
+        """`call` after the features extractor (what a shared extractor's output feeds: `agent.actor_critic`)."""
         for layer in self.hidden:
             features = layer(features)
         out = self.head(features)
@@ -247,7 +250,10 @@ class Critic(keras.Model):
         self.built = True
 
     def call(self, obs):
-        features = _extract(self, obs)
+        return self.from_features(_extract(self, obs))
+
+    def from_features(self, features):
+        """`call` after the features extractor."""
         for layer in self.hidden:
             features = layer(features)
         return tf.squeeze(self.head(features), axis=-1)

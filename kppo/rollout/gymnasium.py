@@ -24,7 +24,7 @@ import numpy as np
 
 from kppo.core import normalization
 from kppo._tf import tf
-from kppo.agent.agent import Agent, act_step, merge_steps, replay, value_after
+from kppo.agent.agent import Agent, act_step, actor_critic, merge_steps, replay, value_after
 from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.vector import GymStep
 from kppo.gym_envs.vector_info import sb3_info
@@ -100,7 +100,8 @@ def finish_rollout(
         return tf.reshape(x, [num_steps, num_envs])
 
     if agent.lstm is None:
-        params, values, end_memory = agent.actor(flat(traj.obs)), time_major(agent.critic(flat(traj.obs))), ()
+        params, values = actor_critic(agent, flat(traj.obs))
+        values, end_memory = time_major(values), ()
         final_values = time_major(agent.critic(flat(final_obs)))
         last_value = agent.critic(last_obs)
     else:

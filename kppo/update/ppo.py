@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from kppo.core import losses
 from kppo._tf import tf
-from kppo.agent.agent import Agent, with_weights
+from kppo.agent.agent import Agent, actor_critic, with_weights
 from kppo.core.distribute import clip_and_scale, minibatch_moments
 from kppo.core.tf_loops import merge_leading, tie_to_members
 from kppo.core.optimizers import AdamState, adam_step
@@ -83,7 +83,7 @@ def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[t
             replay_window(agent, mb, settings.rotated_steps) if settings.rotated_steps else replay_sequences(agent, mb)
         )
     else:
-        params, values = agent.actor(mb.obs), agent.critic(mb.obs)
+        params, values = actor_critic(agent, mb.obs)
     params = agent.dist.masked(params, mb.action_mask)
     advantages = mb.advantage
     if settings.normalize_advantage:
