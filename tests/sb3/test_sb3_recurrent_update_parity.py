@@ -97,7 +97,7 @@ def test_one_update_of_kppo_recurrent_ppo_equals_sb3_contribs():
     ):
         np.testing.assert_allclose([float(getattr(i, field)) for i, _, _ in results], data[sb3], err_msg=field, **close)
     np.testing.assert_allclose([-float(i.entropy) for i, _, _ in results], data["entropy_loss"], **close)
-    np.testing.assert_allclose([float(g) for _, g, _ in results], data["grad_norm"], rtol=5e-6)  # 2e-5 before the float32 bias corrections were fixed
+    np.testing.assert_allclose([float(g) for _, g, _ in results], data["grad_norm"], rtol=5e-6)
     want = make_agent(model.config, 2, model.action_space)
     _set_weights(want, data, prefix="after_")
     for got, expected in zip(model.agent.variables, want.variables):
