@@ -66,7 +66,11 @@ def output_spec(body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, x: Any)
 
 
 def scan(
-    body: Callable[[Any, Any], tuple[Any, Any]], carry: Any, xs: Any = None, length: int | None = None
+    body: Callable[[Any, Any], tuple[Any, Any]],
+    carry: Any,
+    xs: Any = None,
+    length: int | None = None,
+    until: Callable[[Any], tf.Tensor] | None = None,
 ) -> tuple[Any, Any]:
     """Runs `carry, y = body(carry, x)` over the leading axis of `xs`; returns (final carry, stacked ys).
 
@@ -78,6 +82,8 @@ def scan(
         carry: initial carry, a nest of tensors with fixed shapes.
         xs: nest of tensors sliced along axis 0, or None (then x is the int32 step index).
         length: number of steps; required when `xs` is None.
+        until: carry -> bool scalar: stop early once it holds (the remaining ys stay zeros), e.g. when every
+            evaluation episode has ended; ignored while a population traces (`vectorizing`).
     """
     steps = length if xs is None else tf.nest.flatten(xs)[0].shape[0]
     if steps is None or steps < 1:
@@ -97,7 +103,13 @@ def scan(
         return i + 1, carry, tf.nest.map_structure(lambda b, v: write(b, v, i), buffers, y)
 
     start = tie_to_members((tf.constant(0, tf.int32), carry, buffers))
-    _, carry, buffers = tf.while_loop(lambda i, *_: i < steps, loop_body, start, maximum_iterations=steps)
+    if getattr(_vectorized, "anchor", None) is not None:
+        until = None  # a population's members stop together: pfor's loop with a per-member exit does not compile
+
+    def cond(i, carry, _):
+        return i < steps if until is None else tf.logical_and(i < steps, tf.logical_not(until(carry)))
+
+    _, carry, buffers = tf.while_loop(cond, loop_body, start, maximum_iterations=steps)
     return carry, buffers
 
 

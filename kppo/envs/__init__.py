@@ -6,6 +6,10 @@ from kppo._tf import tf
 from kppo.envs.tasks.acrobot import Acrobot
 from kppo.envs.base import StepResult, Task, VecEnv
 from kppo.envs.tasks.cartpole import CartPole, CartPoleNoVel
+from kppo.envs.tasks.minatar_asterix import Asterix, AsterixGymnax
+from kppo.envs.tasks.minatar_breakout import Breakout, BreakoutGymnax
+from kppo.envs.tasks.minatar_freeway import Freeway, FreewayGymnax
+from kppo.envs.tasks.minatar_space_invaders import SpaceInvaders, SpaceInvadersGymnax
 from kppo.envs.tasks.mountain_car import MountainCar, MountainCarContinuous
 from kppo.envs.tasks.pendulum import Pendulum
 from kppo.envs.wrappers import (
@@ -27,23 +31,44 @@ TASKS: dict[str, type[Task]] = {
     "Pendulum-v1": Pendulum,
 }
 """Built-in TF-native tasks by gymnasium id; `make` also accepts the lower-case short names ("cartpole", ...)."""
+MINATAR_TASKS: dict[str, type[Task]] = {
+    "MinAtar/Asterix-v1": Asterix,
+    "MinAtar/Breakout-v1": Breakout,
+    "MinAtar/Freeway-v1": Freeway,
+    "MinAtar/SpaceInvaders-v1": SpaceInvaders,
+    "Asterix-MinAtar": AsterixGymnax,
+    "Breakout-MinAtar": BreakoutGymnax,
+    "Freeway-MinAtar": FreewayGymnax,
+    "SpaceInvaders-MinAtar": SpaceInvadersGymnax,
+}
+"""MinAtar games by the minatar package's gymnasium id (sticky actions, no time limit) and by gymnax's id (no sticky
+actions, 1000 steps); short names "breakout_minatar", "breakout_minatar_gymnax", ... Kept apart from TASKS, whose
+entries are checked against gymnasium's own environments (tests/envs/test_parity.py)."""
 _SHORT_NAMES = {
     "cartpole": "CartPole-v1",
     "acrobot": "Acrobot-v1",
     "mountaincar": "MountainCar-v0",
     "mountaincar_continuous": "MountainCarContinuous-v0",
     "pendulum": "Pendulum-v1",
+    "asterix_minatar": "MinAtar/Asterix-v1",
+    "breakout_minatar": "MinAtar/Breakout-v1",
+    "freeway_minatar": "MinAtar/Freeway-v1",
+    "space_invaders_minatar": "MinAtar/SpaceInvaders-v1",
+    "asterix_minatar_gymnax": "Asterix-MinAtar",
+    "breakout_minatar_gymnax": "Breakout-MinAtar",
+    "freeway_minatar_gymnax": "Freeway-MinAtar",
+    "space_invaders_minatar_gymnax": "SpaceInvaders-MinAtar",
 }
 
 
 def resolve_name(name: str) -> str:
     """Maps a short name or gymnasium id to the gymnasium id of a built-in task (ValueError otherwise)."""
-    if name in TASKS:
+    if name in TASKS or name in MINATAR_TASKS:
         return name
     key = name.lower().replace("-", "_")
     if key in _SHORT_NAMES:
         return _SHORT_NAMES[key]
-    raise ValueError(f"env: expected one of {sorted(TASKS) + sorted(_SHORT_NAMES)}, got {name!r}")
+    raise ValueError(f"env: expected one of {sorted(TASKS | MINATAR_TASKS) + sorted(_SHORT_NAMES)}, got {name!r}")
 
 
 def make(
@@ -68,7 +93,7 @@ def make(
         offset_step: stagger the step counters (rex OFFSET_STEP).
         episode_statistics: track episode returns/lengths in the state. Defaults to True.
     """
-    task = TASKS[resolve_name(name)](dtype=dtype)
+    task = (TASKS | MINATAR_TASKS)[resolve_name(name)](dtype=dtype)
     return wrap(
         task,
         max_episode_steps=max_episode_steps,
@@ -79,6 +104,7 @@ def make(
 
 
 __all__ = [
+    "MINATAR_TASKS",
     "TASKS",
     "Acrobot",
     "CartPole",

@@ -242,6 +242,7 @@ class VecEnvWrapper(VecEnv):
             raise ValueError(f"venv: expected a kppo VecEnv (DummyVecEnv, SubprocVecEnv...), got {type(venv).__name__}")
         self.venv = venv
         super().__init__(venv.vector_env if vector_env is None else vector_env)
+        self._seeds, self._options = venv._seeds, venv._options  # SB3: venv.reset() still uses venv's seed
 
     @property
     def unwrapped(self) -> VecEnv:

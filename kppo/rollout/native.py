@@ -24,6 +24,11 @@ class RolloutSettings(NamedTuple):
     action_masks: bool = False  # act with the env's action masks (`VecEnv.action_mask`) and store them
 
 
+#: The longest TF-native evaluation episode, for tasks without a time limit (MinAtar's): the evaluation is one
+#: compiled scan of fixed length that records every step (16 envs x 10,000 steps of a 10x10x4 grid: 26 MB).
+EVAL_STEP_CAP = 10_000
+
+
 def current_mask(env: VecEnv, agent: Agent, env_state, num_envs: int, action_masks: bool) -> tf.Tensor:
     """bool [num_envs, mask_size]: the env's action mask at its current observations when `action_masks`, else the
     width-0 mask of unmasked runs."""
@@ -202,7 +207,9 @@ def evaluation_episodes(
     normalize_obs: bool,
     action_masks: bool = False,
 ) -> tuple[EvalResult, EvalTrajectory]:
-    """One deterministic episode in each of `num_envs` envs (max_episode_steps steps), statistics frozen."""
+    """One deterministic episode in each of `num_envs` envs (at most max_episode_steps steps, and at most
+    `EVAL_STEP_CAP`: a compiled evaluation has a fixed length, and MinAtar's games have no time limit), statistics
+    frozen."""
     key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
     env_state, obs = env.reset(key_reset, num_envs)
     carry = _EvalCarry(
@@ -213,8 +220,11 @@ def evaluation_episodes(
         tf.zeros([num_envs], tf.int32),
         initial_memory(agent, num_envs),
     )
-    keys = tf.random.experimental.stateless_split(key_steps, env.max_episode_steps)
+    keys = tf.random.experimental.stateless_split(key_steps, min(env.max_episode_steps, EVAL_STEP_CAP))
     carry, records = scan(
-        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k), carry, keys
+        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k),
+        carry,
+        keys,
+        until=lambda c: tf.logical_not(tf.reduce_any(c.active)),  # every episode ended: the rest would be zeros
     )
     return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active)), records
