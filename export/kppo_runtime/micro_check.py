@@ -5,8 +5,9 @@ smallest tensor arena it needs, and compares its actions with LiteRT's (numpy + 
     python -m kppo_runtime.micro_check policy.tflite [--observations 1000]   # or: kppo-micro-check ...
 
 TFLite Micro runs float32 and int8 artifacts (an int8 network body between float32 input encoding and action ops)
-with a fixed [1, obs_dim] input (export with batch_size=1); dynamic-range ("dynamic") models are rejected by it. The
-observations are random valid input rows (`runtime.example_observations`), with random action masks
+with a fixed [1, obs_dim] input (an image policy: uint8 [1, *image shape]; export with batch_size=1); dynamic-range
+("dynamic") models are rejected by it. The observations are random valid input rows (`runtime.example_observations`;
+random uint8 images for an image policy), with random action masks
 (`runtime.example_masks`) for an artifact that takes them. Every TFLite Micro interpreter runs in a
 child process: TFLite Micro reports some failures (an arena a few bytes too small) by crashing the process or with
 a misleading message ("Node FULLY_CONNECTED (number 3) failed to prepare" when the arena, not the node, is at
@@ -23,6 +24,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -36,19 +38,22 @@ class MicroError(ValueError):
     """TFLite Micro rejected the model (or crashed on it); the message is one line."""
 
 
-def _run(model: bytes, arena_size: int, inputs: list[np.ndarray], output: int = 0) -> np.ndarray:
+def _run(model: bytes, arena_size: int, inputs: list[np.ndarray], output: int = 0) -> tuple[np.ndarray, float]:
     """Runs the rows of `inputs` (one array per model input, in the model's input order) in a TFLite Micro
-    interpreter, in this process (it may crash it: see `run_isolated`); returns output `output` per row."""
+    interpreter, in this process (it may crash it: see `run_isolated`); returns output `output` per row and the
+    median microseconds of one invoke."""
     from tflite_micro import runtime
 
     interpreter = runtime.Interpreter.from_bytes(model, arena_size=arena_size)
-    outputs = []
+    outputs, times = [], []
     for row in range(len(inputs[0])):
         for position, values in enumerate(inputs):
             interpreter.set_input(values[row][None], position)
+        start = time.perf_counter_ns()
         interpreter.invoke()
+        times.append(time.perf_counter_ns() - start)
         outputs.append(np.array(interpreter.get_output(output))[0])
-    return np.asarray(outputs)
+    return np.asarray(outputs), float(np.median(times)) / 1e3
 
 
 def _child(model: bytes, arena_size: int, obs: list[np.ndarray], log_path: str, conn, output: int = 0) -> None:
@@ -56,7 +61,7 @@ def _child(model: bytes, arena_size: int, obs: list[np.ndarray], log_path: str, 
     os.dup2(log, 1)  # TFLite Micro prints from C++: capture it for the one-line report
     os.dup2(log, 2)
     try:
-        conn.send(("ok", _run(model, arena_size, obs, output)))
+        conn.send(("ok", *_run(model, arena_size, obs, output)))
     except Exception as error:  # the interpreter raises RuntimeError/ValueError when it cannot allocate or prepare
         conn.send(("error", f"{type(error).__name__}: {error}"))
 
@@ -81,6 +86,14 @@ def run_isolated(
 ) -> tuple[np.ndarray | None, str]:
     """`_run` in a child process: (outputs, "") or (None, one-line reason), also when TFLite Micro crashes. `obs`:
     the input rows, or a list of arrays, one per model input in its order."""
+    outputs, _, reason = _isolated(model, arena_size, obs, timeout, output)
+    return outputs, reason
+
+
+def _isolated(
+    model: bytes, arena_size: int, obs: np.ndarray | list[np.ndarray], timeout: float = 300.0, output: int = 0
+) -> tuple[np.ndarray | None, float, str]:
+    """`run_isolated`, with the median microseconds of one invoke (nan when it failed)."""
     obs = [np.asarray(x) for x in obs] if isinstance(obs, list) else [np.asarray(obs)]
     fd, log_path = tempfile.mkstemp(prefix="kppo_micro_", suffix=".log")
     os.close(fd)
@@ -103,7 +116,7 @@ def run_isolated(
         lines = _log_lines(log_path)
         os.unlink(log_path)
     if result is not None and result[0] == "ok":
-        return result[1], ""
+        return result[1], result[2], ""
     code = process.exitcode
     reason = (
         result[1]
@@ -114,7 +127,7 @@ def run_isolated(
             else f"the TFLite Micro process crashed ({f'signal {-code}' if code < 0 else f'exit status {code}'})"
         )
     )
-    return None, "; ".join([*lines, reason])
+    return None, float("nan"), "; ".join([*lines, reason])
 
 
 def smallest_arena(
@@ -142,8 +155,10 @@ def smallest_arena(
 
 
 def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict:
-    """Arena bytes, model bytes and the TFLite Micro vs LiteRT difference on `observations` random observations
-    (max/mean absolute error; for integer actions also the fraction of differing actions).
+    """Arena bytes, model bytes, the TFLite Micro vs LiteRT difference on `observations` random observations
+    (max/mean absolute error; for integer actions also the fraction of differing actions) and the median
+    microseconds of one TFLite Micro invoke on this machine (`micro_invoke_us`: its portable reference kernels on
+    the host CPU, not a microcontroller's figure).
 
     Raises:
         MicroError: TFLite Micro rejects the model (one line with its reasons), or crashes on it, or tflite-micro is
@@ -173,7 +188,7 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
     for position, state in zip(controller.state_positions, states):
         inputs[position] = state
     high = max(10 * len(model), 64 * 1024)
-    micro, reason = run_isolated(model, high, inputs, output=controller.action_position)
+    micro, invoke_us, reason = _isolated(model, high, inputs, output=controller.action_position)
     if micro is None:
         hint = (
             " (TFLite Micro runs float32 and int8 artifacts, not dynamic-range ones)"
@@ -196,6 +211,7 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
         "max_abs_error_vs_litert": float(error.max()),
         "mean_abs_error_vs_litert": float(error.mean()),
         "observations": observations,
+        "micro_invoke_us": invoke_us,
     }
     if np.issubdtype(micro.dtype, np.integer):
         report["action_mismatch_vs_litert"] = float(np.mean((micro != litert).reshape(len(obs), -1).any(axis=1)))

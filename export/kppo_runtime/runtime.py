@@ -12,7 +12,9 @@ Dependencies: numpy and ai-edge-litert only (`pip install ./export`, or just tho
 The artifact's input row is the raw observation flattened: Box values in C order, a Discrete observation as its integer,
 MultiDiscrete and MultiBinary observations as their integers, the parts of a Dict concatenated in the metadata's key
 order. The artifact itself one-hot encodes the integers (see `metadata["input"]`: dtype int32 when every part is an
-integer, float32 otherwise).
+integer, float32 otherwise). An image observation (a uint8 Box (H, W, C) or (C, H, W) of bytes 0-255) goes in as it
+is: the artifact's input is uint8 [1, *shape] in the env's layout (`metadata["input"]["layout"]`), and the artifact
+casts, divides by 255 and transposes it itself.
 """
 
 from __future__ import annotations
@@ -37,9 +39,26 @@ def flatten(observation_space: dict, obs: Any) -> np.ndarray:
     return np.asarray(obs, np.float64).reshape(-1)
 
 
+def is_image(observation_space: dict) -> bool:
+    """An image Box (the rule kppo and Stable-Baselines3 use): 3-D, uint8, every low 0 and every high 255."""
+    return (
+        observation_space["type"] == "Box"
+        and observation_space["dtype"] == "uint8"
+        and len(observation_space["shape"]) == 3
+        and bool(np.all(np.asarray(observation_space["low"]) == 0))
+        and bool(np.all(np.asarray(observation_space["high"]) == 255))
+    )
+
+
 def example_observations(observation_space: dict, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` valid input rows [count, input_dim] for checks: N(0, 3^2) for Box values, uniform valid integers."""
+    """`count` valid input rows [count, input_dim] for checks: N(0, 3^2) for Box values, uniform valid integers;
+    for an image, uint8 images [count, *shape]: half uniform noise, half sparse (pixels 0 or 255)."""
     kind = observation_space["type"]
+    if is_image(observation_space):
+        shape = tuple(observation_space["shape"])
+        noise = rng.integers(0, 256, size=(count, *shape), dtype=np.uint8)
+        sparse = (rng.random((count, *shape)) < 0.1).astype(np.uint8) * 255
+        return np.where((np.arange(count) % 2 == 1).reshape(-1, 1, 1, 1), sparse, noise)
     if kind == "Dict":
         parts = [example_observations(sub, count, rng) for sub in observation_space["spaces"].values()]
         return np.concatenate(parts, axis=1)
@@ -114,18 +133,36 @@ class Controller:
         )
         self.units = int(ins[STATE_NAMES[0]]["shape"][1]) if self.recurrent else None
         self.reset()
-        self.obs_dim = int(self.metadata["input"]["shape"][1])
+        #: One input row's shape: (obs_dim,), or an image's (H, W, C) / (C, H, W).
+        self.input_shape = tuple(int(d) for d in self._input["shape"][1:])
+        self.obs_dim = int(np.prod(self.input_shape))
         self.mask_size = None if self._mask is None else int(self._mask["shape"][1])
         self.input_dtype = np.dtype(self._input["dtype"])
+        self.image = self.input_dtype == np.uint8
         self.discrete = self.metadata["action_space"]["type"] == "Discrete"
 
     def act(self, obs: Any, mask: Any = None) -> np.ndarray | int:
         """Raw observation (as the env returns it) -> deterministic action in env units; `mask` (the allowed actions,
         bool or 0/1, MultiDiscrete dimensions concatenated) is required by a masked artifact and refused otherwise."""
+        if self.image:
+            return self.act_flat(obs, mask)
         flat = flatten(self.metadata["observation_space"], obs)
         if flat.shape != (self.obs_dim,):
             raise ValueError(f"obs: expected {self.obs_dim} values once flattened, got {flat.shape[0]}")
         return self.act_flat(flat, mask)
+
+    def image_row(self, obs: Any) -> np.ndarray:
+        """An image observation as the artifact's input row: uint8 of the input shape; one-line errors for another
+        shape or dtype (a float image scaled to [0, 1] would be read as nearly black)."""
+        image = np.asarray(obs)
+        layout = self.metadata["input"].get("layout", "HWC")
+        if image.shape != self.input_shape:
+            raise ValueError(
+                f"obs: expected a uint8 image of shape {self.input_shape} ({layout}), got shape {image.shape}"
+            )
+        if image.dtype != np.uint8:
+            raise ValueError(f"obs: expected a uint8 image of shape {self.input_shape} ({layout}), got {image.dtype}")
+        return image
 
     def mask_row(self, mask: Any) -> np.ndarray | None:
         """The mask as the artifact's float32 input row [mask_size] (None for an unmasked artifact); one-line errors."""
@@ -143,9 +180,11 @@ class Controller:
         return row
 
     def act_flat(self, row: np.ndarray, mask: Any = None) -> np.ndarray | int:
-        """One input row [obs_dim] (already flattened), and a masked artifact's mask -> deterministic env action."""
+        """One input row [obs_dim] (already flattened; an image as it is, [*input_shape]), and a masked artifact's
+        mask -> deterministic env action."""
         mask_row = self.mask_row(mask)
-        self.interpreter.set_tensor(self._input["index"], np.asarray(row).astype(self.input_dtype)[None])
+        value = self.image_row(row)[None] if self.image else np.asarray(row).astype(self.input_dtype)[None]
+        self.interpreter.set_tensor(self._input["index"], value)
         if mask_row is not None:
             self.interpreter.set_tensor(self._mask["index"], mask_row[None])
         for index, value in zip(self._state_in, self.state):
@@ -161,7 +200,7 @@ class Controller:
         self.state = tuple(np.zeros((1, self.units), np.float32) for _ in STATE_NAMES) if self.recurrent else ()
 
     def example_observations(self, count: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """`count` valid input rows [count, obs_dim] of the artifact's input dtype (see `example_observations`)."""
+        """`count` valid input rows [count, *input_shape] of the artifact's input dtype (`example_observations`)."""
         rng = np.random.default_rng(0) if rng is None else rng
         rows = example_observations(self.metadata["observation_space"], count, rng)
         return rows.astype(self.input_dtype)

@@ -108,6 +108,7 @@ class ConvTower(keras.layers.Layer):
         )
 
     def call(self, images):
+        """Float images [B, *observation_shape] -> features [B, features_dim]."""
         x = tf.transpose(images, [0, 2, 3, 1]) if self.channels_first else images
         for conv in self.convs:
             x = conv(x)
@@ -165,6 +166,7 @@ class CombinedExtractor(keras.layers.Layer):
                 self.cnns[key] = any_cnn(space_shape(space), cnn_output_dim, **options)
 
     def call(self, observations):
+        """A dict of preprocessed observations per key -> the features, [B, sum of the parts' widths]."""
         parts = []
         for key in self.keys:
             value = observations[key]
@@ -181,6 +183,7 @@ class FlattenExtractor(keras.layers.Layer):
         self.keys = keys
 
     def call(self, observations):
+        """Preprocessed observations (a dict per key for a Dict space) -> [B, D]."""
         values = [observations] if self.keys is None else [observations[key] for key in self.keys]
         return tf.concat([tf.reshape(v, [tf.shape(v)[0], -1]) for v in values], axis=-1)
 
@@ -199,7 +202,12 @@ class Preprocessed(keras.layers.Layer):
         ]
 
     def call(self, obs):
+        """Flat rows [B, D] (any dtype) -> the extractor's features."""
         batch = tf.shape(obs)[0]
+        key, shape, image = self.parts[0]
+        if key is None:  # a Box: no slicing (an exported artifact keeps only the reshape)
+            value = tf.reshape(tf.cast(obs, tf.float32), [batch, *shape])
+            return self.extractor(value / 255.0 if image else value)
         flat = tf.reshape(tf.cast(obs, tf.float32), [batch, -1])
         values, start = {}, 0
         for key, shape, image in self.parts:
@@ -207,7 +215,7 @@ class Preprocessed(keras.layers.Layer):
             value = tf.reshape(flat[:, start : start + size], [batch, *shape])
             values[key] = value / 255.0 if image else value
             start += size
-        return self.extractor(values[None] if None in values else values)
+        return self.extractor(values)
 
 
 def extractor_factory(

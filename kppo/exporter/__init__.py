@@ -1,2 +1,3 @@
 """Export: TFLite and SavedModel artifacts with normalization and action scaling baked in (`artifact`), their
-parity check against the Python policy (`parity`), int8 calibration data (`calibration`)."""
+conversion to TFLite (`convert`), their parity check against the Python policy (`parity`), int8 calibration data
+(`calibration`)."""

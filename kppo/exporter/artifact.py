@@ -12,7 +12,13 @@ MultiDiscrete and MultiBinary: int32 [batch, n]. A policy trained with action ma
 `action(obs, action_mask)`: float32 [batch, mask_size], 1 = allowed; the argmax is taken over the allowed actions
 (their logits minus 1e8 elsewhere). A SavedModel also serves `value(obs)`. int8 quantizes the network body only, on
 standardized inputs, calibrated on the policy's own episodes; the input encoding, normalization and the action
-computation stay float32 (`_convert`).
+computation stay float32 (`kppo.exporter.convert`).
+
+An image policy (an image Box, `kppo.gym_envs.spaces.is_image_space`) takes the images themselves: uint8
+[batch, H, W, C], or [batch, C, H, W] for a CHW space (`Policy.input_shape`; TFLite: quantization scale 1, zero
+point 0, the real value being the byte), so a camera's bytes go straight in; the cast, / 255 and the CHW -> HWC
+transpose are inside. int8 quantizes it from that input on (QUANTIZE, exact for bytes; the CNN in int8, the action
+computation float32). A Dict observation space with images is refused (one input per key is not built).
 
 Keras 3 models must be exported through `keras.export.ExportArchive` (a Keras model inside a plain `tf.Module`
 converts to a TFLite file without weights that outputs NaN, silently; see DESIGN.md) and every artifact is run by the
@@ -24,7 +30,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,6 +41,7 @@ from kppo.agent import checkpoint
 from kppo._tf import tf
 from kppo.agent.agent import load_agent
 from kppo.exporter.calibration import policy_env, record_observations
+from kppo.exporter.convert import convert, quantized_image_input
 from kppo.exporter.parity import (
     MASK_INPUT,
     PARITY_TOLERANCE,
@@ -44,15 +50,14 @@ from kppo.exporter.parity import (
     TFLiteRunner,
     calibration_observations,
     check_parity,
-    example_masks,
     mask_parts,
     measure_parity,
     measure_recurrent_parity,
     parity_masks,
     parity_observations,
-    recurrent_states,
 )
 from kppo.agent.policy import Policy
+from kppo.gym_envs.spaces import has_image, is_channels_first, is_image_space
 from kppo.version import __version__
 
 FORMATS = ("tflite", "saved_model")
@@ -89,6 +94,16 @@ def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _check_images(space: gym.spaces.Space) -> None:
+    """One-line `ValueError` for a Dict observation space holding images: an artifact input per key is not built."""
+    if isinstance(space, gym.spaces.Dict) and has_image(space):
+        keys = [key for key, sub in space.spaces.items() if is_image_space(sub)]
+        raise ValueError(
+            f"observation_space: expected an image Box or a Dict without images, got a Dict with image key(s) {keys}: "
+            "artifacts with one input per Dict key (a uint8 input per image) are not built"
+        )
+
+
 def _standardized(policy: Policy, rows: np.ndarray):
     """int8 without observation normalization: (actor', standardize), standardize(obs) = clip((obs - m) / s, -10, 10)
     with the calibration rows' mean m and std s, and actor' a copy of the actor whose first layer undoes it (kernel * s,
@@ -111,6 +126,12 @@ def _standardized(policy: Policy, rows: np.ndarray):
     return actor, lambda obs: tf.clip_by_value((obs - shift) * scale, -10.0, 10.0)
 
 
+def _extracts(policy: Policy) -> bool:
+    """The actor reads observations through a features extractor (a CNN, or images / 255): its first layer is not
+    a Dense on the observations (`_standardized` does not apply; images need none: bytes are int8's own scale)."""
+    return getattr(policy.actor, "extractor", None) is not None
+
+
 def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Logits whose argmax (per row, and per MultiDiscrete dimension) is the best allowed action: masked entries are
     lowered by 1.125 x the row's spread + 1, below every logit of the row, with builtin ops TFLite Micro has. Not by
@@ -121,13 +142,16 @@ def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 
 
 def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
-    spec = [tf.TensorSpec([batch_size, policy.input_dim], tf.as_dtype(policy.input_dtype), name="obs")]
+    """`int8_rows`: the SavedModel is converted to int8 (calibrated on these rows): a standardized input
+    (`_standardized`), or an image's bytes as float32 values (`convert.quantized_image_input`)."""
+    dtype = np.float32 if int8_rows is not None and quantized_image_input(policy) else policy.input_dtype
+    spec = [tf.TensorSpec([batch_size, *policy.input_shape], tf.as_dtype(dtype), name="obs")]
     if policy.action_masks:
         spec.append(tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT))
     if policy.lstm is not None:  # a recurrent policy's state in and out: (h, c) as plain tensors, no stateful ops
         spec += [tf.TensorSpec([batch_size, policy.lstm.units], tf.float32, name=name) for name in STATE_INPUTS]
     actor, front = policy.actor, policy.normalize
-    if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None:
+    if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None and not _extracts(policy):
         actor, front = _standardized(policy, int8_rows)
 
     def action(*inputs):
@@ -156,65 +180,6 @@ def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int 
     archive.write_out(str(directory), verbose=False)
 
 
-def _float_nodes(calibrated: bytes) -> list[str]:
-    """Output tensors of the ops before the first and after the last FULLY_CONNECTED: input encoding, normalization
-    or standardization; argmax, tanh/clip and rescaling."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    interpreter = Interpreter(model_content=calibrated)
-    names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
-    ops = interpreter._get_ops_details()
-    dense = [i for i, op in enumerate(ops) if op["op_name"] == "FULLY_CONNECTED"]
-    tainted = {d["index"] for d in interpreter.get_input_details() if MASK_INPUT in d["name"]}
-    for op in ops:  # the action mask's arithmetic stays float32 wherever the converter placed it
-        if tainted.intersection(op["inputs"]):
-            tainted.update(op["outputs"])
-    outside = ops[: dense[0]] + ops[dense[-1] + 1 :]
-    return sorted({names[t] for op in outside for t in op["outputs"]} | {names[t] for t in tainted if t in names})
-
-
-def _convert(
-    saved_model: Path,
-    quantize: str | None,
-    representative: np.ndarray | None,
-    mask_sizes: list[int] | None = None,
-    policy: Policy | None = None,
-) -> bytes:
-    """TFLite bytes. int8 quantizes the network body only (`_float_nodes` stay float32, TFLite Micro runs both):
-    its input is the standardized observation and actions come from dequantized outputs. `mask_sizes`: a masked
-    artifact's mask parts (calibrated with random masks: `parity.example_masks`). A recurrent `policy` is calibrated
-    with the states it reaches on the representative rows (`parity.recurrent_states`)."""
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(saved_model), signature_keys=["action"])
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # builtin ops only, no select TF ops
-    if quantize in ("float16", "dynamic", "int8"):
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if quantize == "float16":
-        converter.target_spec.supported_types = [tf.float16]
-    if quantize != "int8":
-        return converter.convert()
-    assert representative is not None  # int8: `export` passes its calibration rows
-    rows = representative[np.linspace(0, len(representative) - 1, min(len(representative), 1000)).astype(int)]
-
-    masks = None if mask_sizes is None else example_masks(mask_sizes, len(rows), np.random.default_rng(0))
-    states = None if policy is None or policy.lstm is None else recurrent_states(policy, rows)
-
-    def dataset():
-        for i, row in enumerate(rows):  # spread over all recorded episodes
-            if masks is None and states is None:
-                yield [row[None]]
-                continue
-            inputs = {"obs": row[None], **({} if masks is None else {MASK_INPUT: masks[i : i + 1]})}
-            yield {**inputs, **({} if states is None else dict(zip(STATE_INPUTS, (s[i : i + 1] for s in states))))}
-
-    converter.representative_dataset = dataset
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the debugger's own tf.lite.Interpreter deprecation notice
-        debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=dataset)
-        nodes = _float_nodes(debugger.calibrated_model)
-        debugger.options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=nodes)
-        return debugger.get_nondebug_quantized_model()
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Public entry point
 # ---------------------------------------------------------------------------------------------------------------
@@ -240,8 +205,8 @@ def export(
             interface; calibrated on `representative_obs`, else on the policy's own observations in
             `calibration_env`, else on samples from the normalization statistics).
         batch_size: fixed batch dimension of the input (1 for embedded targets), or None for a dynamic batch.
-        representative_obs: recorded input rows [N, input_dim] (`Policy.input_row`; for a Box the flat observation):
-            used first for parity and int8 calibration.
+        representative_obs: recorded input rows [N, *input_shape] (`Policy.input_row`; for a Box the flat
+            observation, for an image Box the uint8 images): used first for parity and int8 calibration.
         parity_obs: how many observations the artifact is checked on (at least 1,000).
         calibration_env: int8 without `representative_obs`: a gymnasium id, `Env` or factory in which the policy runs
             `CALIBRATION_STEPS` steps (`record_observations`) for calibration and parity. Defaults to the training
@@ -260,6 +225,7 @@ def export(
     if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
     policy, critic, config = resolve_source(source)
+    _check_images(policy.observation_space)
     path = Path(path)
     recorded, calibration = representative_obs, "representative_obs"
     if quantize == "int8" and recorded is None:
@@ -287,7 +253,7 @@ def export(
                 shutil.rmtree(path)
             shutil.copytree(saved_model, path)
         else:
-            blob = _convert(
+            blob = convert(
                 saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None, policy
             )
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -334,6 +300,23 @@ def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent:
     return run_step if recurrent else run
 
 
+def _divides(policy: Policy) -> bool:
+    """The actor's features extractor divides images by 255 (`kppo.agent.extractors.Preprocessed`'s parts)."""
+    parts = getattr(getattr(policy.actor, "extractor", None), "parts", None) or [(None, (), False)]
+    return bool(parts[0][2])
+
+
+def _image_input(policy: Policy) -> dict:
+    """An image input's metadata: its layout (the env's) and what the artifact does with the bytes."""
+    return {
+        "layout": "CHW" if is_channels_first(policy.input_shape) else "HWC",
+        "meaning": "the image's raw bytes (0-255) in the env's layout (uint8, quantization scale 1, zero point 0); the "
+        "artifact reads them as float32 0-255"
+        + (", divides them by 255" if _divides(policy) else "")
+        + (" and transposes them to HWC" if is_channels_first(policy.input_shape) else ""),
+    }
+
+
 def _metadata(policy: Policy, config, format, quantize, batch_size, parity, count, ops, path: Path) -> dict:
     act = policy.action_space
     out_dtype = "float32" if isinstance(act, gym.spaces.Box) else "int32"
@@ -342,7 +325,12 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "artifact": path.name,
         "format": format,
         "quantization": quantize or "float32",
-        "input": {"name": "obs", "shape": [batch_size, policy.input_dim], "dtype": str(policy.input_dtype)},
+        "input": {
+            "name": "obs",
+            "shape": [batch_size, *policy.input_shape],
+            "dtype": str(policy.input_dtype),
+            **(_image_input(policy) if policy.image else {}),
+        },
         "output": {
             "name": "action",
             "shape": out_shape,

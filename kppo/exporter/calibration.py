@@ -33,9 +33,9 @@ def policy_env(policy: Policy, env: Any) -> gym.Env | None:
 
 
 def record_observations(policy: Policy, env: Any, steps: int, seed: int = 0) -> np.ndarray | None:
-    """The policy's own observations as input rows [steps, input_dim] (`Policy.input_row`): deterministic episodes
-    (what a deployed artifact does) in `env` (a gymnasium id, `Env` or factory) reset with seeds seed, seed + 1, ...;
-    None when `env` cannot be made or has other spaces than the policy."""
+    """The policy's own observations as input rows [steps, *input_shape] (`Policy.input_row`; an image policy's
+    uint8 images): deterministic episodes (what a deployed artifact does) in `env` (a gymnasium id, `Env` or factory)
+    reset with seeds seed, seed + 1, ...; None when `env` cannot be made or has other spaces than the policy."""
     made = policy_env(policy, env)
     if made is None:
         return None

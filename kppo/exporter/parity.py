@@ -24,8 +24,9 @@ STATE_INPUTS = ("state_h", "state_c")  # a recurrent artifact's state inputs and
 
 
 class TFLiteRunner:
-    """Runs the `action` signature of a .tflite file with ai_edge_litert, any batch size (fixed-batch models are
-    called row by row); a masked artifact also takes the action masks."""
+    """Runs the `action` signature of a .tflite file with ai_edge_litert, any number of rows (batch-1 and
+    dynamic-batch models are called row by row, other fixed-batch ones in chunks of their batch); a masked artifact
+    also takes the action masks."""
 
     def __init__(self, model: bytes | str | Path):
         from ai_edge_litert.interpreter import Interpreter
@@ -41,7 +42,8 @@ class TFLiteRunner:
         self.units = int(details[STATE_INPUTS[0]]["shape"][1]) if STATE_INPUTS[0] in details else None
         self.fixed_batch = int(details[self.input_name]["shape"][0])
         self.input_dtype = np.dtype(details[self.input_name]["dtype"])
-        self.input_dim = int(details[self.input_name]["shape"][1])
+        self.input_shape = tuple(int(d) for d in details[self.input_name]["shape"][1:])  # an image: (H, W, C)
+        self.input_dim = int(np.prod(self.input_shape))
 
     def step(self, obs: np.ndarray, h: np.ndarray, c: np.ndarray, masks: np.ndarray | None = None) -> tuple:
         """A recurrent artifact on one row at a time: (actions, h, c) for rows `obs` [N, input_dim] with states
@@ -62,18 +64,23 @@ class TFLiteRunner:
     def __call__(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         if self.units is not None:
             raise ValueError("obs: a recurrent artifact acts with its state; use step(obs, h, c)")
-        obs = np.asarray(obs).astype(self.input_dtype)
-        if obs.ndim != 2 or obs.shape[1] != self.input_dim:  # LiteRT would resize the input and run on anyway
-            raise ValueError(f"obs: expected input rows [N, {self.input_dim}], got shape {obs.shape}")
+        obs = input_batch(obs, self.input_shape, self.input_dtype)
         if self.masked != (masks is not None):
             raise ValueError(
                 f"masks: expected {'a mask per row' if self.masked else 'None'} for this artifact, got "
                 f"{'None' if masks is None else 'masks'}"
             )
         inputs = [obs] if masks is None else [obs, np.asarray(masks, np.float32)]
-        if self.fixed_batch == 1 or self.fixed_batch != obs.shape[0]:
+        if self.fixed_batch == 1:
             return np.concatenate([self._run(*[x[i : i + 1] for x in inputs]) for i in range(len(obs))])
-        return self._run(*inputs)
+        # a fixed batch: chunks of it, the last one padded with its last row (an image model's reshapes are fixed)
+        step, chunks = self.fixed_batch, []
+        for i in range(0, len(obs), step):
+            part = [x[i : i + step] for x in inputs]
+            pad = step - len(part[0])
+            part = [np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) if pad else x for x in part]
+            chunks.append(self._run(*part)[: step - pad])
+        return np.concatenate(chunks)
 
     def _run(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
         out = self.runner(**{self.input_name: obs}, **({} if masks is None else {MASK_INPUT: masks}))
@@ -88,6 +95,37 @@ class TFLiteRunner:
         )
         plain.allocate_tensors()
         return sorted({op["op_name"] for op in plain._get_ops_details()})
+
+
+def input_batch(obs, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """`obs` as an artifact's input rows [N, *shape] of `dtype`; one-line errors for another shape (LiteRT would
+    resize the input and run on anyway) and, for a uint8 (image) input, for anything but integers in [0, 255] (a
+    float image scaled to [0, 1] would be read as nearly black)."""
+    obs = np.asarray(obs)
+    if obs.ndim != len(shape) + 1 or obs.shape[1:] != tuple(shape):
+        rows = "images" if dtype == np.uint8 else "input rows"
+        raise ValueError(f"obs: expected {rows} [N, {', '.join(map(str, shape))}], got shape {obs.shape}")
+    if dtype == np.uint8 and obs.dtype != np.uint8:
+        if not np.issubdtype(obs.dtype, np.integer) or (obs.size and (obs.min() < 0 or obs.max() > 255)):
+            raise ValueError(f"obs: expected uint8 images (bytes 0-255), got {obs.dtype}")
+    return obs.astype(dtype)
+
+
+def random_images(shape: tuple[int, ...], count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` uint8 images [count, *shape] for checks: a third uniform noise, a third sparse (each pixel 0 or 255,
+    MinAtar-like), a third blocks of 4x4-pixel noise (edges and flat areas, as in rendered frames)."""
+    images = rng.integers(0, 256, size=(count, *shape), dtype=np.uint8)
+    sparse = (rng.random((count, *shape)) < rng.uniform(0.02, 0.3, size=(count,) + (1,) * len(shape))) * 255
+    blocks = rng.integers(0, 256, size=(count, *[-(-d // 4) for d in shape]), dtype=np.uint8)
+    for axis in range(1, blocks.ndim):
+        blocks = np.repeat(blocks, 4, axis=axis)
+    blocks = blocks[(slice(None), *[slice(0, d) for d in shape])]
+    kind = np.arange(count) % 3
+    return np.where(
+        (kind == 1).reshape(-1, *[1] * len(shape)),
+        sparse,
+        np.where((kind == 2).reshape(-1, *[1] * len(shape)), blocks, images),
+    ).astype(np.uint8)
 
 
 def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -107,12 +145,16 @@ def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.
 
 def parity_observations(policy: Policy, count: int, seed: int = 0, recorded: np.ndarray | None = None) -> np.ndarray:
     """Input rows to check an artifact on: recorded ones first, then samples around the normalization statistics
-    (70% within 3 std, 30% at 10-15 std, i.e. in the +-10 clip region; integers uniform), [count, input_dim]."""
+    (70% within 3 std, 30% at 10-15 std, i.e. in the +-10 clip region; integers uniform), [count, input_dim]; for an
+    image policy `random_images` after the recorded ones, [count, *input_shape] uint8."""
     rng = np.random.default_rng(seed)
     dim = policy.input_dim
-    parts = [] if recorded is None else [np.asarray(recorded).astype(policy.input_dtype).reshape(-1, dim)[:count]]
+    shape = policy.input_shape
+    parts = [] if recorded is None else [np.asarray(recorded).astype(policy.input_dtype).reshape(-1, *shape)[:count]]
     missing = count - sum(len(p) for p in parts)
-    if missing > 0:
+    if missing > 0 and policy.image:
+        parts.append(random_images(shape, missing, rng))
+    elif missing > 0:
         near = rng.normal(size=(missing, dim)) * 3.0
         far = rng.choice([-1.0, 1.0], size=(missing, dim)) * rng.uniform(10.0, 15.0, size=(missing, dim))
         parts.append(_sample_rows(policy, np.where(rng.random((missing, 1)) < 0.7, near, far), rng))
@@ -121,7 +163,17 @@ def parity_observations(policy: Policy, count: int, seed: int = 0, recorded: np.
 
 def calibration_observations(policy: Policy, recorded: np.ndarray | None, seed: int) -> np.ndarray:
     """int8 calibration data without recorded observations or an env: samples within the normalization statistics'
-    bulk (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range."""
+    bulk (mean +- std * N(0, 1)); the far, clipped samples of the parity set would waste the int8 input range. An
+    image policy's: the recorded images (else `random_images`), one pixel of the first set to 0 and one to 255, so
+    the calibrated input range is the bytes' whole range [0, 255] (every byte an exact int8 level, none clipped),
+    at the cost of two pixels in one image (a black and a white frame would widen every activation's range)."""
+    if policy.image:
+        rng = np.random.default_rng(seed + 1)
+        images = random_images(policy.input_shape, 500, rng) if recorded is None else np.asarray(recorded)
+        images = images.astype(np.uint8).reshape(-1, *policy.input_shape).copy()
+        first = images[0].reshape(-1)  # a view: writes go into the first image
+        first[0], first[-1] = 0, 255
+        return images
     if recorded is not None:
         return np.asarray(recorded).astype(policy.input_dtype).reshape(-1, policy.input_dim)
     rng = np.random.default_rng(seed + 1)
