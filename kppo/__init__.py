@@ -16,6 +16,8 @@ from kppo.version import __version__
 _EXPORTS = {
     "ActScaling": "kppo.agent.policy",
     "ActionMasker": "kppo.gym_envs.action_masks",
+    "AtariVectorEnvAdapter": "kppo.gym_envs.ale_vector",
+    "AtariWrapper": "kppo.gym_envs.atari",
     "BaseCallback": "kppo.callbacks",
     "CallbackList": "kppo.callbacks",
     "CheckpointCallback": "kppo.callbacks",
@@ -46,10 +48,13 @@ _EXPORTS = {
     "VecEnv": "kppo.gym_envs.sb3_vec_env",
     "VecEnvWrapper": "kppo.gym_envs.sb3_vec_env",
     "VecExtractDictObs": "kppo.gym_envs.sb3_vec_env",
+    "VecFrameStack": "kppo.gym_envs.vec_frame_stack",
     "VecMonitor": "kppo.gym_envs.sb3_vec_env",
     "VecNormalize": "kppo.sb3.vec_normalize",
+    "VecTransposeImage": "kppo.gym_envs.vec_frame_stack",
     "evaluate_policy": "kppo.gym_envs.evaluation",
     "export": "kppo.exporter.artifact",
+    "make_atari_env": "kppo.gym_envs.atari",
     "make_vec_env": "kppo.sb3.env_util",
     "train": "kppo.training.train",
 }
@@ -73,6 +78,8 @@ __all__ = [
     "PPO",
     "ActScaling",
     "ActionMasker",
+    "AtariVectorEnvAdapter",
+    "AtariWrapper",
     "BaseCallback",
     "CallbackList",
     "CheckpointCallback",
@@ -101,16 +108,22 @@ __all__ = [
     "VecEnv",
     "VecEnvWrapper",
     "VecExtractDictObs",
+    "VecFrameStack",
     "VecMonitor",
     "VecNormalize",
+    "VecTransposeImage",
     "__version__",
     "evaluate_policy",
     "export",
+    "make_atari_env",
     "make_vec_env",
     "train",
 ]
 
 if TYPE_CHECKING:
+    from kppo.gym_envs.vec_frame_stack import VecFrameStack, VecTransposeImage
+    from kppo.gym_envs.ale_vector import AtariVectorEnvAdapter
+    from kppo.gym_envs.atari import AtariWrapper, make_atari_env
     from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
     from kppo.agent.policy import ActScaling, ObsScaling, Policy
     from kppo.callbacks import (

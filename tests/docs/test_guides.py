@@ -23,9 +23,10 @@ def _script(path: Path) -> str:
     return "\n".join(parts)
 
 
-#: Guides whose examples take 40-70 s here (several compiled programs each; the README's tests already run a
-#: population, a mirrored run and the CLI's train-export path in the default suite): `-m slow`.
-SLOW = {"populations", "recurrent-and-masks", "distributed"}
+#: Guides whose examples take 30-70 s here (several compiled programs each; images: an Atari CNN and a MinAtar run;
+#: the README's tests already run a population, a mirrored run and the CLI's train-export path in the default suite,
+#: tests/sb3/test_cnn_policy.py a CnnPolicy): `-m slow`.
+SLOW = {"populations", "recurrent-and-masks", "distributed", "images"}
 
 
 @pytest.mark.parametrize(
