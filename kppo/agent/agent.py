@@ -75,15 +75,22 @@ def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tens
         keep = 1.0 - tf.cast(episode_start, tf.float32)[:, None]
         memory = tuple(m * keep for m in memory)
     outputs, memory = agent.lstm(obs, memory)
-    value = agent.critic(outputs[1] if agent.lstm.critic_cell else obs)
-    return agent.actor(outputs[0]), value, memory
+    return agent.actor(outputs[0]), agent.critic(_critic_input(agent, obs, outputs)), memory
+
+
+def _critic_input(agent: Agent, obs: tf.Tensor, outputs: list) -> tf.Tensor:
+    """What a recurrent agent's critic reads: its own cell's output, the actor cell's without its gradient
+    (sb3-contrib's `shared_lstm`: `latent_pi.detach()`), or the observations."""
+    if agent.lstm.critic_cell:
+        return outputs[1]
+    return tf.stop_gradient(outputs[0]) if agent.lstm.shared else obs
 
 
 def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
     """V(obs) continuing `memory` without a reset: the value of a finished episode's final observation."""
-    if agent.lstm is None or not agent.lstm.critic_cell:
+    if agent.lstm is None or not (agent.lstm.critic_cell or agent.lstm.shared):
         return agent.critic(obs)
-    return agent.critic(agent.lstm(obs, memory)[0][1])
+    return agent.critic(_critic_input(agent, obs, agent.lstm(obs, memory)[0]))
 
 
 def merge_steps(agent: Agent, params, order: tf.Tensor | None = None):

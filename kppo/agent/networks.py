@@ -324,13 +324,17 @@ class TorchLSTMCell(keras.layers.Layer):
 
 class LSTMCells(keras.Model):
     """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
-    its own. The actor (and that critic) MLP reads the cell's output; a memory is (h, c) per cell, [B, units] each.
+    its own. The actor (and that critic) MLP reads the cell's output (a `shared` critic the actor cell's, without
+    backpropagating into it: sb3-contrib's `shared_lstm`); a memory is (h, c) per cell, [B, units] each.
     torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
     covers the MLPs and heads only)."""
 
-    def __init__(self, units: int, critic_cell: bool = True, seed: int = 0, biases: int = 2, **kwargs: Any):
+    def __init__(
+        self, units: int, critic_cell: bool = True, seed: int = 0, biases: int = 2, shared: bool = False, **kwargs: Any
+    ):
         super().__init__(**kwargs)
         self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
+        self.shared = bool(shared)  # the critic reads the actor cell's output, gradient stopped (sb3-contrib)
         self.cells = [
             TorchLSTMCell(self.units, seed + 10 * i, biases, name=f"{role}_lstm")
             for i, role in enumerate(["actor", "critic"][: 1 + self.critic_cell])
@@ -351,7 +355,13 @@ class LSTMCells(keras.Model):
         return outputs, tuple(new)
 
     def get_config(self):
-        return {**super().get_config(), "units": self.units, "critic_cell": self.critic_cell, "seed": self.seed}
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "critic_cell": self.critic_cell,
+            "seed": self.seed,
+            "shared": self.shared,
+        }
 
 
 def make_extractors(
@@ -414,8 +424,8 @@ def make_networks(
     lstm = None
     if config.recurrent is not None:  # named "memory": the name its checkpoints have
         units, critic_cell = config.lstm_hidden_size, config.enable_critic_lstm
-        lstm = LSTMCells(units, critic_cell, seed * 1000 + 800, lstm_biases, name="memory")
+        lstm = LSTMCells(units, critic_cell, seed * 1000 + 800, lstm_biases, config.shared_lstm, name="memory")
         lstm.build((None, obs_dim))
     actor.build((None, obs_dim if lstm is None else lstm.units))
-    critic.build((None, lstm.units if lstm is not None and lstm.critic_cell else obs_dim))
+    critic.build((None, lstm.units if lstm is not None and (lstm.critic_cell or lstm.shared) else obs_dim))
     return actor, critic, lstm

@@ -190,6 +190,11 @@ class Config:
     enable_critic_lstm: bool = _f(
         True, "recurrent: the critic has its own LSTM (else an MLP on the observation), as sb3-contrib."
     )
+    shared_lstm: bool = _f(
+        False,
+        "recurrent: the critic reads the actor's LSTM output without backpropagating into it (sb3-contrib's "
+        "shared_lstm; enable_critic_lstm must be False).",
+    )
     action_masks: bool = _f(
         False,
         "Act with the env's invalid-action masks (Discrete/MultiDiscrete; sb3-contrib's MaskablePPO): "
@@ -449,6 +454,12 @@ def _validate(c: Config) -> None:
         )
         _check(
             c.lstm_batching in ("sequences", "rotated"), "lstm_batching", "'sequences' or 'rotated'", c.lstm_batching
+        )
+        _check(
+            not (c.shared_lstm and c.enable_critic_lstm),
+            "shared_lstm",
+            "False with enable_critic_lstm=True (the critic's LSTM is shared, its own, or none: sb3-contrib asserts)",
+            c.shared_lstm,
         )
         _check(
             c.lstm_batching == "sequences" or c.lstm_sequence_length == 0,

@@ -18,22 +18,27 @@ from __future__ import annotations
 from typing import Any
 
 from kppo.sb3.ppo import PPO, check_not_gym_tuple
+from kppo.core.errors import ArgumentError
 from kppo.sb3.arguments import policy_config
 
 _LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
 
 
 def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
-    """sb3-contrib's MlpLstmPolicy kwargs -> Config fields (one LSTM layer, not shared: what kppo builds)."""
+    """sb3-contrib's MlpLstmPolicy kwargs -> Config fields (one LSTM layer: what kppo builds)."""
     kwargs = dict(policy_kwargs)
     lstm = {key: kwargs.pop(key) for key in _LSTM_KEYS if key in kwargs}
     if lstm.get("n_lstm_layers", 1) != 1:
         raise ValueError(
             f"policy_kwargs.n_lstm_layers: expected 1 (kppo builds one LSTM layer), got {lstm['n_lstm_layers']!r}"
         )
-    if lstm.get("shared_lstm", False):
-        raise ValueError(
-            "policy_kwargs.shared_lstm: expected False (the critic's memory is its own LSTM or none), got True"
+    shared, critic_lstm = bool(lstm.get("shared_lstm", False)), bool(lstm.get("enable_critic_lstm", True))
+    if (
+        shared and critic_lstm
+    ):  # sb3-contrib: "You must choose between shared LSTM, seperate or no LSTM for the critic."
+        raise ArgumentError(
+            "policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True (the critic's LSTM is shared, "
+            "its own, or none), got True"
         )
     if lstm.get("lstm_kwargs"):
         raise ValueError(f"policy_kwargs.lstm_kwargs: expected None or {{}}, got {lstm['lstm_kwargs']!r}")
@@ -41,7 +46,8 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
         **policy_config(kwargs),
         "recurrent": "lstm",
         "lstm_hidden_size": int(lstm.get("lstm_hidden_size", 256)),
-        "enable_critic_lstm": bool(lstm.get("enable_critic_lstm", True)),
+        "enable_critic_lstm": critic_lstm,
+        "shared_lstm": shared,
     }
 
 

@@ -66,7 +66,7 @@ def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
     "kwargs, match",
     [
         (dict(n_lstm_layers=2), r"policy_kwargs.n_lstm_layers: expected 1 \(kppo builds one LSTM layer\), got 2"),
-        (dict(shared_lstm=True), r"policy_kwargs.shared_lstm: expected False"),
+        (dict(shared_lstm=True), r"policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True"),
         (dict(lstm_kwargs={"dropout": 0.1}), r"policy_kwargs.lstm_kwargs: expected None or \{\}"),
     ],
 )
@@ -75,6 +75,31 @@ def test_unsupported_lstm_options_are_one_line_errors(kwargs, match):
         kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", policy_kwargs=kwargs)
     with pytest.raises(ValueError, match=r"policy: expected one of \('MlpLstmPolicy', 'MultiInputLstmPolicy'\)"):
         kppo.RecurrentPPO("MlpPolicy", "CartPole-v1")
+
+
+def test_a_shared_lstm_feeds_the_critic_the_actors_memory_without_its_gradient():
+    """sb3-contrib's shared_lstm: the critic reads the actor LSTM's output detached (`latent_pi.detach()`), so the
+    value loss moves the critic only; the memory is the actor's (h, c) alone."""
+    from kppo._tf import tf
+    from kppo.agent.agent import act_step, initial_memory
+
+    kwargs = dict(shared_lstm=True, enable_critic_lstm=False, lstm_hidden_size=16)
+    model = kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=32, batch_size=32, policy_kwargs=kwargs, seed=0)
+    agent = model.agent
+    assert model.config.shared_lstm and len(agent.lstm.cells) == 1
+    assert agent.critic.hidden[0].kernel.shape[0] == 16  # the critic reads the LSTM's 16 units, not the 4 observations
+    obs, memory = tf.random.normal([3, 4]), initial_memory(agent, 3)
+    with tf.GradientTape() as tape:
+        _, value, new_memory = act_step(agent, obs, memory)
+        loss = tf.reduce_sum(value**2)
+    grads = tape.gradient(loss, agent.lstm.trainable_variables + agent.critic.trainable_variables)
+    assert all(g is None for g in grads[: len(agent.lstm.trainable_variables)])  # nothing reaches the LSTM
+    assert all(g is not None for g in grads[len(agent.lstm.trainable_variables) :])
+    assert len(new_memory) == 2
+    model.learn(64)
+    obs = model.get_env().reset()
+    action, state = model.predict(obs)
+    assert action.shape == (1,) and state[0].shape == (1, 1, 16)
 
 
 def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whole_episodes(model, tmp_path):
