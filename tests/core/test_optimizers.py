@@ -1,10 +1,19 @@
 """Adam as Keras and as torch compute it (`kppo.core.optimizers`), against the formulas in float64."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from kppo._tf import tf
-from kppo.core.optimizers import adam_state_of, adam_step, assign_adam_state, initial_adam_state, make_optimizer
+from kppo.core.optimizers import (
+    OptimizerSpec,
+    adam_state_of,
+    adam_step,
+    assign_adam_state,
+    initial_adam_state,
+    make_optimizer,
+)
 
 GRADIENTS = [np.array([1.6e-3, -2e-5, 0.3]), np.array([-1e-3, 4e-5, 0.1]), np.array([2e-3, 0.0, -0.2])]
 
@@ -65,3 +74,25 @@ def test_an_adam_state_assigned_to_an_optimizer_continues_where_it_left_off():
     assign_adam_state(optimizer, [variable], state)
     optimizer.apply_gradients([(tf.constant(GRADIENTS[2], tf.float32), variable)])
     np.testing.assert_allclose(variable.numpy(), _reference("keras")[2], rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_rmsprop_tf_like_follows_sb3s_class_step_by_step(case):
+    """`optimizer="rmsprop_tf"` against SB3's own RMSpropTFLike (tests/fixtures/sb3/rmsprop_tf_like.npz, recorded
+    by record_rmsprop_tf_like.py with SB3 2.9.2 / torch 2.13): 12 steps, momentum 0 / 0.9, centered or not, with
+    and without weight decay, gradients from 1e-4 to 10."""
+    data = np.load(Path(__file__).parents[1] / "fixtures" / "sb3" / "rmsprop_tf_like.npz")
+    momentum, centered, weight_decay = data[f"case{case}_settings"]
+    spec = OptimizerSpec(
+        "rmsprop_tf",
+        1e-5,
+        alpha=0.99,
+        momentum=float(momentum),
+        centered=bool(centered),
+        weight_decay=float(weight_decay),
+    )
+    variable = tf.Variable(data["initial"])
+    optimizer = make_optimizer("torch", 7e-4, spec)
+    for gradient, want in zip(data["grads"], data[f"case{case}"]):
+        optimizer.apply_gradients([(tf.constant(gradient), variable)])
+        np.testing.assert_allclose(variable.numpy(), want, rtol=0, atol=2e-7)
