@@ -59,7 +59,7 @@ def initial_memory(agent: Agent, num_envs: int) -> tuple:
 def actor_critic(agent: Agent, obs: tf.Tensor) -> tuple:
     """(actor params, values) at observations `obs` [B, D] of an MLP agent; a features extractor the two networks
     share (SB3's `share_features_extractor=True`) runs once, as in SB3."""
-    extractor = getattr(agent.actor, "extractor", None)
+    extractor: Any = getattr(agent.actor, "extractor", None)
     if extractor is None or extractor is not getattr(agent.critic, "extractor", None):
         return agent.actor(obs), agent.critic(obs)
     features = extractor(obs)
@@ -81,6 +81,7 @@ def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tens
 def _critic_input(agent: Agent, obs: tf.Tensor, outputs: list) -> tf.Tensor:
     """What a recurrent agent's critic reads: its own cell's output, the actor cell's without its gradient
     (sb3-contrib's `shared_lstm`: `latent_pi.detach()`), or the observations."""
+    assert agent.lstm is not None  # a recurrent agent
     if agent.lstm.critic_cell:
         return outputs[1]
     return tf.stop_gradient(outputs[0]) if agent.lstm.shared else obs

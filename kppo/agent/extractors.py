@@ -195,8 +195,9 @@ class Preprocessed(keras.layers.Layer):
     def __init__(self, extractor: keras.layers.Layer, observation_space: gym.spaces.Space, normalize_images: bool):
         super().__init__(name="features_extractor")
         self.extractor = extractor
-        dict_space = isinstance(observation_space, gym.spaces.Dict)
-        items: Any = observation_space.spaces.items() if dict_space else [(None, observation_space)]
+        items: Any = [(None, observation_space)]
+        if isinstance(observation_space, gym.spaces.Dict):
+            items = observation_space.spaces.items()
         self.parts = [
             (key, space_shape(space), bool(normalize_images and is_image_space(space))) for key, space in items
         ]
@@ -250,7 +251,7 @@ def extractor_factory(
 def _builtin(
     name: str, space: gym.spaces.Space, options: dict, normalize_images: bool, init: tuple[str, str, int]
 ) -> Callable[[], keras.layers.Layer]:
-    tower = dict(zip(("kernel_init", "bias_init", "seed"), init))
+    tower: dict[str, Any] = dict(zip(("kernel_init", "bias_init", "seed"), init))
     if name == "combined":
         if not isinstance(space, gym.spaces.Dict):
             raise ArgumentError(f"features_extractor: expected a Dict observation space for 'combined', got {space}")

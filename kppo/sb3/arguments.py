@@ -216,7 +216,7 @@ def extractor_fields(policy: str, kwargs: dict, observation_space: gym.spaces.Sp
     built-in extractor named (or the policy's default; "combined" only when the Dict holds images, else the
     observations are flat already), its features_dim, normalize_images, share_features_extractor. A user's Keras
     class stays in `kwargs` (`user_extractor`)."""
-    out = {
+    out: dict[str, Any] = {
         "normalize_images": bool(kwargs.pop("normalize_images", True)),
         "share_features_extractor": bool(kwargs.pop("share_features_extractor", True)),
     }

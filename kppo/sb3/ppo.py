@@ -101,7 +101,7 @@ class PPO(BaseAlgorithm):
     argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
     same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
 
-    policy_names = _POLICIES
+    policy_names: tuple[str, ...] = _POLICIES
     n_steps, batch_size, n_epochs = _ppo_arg("n_steps"), _ppo_arg("batch_size"), _ppo_arg("n_epochs")
     gamma, gae_lambda, normalize_advantage = _ppo_arg("gamma"), _ppo_arg("gae_lambda"), _ppo_arg("normalize_advantage")
     ent_coef, vf_coef, max_grad_norm = _ppo_arg("ent_coef"), _ppo_arg("vf_coef"), _ppo_arg("max_grad_norm")
