@@ -60,7 +60,8 @@ def actor_critic(agent: Agent, obs: tf.Tensor) -> tuple:
     """(actor params, values) at observations `obs` [B, D] of an MLP agent; a features extractor the two networks
     share (SB3's `share_features_extractor=True`) runs once, as in SB3."""
     extractor: Any = getattr(agent.actor, "extractor", None)
-    if extractor is None or extractor is not getattr(agent.critic, "extractor", None):
+    critics: Any = getattr(agent.critic, "extractor", None)
+    if extractor is None or extractor is not critics:
         return agent.actor(obs), agent.critic(obs)
     features = extractor(obs)
     return agent.actor.from_features(features), agent.critic.from_features(features)
