@@ -55,7 +55,7 @@ _EXPORTS = {
     "evaluate_policy": "kppo.gym_envs.evaluation",
     "export": "kppo.exporter.artifact",
     "make_atari_env": "kppo.gym_envs.atari",
-    "make_vec_env": "kppo.sb3.env_util",
+    "make_vec_env": "kppo.gym_envs.env_util",
     "train": "kppo.training.train",
 }
 _SUBPACKAGES = (
@@ -152,7 +152,7 @@ if TYPE_CHECKING:
         VecMonitor,
     )
     from kppo.sb3.maskable_ppo import MaskablePPO
-    from kppo.sb3.env_util import make_vec_env
+    from kppo.gym_envs.env_util import make_vec_env
     from kppo.sb3.ppo import PPO
     from kppo.sb3.recurrent_ppo import RecurrentPPO
     from kppo.sb3.vec_normalize import VecNormalize

@@ -32,7 +32,7 @@ FIRE steps); and on the frame an episode ends it stops before reading the screen
 
 from __future__ import annotations
 
-import os
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any, SupportsFloat, cast
@@ -43,8 +43,8 @@ from gymnasium import spaces
 
 from kppo.core.errors import ArgumentError
 from kppo.gym_envs.checks import make_env
-from kppo.gym_envs.monitor import Monitor
-from kppo.gym_envs.sb3_vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from kppo.gym_envs.env_util import make_vec_env
+from kppo.gym_envs.sb3_vec_env import VecEnv
 
 #: SB3's index of NOOP, FIRE and the action FireResetEnv plays after FIRE.
 NOOP, FIRE, AFTER_FIRE = 0, 1, 2
@@ -310,30 +310,11 @@ class AtariWrapper(gym.Wrapper):
 # make_atari_env
 # ---------------------------------------------------------------------------------------------------------------
 
-_VEC_ENV_NAMES: dict[str, type[VecEnv]] = {"sync": DummyVecEnv, "async": SubprocVecEnv}
-
-
-def _atari_maker(
-    env_id: str | Callable[..., gym.Env],
-    rank: int,
-    seed: int | None,
-    monitor_dir: str | None,
-    kwargs: tuple[dict, dict, dict],
-) -> Callable[[], gym.Env]:
-    env_kwargs, monitor_kwargs, wrapper_kwargs = kwargs
-
-    def build() -> gym.Env:
-        register_ale()  # in this process: SubprocVecEnv builds its envs in the workers
-        env = make_env(env_id, env_kwargs) if isinstance(env_id, str) else env_id(**env_kwargs)
-        if seed is not None:  # as SB3: the action space now, the env at its first reset (VecEnv.seed)
-            env.action_space.seed(seed + rank)
-        path = None
-        if monitor_dir is not None:
-            os.makedirs(monitor_dir, exist_ok=True)
-            path = os.path.join(monitor_dir, str(rank))
-        return AtariWrapper(Monitor(env, filename=path, **monitor_kwargs), **wrapper_kwargs)
-
-    return build
+def _make_ale(env_id: str, **env_kwargs: Any) -> gym.Env:
+    """`gym.make(env_id, **env_kwargs)` after registering ale-py's ids in this process (SubprocVecEnv's workers make
+    their envs in their own processes)."""
+    register_ale()
+    return make_env(env_id, env_kwargs)
 
 
 def make_atari_env(
@@ -355,21 +336,19 @@ def make_atari_env(
 
     Observations are Box(0, 255, (84, 84, 1), uint8), channels last; stack them with `VecFrameStack(env, 4)`. As
     kppo's `make_vec_env`, `gym.make` is not given SB3's `render_mode="rgb_array"`: pass it in `env_kwargs`."""
-    if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
-        raise ValueError(f"n_envs: expected a positive int, got {n_envs!r}")
-    if not isinstance(env_id, str) and not callable(env_id):
-        raise ValueError(f"env_id: expected an env id or a function returning a gym.Env, got {type(env_id).__name__}")
-    cls: Any = _VEC_ENV_NAMES.get(vec_env_cls, vec_env_cls) if isinstance(vec_env_cls, str) else vec_env_cls
-    cls = DummyVecEnv if cls is None else cls
-    if not (isinstance(cls, type) and issubclass(cls, VecEnv)):
-        raise ValueError(f"vec_env_cls: expected DummyVecEnv, SubprocVecEnv or 'sync' / 'async', got {vec_env_cls!r}")
-    if isinstance(env_id, str):
-        register_ale()
-    kwargs = (dict(env_kwargs or {}), dict(monitor_kwargs or {}), dict(wrapper_kwargs or {}))
-    makers = [_atari_maker(env_id, start_index + i, seed, monitor_dir, kwargs) for i in range(n_envs)]
-    vec_env: VecEnv = cast(Any, cls)(makers, **(vec_env_kwargs or {}))  # a VecEnv class taking env_fns
-    vec_env.seed(seed)
-    return vec_env
+    return make_vec_env(
+        functools.partial(_make_ale, env_id) if isinstance(env_id, str) else env_id,
+        n_envs,
+        seed,
+        start_index,
+        monitor_dir,
+        AtariWrapper,
+        env_kwargs,
+        vec_env_cls,
+        vec_env_kwargs,
+        monitor_kwargs,
+        wrapper_kwargs,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
