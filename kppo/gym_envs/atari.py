@@ -310,6 +310,7 @@ class AtariWrapper(gym.Wrapper):
 # make_atari_env
 # ---------------------------------------------------------------------------------------------------------------
 
+
 def _make_ale(env_id: str, **env_kwargs: Any) -> gym.Env:
     """`gym.make(env_id, **env_kwargs)` after registering ale-py's ids in this process (SubprocVecEnv's workers make
     their envs in their own processes)."""
