@@ -219,7 +219,7 @@ class Config:
     # --- compilation ---
     jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
     jit_update: bool | None = _f(
-        None, "Compile the update with XLA; null: only on gymnasium envs with >= 64 gradient steps."
+        None, "Compile the update with XLA; null: only on gymnasium envs with >= 64 gradient steps, never with a CNN."
     )
     jit_eval: bool | None = _f(
         None,

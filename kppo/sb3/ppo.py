@@ -211,6 +211,8 @@ class PPO(BaseAlgorithm):
         fields.update(extractor_fields(self.policy_class, dict(self.policy_kwargs), observation_space))
         if self.policy_class == "CnnPolicy" and self.policy_kwargs.get("net_arch") is None:
             fields["actor_hidden_units"] = fields["critic_hidden_units"] = ()
+        if user_extractor(dict(self.policy_kwargs))[0] not in (None, *BUILTIN_EXTRACTORS):
+            fields["jit_update"] = False  # a user's layer may convolve: XLA's CPU conv gradients are ~100x slower
         return fields
 
     def _user_extractor_factory(self, config: Config, observation_space: gym.spaces.Space):

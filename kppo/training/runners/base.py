@@ -168,7 +168,9 @@ def root_keys(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 #: Gradient steps per iteration from which the host path compiles the update with XLA when `Config.jit_update` is None:
 #: per gradient step XLA measured 79 vs 216 us (Pendulum, batch 64) and 485 vs 549 us (HalfCheetah, 2x256), no slower at
 #: batch 512 (CartPole), for ~0.8 s more compilation (benchmarks/host_breakdown.py). On the TF-native path the update
-#: runs inside the compiled loop, where an XLA call measured slower (README, XLA flags).
+#: runs inside the compiled loop, where an XLA call measured slower (README, XLA flags). Never for a CNN: XLA's CPU
+#: kernels for convolution filter gradients made a NatureCNN update 15 s a gradient step against 0.2 s without XLA
+#: (Pong, 8 envs; benchmarks/cnn_speed.py, 2026-12-01).
 XLA_UPDATE_MIN_GRADIENT_STEPS = 64
 
 
@@ -176,7 +178,9 @@ def jit_update(config: Config, on_host: bool) -> bool:
     """Whether the update is XLA-compiled: `config.jit_update`, or when None, by the measured rule above."""
     if config.jit_update is not None:
         return config.jit_update
-    return on_host and config.num_epochs * config.num_minibatches >= XLA_UPDATE_MIN_GRADIENT_STEPS
+    convolutional = config.features_extractor != "flatten"  # XLA's CPU conv filter gradients: ~100x slower
+    steps = config.num_epochs * config.num_minibatches
+    return on_host and not convolutional and steps >= XLA_UPDATE_MIN_GRADIENT_STEPS
 
 
 def maybe_compile(fn: Callable, jit: bool) -> Callable:

@@ -51,6 +51,7 @@ def test_update_settings_read_scheduled_clip_ranges_from_variables():
         ({"num_epochs": 10, "num_minibatches": 32}, True, True),  # SB3's defaults: 320 gradient steps of 64 samples
         ({"num_epochs": 10, "num_minibatches": 32, "jit_update": False}, True, False),  # an explicit choice wins
         ({"jit_update": True}, False, True),
+        ({"num_epochs": 10, "num_minibatches": 32, "features_extractor": "cnn"}, True, False),  # XLA conv grads: slow
     ],
 )
 def test_the_update_is_xla_compiled_by_the_measured_rule_unless_the_config_says(changes, on_host, want):
