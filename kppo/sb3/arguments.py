@@ -265,8 +265,13 @@ def saved_extractor(policy_kwargs: dict, custom_objects: dict) -> dict:
 
 
 def user_extractor(kwargs: dict) -> tuple[type | None, dict]:
-    """(a user's Keras `features_extractor_class`, its kwargs), popped from `kwargs`; (None, {}) without one."""
-    return kwargs.pop("features_extractor_class", None), dict(kwargs.pop("features_extractor_kwargs", None) or {})
+    """(a user's Keras `features_extractor_class`, its kwargs), popped from `kwargs`; (None, {}) without one or for
+    kppo's own classes, which a Config names (`extractor_fields`)."""
+    extractor_class = kwargs.pop("features_extractor_class", None)
+    extractor_kwargs = dict(kwargs.pop("features_extractor_kwargs", None) or {})
+    if extractor_class is None or extractor_class in BUILTIN_EXTRACTORS:
+        return None, {}
+    return extractor_class, extractor_kwargs
 
 
 def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:

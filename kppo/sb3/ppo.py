@@ -59,7 +59,6 @@ from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy
 from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner
 from kppo.sb3.arguments import (
-    BUILTIN_EXTRACTORS,
     Schedule,
     extractor_fields,
     jsonable_policy_kwargs,
@@ -211,14 +210,14 @@ class PPO(BaseAlgorithm):
         fields.update(extractor_fields(self.policy_class, dict(self.policy_kwargs), observation_space))
         if self.policy_class == "CnnPolicy" and self.policy_kwargs.get("net_arch") is None:
             fields["actor_hidden_units"] = fields["critic_hidden_units"] = ()
-        if user_extractor(dict(self.policy_kwargs))[0] not in (None, *BUILTIN_EXTRACTORS):
+        if user_extractor(dict(self.policy_kwargs))[0] is not None:
             fields["jit_update"] = False  # a user's layer may convolve: XLA's CPU conv gradients are ~100x slower
         return fields
 
     def _user_extractor_factory(self, config: Config, observation_space: gym.spaces.Space):
         """The factory of a user's Keras `features_extractor_class` (a Config names only kppo's); None without."""
         extractor_class, kwargs = user_extractor(dict(self.policy_kwargs))
-        if extractor_class is None or extractor_class in BUILTIN_EXTRACTORS:
+        if extractor_class is None:
             return None
         init = (config.normalize_images, config.kernel_init, config.bias_init, config.seed)
         return extractor_factory(extractor_class, observation_space, kwargs, *init)
