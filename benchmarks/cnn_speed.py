@@ -29,7 +29,7 @@ Also, kppo only:
            NatureCNN's filter gradients ~100x slower: `--worker kppo --setting pong --memory-only
            --update-xla-min-steps 0` shows it at 8 envs);
   acting   microseconds per vector step of the acting CNN: kppo's compiled `frozen_extractor` call against a numpy
-           im2col implementation of the same tower (`numpy_tower` below), SmallCNN on MinAtar's 10x10x4 and NatureCNN
+           im2col implementation of the same tower (`kppo.agent.numpy_conv.numpy_tower`, what the host rollout acts with at small batches), SmallCNN on MinAtar's 10x10x4 and NatureCNN
            on Pong's 84x84x4 uint8 stacks, 8 and 64 envs (plus the 1,024-row batch `finish_rollout` reads), in one
            worker with OpenBLAS's default threads and one with OPENBLAS_NUM_THREADS=1.
 
@@ -88,7 +88,7 @@ SETTINGS = {
     ),
 }
 FRAMEWORKS = ("kppo", "sb3")
-ACTING_ENVS = (8, 64)
+ACTING_ENVS = (1, 8, 64)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -133,50 +133,6 @@ def rollout_bytes(n_envs: int, n_steps: int, obs_shape: tuple[int, ...], itemsiz
 def median_of(runs: list[dict], key: str) -> float | None:
     values = [r[key] for r in runs if r.get(key) is not None]
     return statistics.median(values) if values else None
-
-
-def im2col(x, kernel: int, stride: int):
-    """NHWC images [B, H, W, C] -> patches [B * OH * OW, C * kernel * kernel] (valid padding), channel-major."""
-    import numpy as np
-
-    windows = np.lib.stride_tricks.sliding_window_view(x, (kernel, kernel), axis=(1, 2))[:, ::stride, ::stride]
-    b, oh, ow = windows.shape[:3]
-    return windows.reshape(b * oh * ow, -1), (b, oh, ow)
-
-
-def numpy_tower(convs: list, linear: tuple, channels_first: bool, scale: float | None):
-    """kppo's ConvTower (convolutions, ReLU, valid padding -> flatten (NHWC order) -> Dense, ReLU) in numpy, reading
-    flat observations [B, D] as `Preprocessed` does (cast to float32, / 255 when `scale`).
-
-    Args:
-        convs: (kernel [k, k, C_in, C_out], bias [C_out], stride) per convolution, Keras' layout.
-        linear: (kernel [flat, features], bias [features]).
-        channels_first: the observation is CHW (transposed to HWC first, as the Keras tower does).
-        scale: 255.0 for uint8 images divided by 255, None for float images read as they are.
-    Returns:
-        `forward(obs [B, D]) -> features [B, features]` (float32).
-    """
-    import numpy as np
-
-    # im2col's patches are (C, kh, kw)-ordered: reorder each kernel once to match.
-    mats = [
-        (np.ascontiguousarray(k.transpose(2, 0, 1, 3).reshape(-1, k.shape[3]), np.float32), b.astype(np.float32), s, k)
-        for k, b, s in convs
-    ]
-    w, bias = (np.asarray(a, np.float32) for a in linear)
-
-    def forward(obs, shape):
-        x = obs.reshape((obs.shape[0], *shape)).astype(np.float32)
-        if scale:
-            x *= np.float32(1.0 / scale)
-        if channels_first:
-            x = x.transpose(0, 2, 3, 1)
-        for mat, b, stride, kernel in mats:
-            patches, (n, oh, ow) = im2col(x, kernel.shape[0], stride)
-            x = np.maximum(patches @ mat + b, 0.0).reshape(n, oh, ow, -1)
-        return np.maximum(x.reshape(x.shape[0], -1) @ w + bias, 0.0)
-
-    return forward
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -280,7 +236,7 @@ def worker_kppo(setting_name: str, args) -> dict:
     setting = SETTINGS[setting_name]
     timer = Timer()
     # Instrumentation: the host rollout, its vector env's step, its acting CNN calls and its closing compiled call.
-    collect, freeze = host.collect_host_rollout, numpy_actor.frozen_extractor
+    collect, choose = host.collect_host_rollout, numpy_actor.acting_extractor
 
     def timed_collect(vec_env, agent, settings, finish_fn, *rest):
         if not getattr(vec_env, "_bench_timed", False):
@@ -289,7 +245,12 @@ def worker_kppo(setting_name: str, args) -> dict:
         return timer.wrap("rollout", collect)(vec_env, agent, settings, timer.wrap("finish", finish_fn), *rest)
 
     host.collect_host_rollout = timed_collect
-    numpy_actor.frozen_extractor = lambda layer: timer.wrap("acting_cnn", freeze(layer))
+
+    def timed_extractor(layer, compiled):  # the acting CNN, numpy or compiled (`kppo.agent.numpy_conv`)
+        forward, in_numpy = choose(layer, compiled)
+        return timer.wrap("acting_cnn", forward), in_numpy
+
+    numpy_actor.acting_extractor = timed_extractor
     if args.update_xla_min_steps is not None:  # kppo's rule: XLA for the host update from 64 gradient steps
         runner_base.XLA_UPDATE_MIN_GRADIENT_STEPS = args.update_xla_min_steps
     if args.threads:  # before TensorFlow runs its first op
@@ -457,6 +418,7 @@ def worker_acting(setting_name: str, args) -> dict:
     from kppo._tf import tf
     from kppo.agent.extractors import NatureCNN, Preprocessed, SmallCNN
     from kppo.agent.numpy_actor import frozen_extractor
+    from kppo.agent.numpy_conv import numpy_tower
 
     rng = np.random.default_rng(0)
     cases = [
@@ -468,20 +430,14 @@ def worker_acting(setting_name: str, args) -> dict:
         layer = Preprocessed(build(space.shape), space, normalize)
         dim = int(np.prod(space.shape))
         layer(tf.zeros([1, dim], space.dtype))  # builds the weights
-        tower = layer.extractor
-        forward = numpy_tower(
-            [(c.kernel.numpy(), c.bias.numpy(), c.strides[0]) for c in tower.convs],
-            (tower.linear.kernel.numpy(), tower.linear.bias.numpy()),
-            tower.channels_first,
-            255.0 if normalize else None,
-        )
+        forward = numpy_tower(layer)
         compiled = frozen_extractor(layer)
         for batch in (*ACTING_ENVS, 1024):
             if space.dtype == np.uint8:
                 obs = rng.integers(0, 256, (batch, dim), dtype=np.uint8)
             else:
                 obs = (rng.random((batch, dim)) < 0.1).astype(np.float32)
-            diff = float(np.max(np.abs(compiled(obs) - forward(obs, space.shape))))
+            diff = float(np.max(np.abs(compiled(obs) - forward(obs))))
             calls, repeats, block = args.calls, args.acting_repeats, args.acting_block_s
             rows.append(
                 dict(
@@ -489,7 +445,7 @@ def worker_acting(setting_name: str, args) -> dict:
                     observation=obs_label,
                     batch=batch,
                     compiled_us=per_call_us(lambda f=compiled, o=obs: f(o), calls, repeats, block),
-                    numpy_us=per_call_us(lambda f=forward, o=obs, s=space.shape: f(o, s), calls, repeats, block),
+                    numpy_us=per_call_us(lambda f=forward, o=obs: f(o), calls, repeats, block),
                     max_abs_diff=diff,
                 )
             )

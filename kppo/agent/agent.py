@@ -56,15 +56,20 @@ def initial_memory(agent: Agent, num_envs: int) -> tuple:
     return tuple(tf.zeros([num_envs, agent.lstm.units]) for _ in range(2 * len(agent.lstm.cells)))
 
 
-def actor_critic(agent: Agent, obs: tf.Tensor) -> tuple:
+def actor_critic(agent: Agent, obs: tf.Tensor, features: tf.Tensor | None = None) -> tuple:
     """(actor params, values) at observations `obs` [B, D] of an MLP agent; a features extractor the two networks
-    share (SB3's `share_features_extractor=True`) runs once, as in SB3."""
+    share (SB3's `share_features_extractor=True`) runs once, as in SB3. `features`: the actor's extractor's output at
+    `obs`, when it was computed already (the host rollout's acting pass): the extractor does not run again for the
+    actor, nor for a critic that shares it."""
     extractor: Any = getattr(agent.actor, "extractor", None)
     critics: Any = getattr(agent.critic, "extractor", None)
-    if extractor is None or extractor is not critics:
+    if extractor is None:
         return agent.actor(obs), agent.critic(obs)
-    features = extractor(obs)
-    return agent.actor.from_features(features), agent.critic.from_features(features)
+    if features is None and extractor is not critics:
+        return agent.actor(obs), agent.critic(obs)
+    features = extractor(obs) if features is None else features
+    values = agent.critic.from_features(features) if extractor is critics else agent.critic(obs)
+    return agent.actor.from_features(features), values
 
 
 def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tensor | None = None):

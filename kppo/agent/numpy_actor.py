@@ -21,6 +21,7 @@ from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.distributions import ActionDistribution
 from kppo.agent.networks import Actor
+from kppo.agent.numpy_conv import acting_extractor
 from kppo.core.types import Moments
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
@@ -65,6 +66,7 @@ class ActorWeights(NamedTuple):
     sde_log_std: np.ndarray | None = None  # gSDE [L, A] or [L, 1]
     lstm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a recurrent actor's LSTM: kernel, recurrent, bias
     extractor: Callable[[np.ndarray], np.ndarray] | None = None  # the features extractor, frozen (`frozen_extractor`)
+    numpy_extractor: bool = False  # the extractor runs numpy's BLAS at small batches (`kppo.agent.numpy_conv`)
 
 
 def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
@@ -77,6 +79,9 @@ def snapshot(actor: Actor, lstm=None) -> ActorWeights:
     activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
+    extractor, in_numpy = None, False
+    if hasattr(actor, "extractor"):
+        extractor, in_numpy = acting_extractor(actor.extractor, frozen_extractor(actor.extractor))
     return ActorWeights(
         hidden=[_dense(layer) for layer in actor.hidden],
         activation=activation,
@@ -85,7 +90,8 @@ def snapshot(actor: Actor, lstm=None) -> ActorWeights:
         log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
         sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
         lstm=None if lstm is None else _lstm(lstm.cells[0] if hasattr(lstm, "cells") else lstm),
-        extractor=frozen_extractor(actor.extractor) if hasattr(actor, "extractor") else None,
+        extractor=extractor,
+        numpy_extractor=in_numpy,
     )
 
 
@@ -137,11 +143,20 @@ def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_s
     return h, (h, c)
 
 
+def actor_features(weights: ActorWeights, obs: np.ndarray) -> np.ndarray:
+    """What the actor's MLP reads: its features extractor's output (float32 [B, F]), or `obs` without one."""
+    return obs if weights.extractor is None else weights.extractor(obs)
+
+
 def actor_params(weights: ActorWeights, obs: np.ndarray):
     """`Actor.call` in numpy: obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent, sde_log_std); a
     state-independent log_std stays [A] (Keras broadcasts it to [B, A])."""
+    return head_params(weights, actor_features(weights, obs))
+
+
+def head_params(weights: ActorWeights, features: np.ndarray):
+    """`Actor.from_features` in numpy: the actor's parameters from its extractor's output (`actor_features`)."""
     activation = ACTIVATIONS[weights.activation]
-    features = obs if weights.extractor is None else weights.extractor(obs)
     for kernel, bias in weights.hidden:
         features = activation(features @ kernel + bias)
     out = features @ weights.head[0] + weights.head[1]

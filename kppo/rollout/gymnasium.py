@@ -29,7 +29,16 @@ from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.vector import GymStep
 from kppo.gym_envs.vector_info import sb3_info
 from kppo.core.gae import compute_gae
-from kppo.agent.numpy_actor import NumpyActor, actor_input, actor_params, network_input, snapshot
+from kppo.agent.numpy_actor import (
+    ActorWeights,
+    NumpyActor,
+    actor_features,
+    actor_input,
+    head_params,
+    network_input,
+    snapshot,
+)
+from kppo.agent.numpy_conv import one_blas_thread
 from kppo.core.tf_loops import scan
 from kppo.rollout.native import RolloutSettings, resample_noise
 from kppo.core.types import EvalResult, EvalTrajectory, Moments, Rollout, Trajectory
@@ -74,7 +83,9 @@ def finish_rollout(
     agent: Agent,
     settings: RolloutSettings,
     traj: Trajectory,
+    features: tf.Tensor | None,
     final_obs: tf.Tensor,
+    final_index: tf.Tensor,
     last_obs: tf.Tensor,
     return_stats: Moments,
     discounted_return: tf.Tensor,
@@ -86,7 +97,10 @@ def finish_rollout(
     Args:
         traj: the rollout with normalized observations, actions and raw rewards; `log_prob`, `value` and
             `final_value` are filled in here.
-        final_obs: float32 [T, B, D], normalized final observations (used where truncated).
+        features: float32 [T, B, F], the actor's features extractor's output at `traj.obs` from the acting pass, or
+            None (no extractor): the extractor does not run again for the actor, nor for a critic sharing it.
+        final_obs: [K, D], the normalized final observations of the truncated steps (padded to K rows).
+        final_index: int32 [K], each final observation's step as t * B + env; T * B for a padding row.
         last_obs: float32 [B, D], the normalized observation after the last step.
         memory: a recurrent agent's memory at the first step: the rollout is replayed from it (`agent.replay`), and
             a final observation's value continues the memory of its step.
@@ -99,15 +113,20 @@ def finish_rollout(
     def time_major(x: tf.Tensor) -> tf.Tensor:
         return tf.reshape(x, [num_steps, num_envs])
 
+    def scattered(final: tf.Tensor) -> tf.Tensor:  # [K] at final_index -> [T, B], zeros elsewhere
+        rows = tf.scatter_nd(final_index[:, None], final, [num_steps * num_envs + 1])
+        return time_major(rows[: num_steps * num_envs])
+
     if agent.lstm is None:
-        params, values = actor_critic(agent, flat(traj.obs))
+        params, values = actor_critic(agent, flat(traj.obs), None if features is None else flat(features))
         values, end_memory = time_major(values), ()
-        final_values = time_major(agent.critic(flat(final_obs)))
+        final_values = scattered(agent.critic(final_obs))
         last_value = agent.critic(last_obs)
     else:
         params, values, memories = replay(agent, traj.obs, traj.episode_start, memory)
         params = merge_steps(agent, params)
-        final_values = time_major(value_after(agent, flat(final_obs), tuple(flat(m) for m in memories)))
+        at_final = tf.minimum(final_index, num_steps * num_envs - 1)
+        final_values = scattered(value_after(agent, final_obs, tuple(tf.gather(flat(m), at_final) for m in memories)))
         end_memory = tuple(m[-1] for m in memories)
         traj = traj._replace(memory=tuple(tf.concat([m0[None], m[:-1]], 0) for m0, m in zip(memory, memories)))
         last_done = tf.logical_or(traj.terminated[-1], traj.truncated[-1])
@@ -208,23 +227,90 @@ def collect_host_rollout(
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
-    weights, dist, rng = snapshot(agent.actor, agent.lstm), agent.dist, rollout_rng(key)
+    weights, rng = snapshot(agent.actor, agent.lstm), rollout_rng(key)
+    with one_blas_thread(weights.numpy_extractor):
+        stepped, buf = _host_steps(vec_env, weights, agent.dist, rng, settings, state, on_step, masks)
+    zeros = tf.zeros([settings.num_steps, state.obs.shape[0]])
+    traj = Trajectory(
+        obs=tf.constant(buf.obs),
+        action=tf.constant(buf.action),
+        log_prob=zeros,
+        value=zeros,
+        reward=tf.constant(buf.reward),
+        terminated=tf.constant(buf.terminated),
+        truncated=tf.constant(buf.truncated),
+        final_value=zeros,
+        episode_return=tf.constant(buf.episode_return),
+        episode_length=tf.constant(buf.episode_length),
+        action_mask=tf.constant(buf.action_mask),
+        episode_start=tf.constant(buf.episode_start),
+    )
+    final_obs, final_index = buf.final_batch()
+    finished = finish_fn(
+        traj,
+        None if buf.features is None else tf.constant(buf.features),
+        tf.constant(final_obs),
+        tf.constant(final_index),
+        tf.constant(network_input(stepped.obs_stats, stepped.obs, settings.normalize_obs)),
+        state.return_stats,
+        state.discounted_return,
+        tuple(tf.constant(m) for m in state.memory),
+    )
+    new_state = stepped._replace(
+        discounted_return=finished.discounted_return,
+        return_stats=finished.return_stats,
+        memory=tuple(m.numpy() for m in finished.memory),
+    )
+    return new_state, finished.rollout
+
+
+class _Buffers:
+    """The host rollout's numpy buffers, [T, B, ...] each; the final observations of truncated steps compacted."""
+
+    def __init__(self, num_steps: int, num_envs: int, dim: int, obs_dtype, dist, mask_size: int):
+        self.num_steps, self.num_envs = num_steps, num_envs
+        self.obs = np.zeros((num_steps, num_envs, dim), obs_dtype)
+        self.action = np.zeros((num_steps, num_envs, *tuple(dist.action_shape)), dist.action_dtype.as_numpy_dtype)
+        self.reward = np.zeros((num_steps, num_envs), np.float32)
+        self.terminated = np.zeros((num_steps, num_envs), bool)
+        self.truncated = np.zeros((num_steps, num_envs), bool)
+        self.episode_return = np.zeros((num_steps, num_envs), np.float32)
+        self.episode_length = np.zeros((num_steps, num_envs), np.int32)
+        self.action_mask = np.zeros((num_steps, num_envs, mask_size), bool)
+        self.episode_start = np.zeros((num_steps, num_envs), bool)
+        self.features: np.ndarray | None = None  # the actor extractor's outputs, when it has one
+        self.final_obs: list[np.ndarray] = []
+        self.final_index: list[np.ndarray] = []
+
+    def add_features(self, t: int, features: np.ndarray) -> None:
+        if self.features is None:
+            self.features = np.zeros((self.num_steps, *features.shape), np.float32)
+        self.features[t] = features
+
+    def add_final(self, t: int, rows: np.ndarray, obs: np.ndarray) -> None:
+        """The normalized final observations `obs` of the truncated envs `rows` (bool [B]) at step t."""
+        self.final_obs.append(obs)
+        self.final_index.append(t * self.num_envs + np.flatnonzero(rows).astype(np.int32))
+
+    def final_batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """(final observations [K, D], their steps as t * B + env [K]), padded to K = a power of two >= 8 (a few
+        shapes for the compiled finish_rollout) with zero rows at index T * B."""
+        count = sum(len(i) for i in self.final_index)
+        rows = max(8, 1 << max(count - 1, 0).bit_length())
+        obs = np.zeros((rows, self.obs.shape[2]), self.obs.dtype)
+        index = np.full(rows, self.num_steps * self.num_envs, np.int32)
+        if count:
+            obs[:count], index[:count] = np.concatenate(self.final_obs), np.concatenate(self.final_index)
+        return obs, index
+
+
+def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSettings, state, on_step, masks):
+    """The host rollout's loop (`collect_host_rollout`): (the state after the last step, its `_Buffers`)."""
     actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
     normalize_obs = settings.normalize_obs
     obs_dtype = np.uint8 if state.obs.dtype == np.uint8 and not normalize_obs else np.float32  # images stay bytes
-    buf = {
-        "obs": np.zeros((num_steps, num_envs, dim), obs_dtype),
-        "final_obs": np.zeros((num_steps, num_envs, dim), obs_dtype),
-        "action": np.zeros((num_steps, num_envs, *tuple(dist.action_shape)), dist.action_dtype.as_numpy_dtype),
-        "reward": np.zeros((num_steps, num_envs), np.float32),
-        "terminated": np.zeros((num_steps, num_envs), bool),
-        "truncated": np.zeros((num_steps, num_envs), bool),
-        "episode_return": np.zeros((num_steps, num_envs), np.float32),
-        "episode_length": np.zeros((num_steps, num_envs), np.int32),
-        "action_mask": np.zeros((num_steps, num_envs, dist.mask_size if masks else 0), bool),
-        "episode_start": np.zeros((num_steps, num_envs), bool),
-    }
+    buf = _Buffers(num_steps, num_envs, dim, obs_dtype, dist, dist.mask_size if masks else 0)
     starts = np.ones(num_envs, bool) if state.episode_start is None else state.episode_start
     obs, raw_obs, stats, mask = state.obs, state.raw_obs, state.obs_stats, state.action_mask
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
@@ -232,11 +318,14 @@ def collect_host_rollout(
     noise = None
     for t in range(num_steps):
         norm_obs = network_input(stats, obs, normalize_obs)
-        features, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
-        params = actor_params(weights, features)
+        latent, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
+        features = actor_features(weights, latent)
+        if weights.extractor is not None:
+            buf.add_features(t, features)
+        params = head_params(weights, features)
         if masks is not None:
             params = dist.masked_np(params, mask)
-            buf["action_mask"][t] = mask
+            buf.action_mask[t] = mask
         if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
             noise = dist.new_noise_np(params, rng, num_envs)
         action = dist.sample_np(params, rng, noise)
@@ -250,12 +339,13 @@ def collect_host_rollout(
         ended = done.any()
         ep_return += step.reward
         ep_length += 1
-        buf["obs"][t], buf["action"][t], buf["episode_start"][t] = norm_obs, action, starts
+        buf.obs[t], buf.action[t], buf.episode_start[t] = norm_obs, action, starts
         starts = done
-        buf["reward"][t], buf["terminated"][t], buf["truncated"][t] = step.reward, step.terminated, step.truncated
-        if ended:  # rows that did not end keep zeros: final values are read only where truncated
-            buf["final_obs"][t, done] = network_input(stats, step.final_obs[done], normalize_obs)
-            buf["episode_return"][t, done], buf["episode_length"][t, done] = ep_return[done], ep_length[done]
+        buf.reward[t], buf.terminated[t], buf.truncated[t] = step.reward, step.terminated, step.truncated
+        if step.truncated.any():  # final values are read only where truncated
+            buf.add_final(t, step.truncated, network_input(stats, step.final_obs[step.truncated], normalize_obs))
+        if ended:
+            buf.episode_return[t, done], buf.episode_length[t, done] = ep_return[done], ep_length[done]
         proceed = on_step is None or on_step(
             StepRecord(step, raw_obs, actions, ep_return, ep_length, time.perf_counter() - state.clock_start, t)
         )
@@ -263,6 +353,7 @@ def collect_host_rollout(
             ep_return[done], ep_length[done] = 0.0, 0
         obs, raw_obs = step.obs, step.raw_obs
         if not proceed:
+            episode_start = np.ones_like(starts) if state.memory else starts
             raise RolloutStopped(
                 state._replace(
                     obs=obs,
@@ -271,46 +362,11 @@ def collect_host_rollout(
                     episode_return=ep_return,
                     episode_length=ep_length,
                     action_mask=mask,
-                    episode_start=np.ones_like(starts) if state.memory else starts,
+                    episode_start=episode_start,
                 )
             )
-    zeros = tf.zeros([num_steps, num_envs])
-    traj = Trajectory(
-        obs=tf.constant(buf["obs"]),
-        action=tf.constant(buf["action"]),
-        log_prob=zeros,
-        value=zeros,
-        reward=tf.constant(buf["reward"]),
-        terminated=tf.constant(buf["terminated"]),
-        truncated=tf.constant(buf["truncated"]),
-        final_value=zeros,
-        episode_return=tf.constant(buf["episode_return"]),
-        episode_length=tf.constant(buf["episode_length"]),
-        action_mask=tf.constant(buf["action_mask"]),
-        episode_start=tf.constant(buf["episode_start"]),
-    )
-    finished = finish_fn(
-        traj,
-        tf.constant(buf["final_obs"]),
-        tf.constant(network_input(stats, obs, normalize_obs)),
-        state.return_stats,
-        state.discounted_return,
-        tuple(tf.constant(m) for m in state.memory),
-    )
-    new_state = HostRolloutState(
-        obs,
-        finished.discounted_return,
-        stats,
-        finished.return_stats,
-        ep_return,
-        ep_length,
-        raw_obs,
-        state.clock_start,
-        mask,
-        starts,
-        tuple(m.numpy() for m in finished.memory),
-    )
-    return new_state, finished.rollout
+    carried = {"obs": obs, "raw_obs": raw_obs, "obs_stats": stats, "action_mask": mask, "episode_start": starts}
+    return state._replace(episode_return=ep_return, episode_length=ep_length, **carried), buf
 
 
 def evaluation_episodes(
@@ -326,18 +382,19 @@ def evaluation_episodes(
     active = np.ones(num_envs, bool)
     returns, lengths = np.zeros(num_envs), np.zeros(num_envs, np.int32)
     records = []
-    for _ in range(max_steps):
-        action, memory = actor.deterministic_env_action(obs_stats, obs, mask, memory)
-        action = _env_actions(action, vec_env.action_space)
-        step = vec_env.step(action)
-        mask = masks.step(step.infos) if masks is not None else None
-        records.append((obs, action, step.reward, step.terminated, step.truncated, active.copy()))
-        returns += np.where(active, step.reward, 0.0)
-        lengths += active
-        active &= ~(step.terminated | step.truncated)
-        obs = step.obs
-        if not active.any():
-            break
+    with one_blas_thread(actor.weights.numpy_extractor):
+        for _ in range(max_steps):
+            action, memory = actor.deterministic_env_action(obs_stats, obs, mask, memory)
+            action = _env_actions(action, vec_env.action_space)
+            step = vec_env.step(action)
+            mask = masks.step(step.infos) if masks is not None else None
+            records.append((obs, action, step.reward, step.terminated, step.truncated, active.copy()))
+            returns += np.where(active, step.reward, 0.0)
+            lengths += active
+            active &= ~(step.terminated | step.truncated)
+            obs = step.obs
+            if not active.any():
+                break
     transitions = EvalTrajectory(*[tf.constant(np.stack(column)) for column in zip(*records)])
     result = EvalResult(tf.constant(returns, tf.float32), tf.constant(lengths), tf.constant(~active))
     return result, transitions

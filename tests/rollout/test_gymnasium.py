@@ -183,3 +183,43 @@ def test_a_masked_rollout_stores_the_env_masks_acts_only_within_them_and_the_upd
     masked = agent.dist.log_prob(agent.dist.masked(agent.actor(batch.obs), batch.action_mask), batch.action).numpy()
     np.testing.assert_allclose(masked, batch.log_prob.numpy(), rtol=1e-6, atol=1e-6)
     assert (unmasked < masked - 1e-3).all()  # the stored log-probs are not the unmasked ones
+
+
+def test_a_cnn_agents_rollout_gives_the_update_tensorflows_log_probs_and_values_from_its_acting_pass():
+    from tests.helpers.image_envs import BrightHalfEnv
+
+    config = kppo.Config(
+        num_envs=2,
+        num_steps=24,
+        total_timesteps=48,
+        features_extractor="cnn",
+        actor_hidden_units=[],
+        critic_hidden_units=[],
+    )
+    vec_env = make_vec_env(BrightHalfEnv, 2, seed=0)
+    space = BrightHalfEnv().observation_space
+    agent = make_agent(config, 144, vec_env.action_space, observation_space=space)
+    settings = rollout_settings(config)
+    obs = vec_env.reset(seed=0)
+    stats = normalization.to_numpy(normalization.initial_stats([144]))
+    state = HostRolloutState(
+        obs, tf.zeros([2]), stats, normalization.initial_stats(()), np.zeros(2), np.zeros(2, np.int32), None, 0.0
+    )
+    finals = {}
+
+    def remember_finals(record):
+        for i in np.flatnonzero(record.step.truncated):
+            finals[(record.n_steps, int(i))] = record.step.final_obs[i]
+        return True
+
+    finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
+    _, rollout = collect_host_rollout(vec_env, agent, settings, finish, state, tf.constant([3, 4]), remember_finals)
+    traj = rollout.trajectory
+    assert traj.obs.dtype == tf.uint8 and sorted(finals) == [(19, 0), (19, 1)]  # both envs truncate at step 20
+    flat_obs = tf.reshape(traj.obs, [48, 144])
+    log_prob = agent.dist.log_prob(agent.actor(flat_obs), tf.reshape(traj.action, [48]))
+    np.testing.assert_allclose(traj.log_prob.numpy().reshape(-1), log_prob.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(traj.value.numpy().reshape(-1), agent.critic(flat_obs).numpy(), rtol=1e-5, atol=1e-6)
+    final_values = agent.critic(tf.constant(np.stack([finals[(19, 0)], finals[(19, 1)]]).reshape(2, 144))).numpy()
+    np.testing.assert_allclose(traj.final_value.numpy()[19], final_values, rtol=1e-5, atol=1e-6)
+    assert not np.delete(traj.final_value.numpy(), 19, axis=0).any()  # read only where truncated: zeros elsewhere

@@ -1,0 +1,122 @@
+"""kppo's convolutional towers in numpy, for acting at small batches on the host.
+
+One compiled TensorFlow call costs 0.3-0.8 ms on a 2-core CPU whatever it computes; SmallCNN's forward pass for 8
+MinAtar grids is ~0.15 ms in numpy (im2col + one matmul per convolution) with single-threaded BLAS. For NatureCNN's
+84x84 stacks TensorFlow's kernels win at every batch. `numpy_tower` therefore runs a `Preprocessed(ConvTower)`
+extractor in numpy while a call's multiply-accumulates stay under `NUMPY_MAX_MACS` and hands larger batches to the
+compiled call: a rule on the batch's shape, not a timing, so the same seed acts the same on every machine
+(docs/benchmarks/images.md has the measurements it comes from).
+
+Multi-threaded OpenBLAS stalls on these small matmuls when the other core is busy (40 ms for a 0.2 ms product); the
+host rollout holds `one_blas_thread()` while it acts through a numpy tower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from kppo.agent.extractors import ConvTower, Preprocessed
+
+#: The most multiply-accumulates one acting call runs in numpy (SmallCNN at 64 envs: 10.8M, still faster than the
+#: compiled call; NatureCNN at 8 envs: 75M, 1.4x slower).
+NUMPY_MAX_MACS = 16_000_000
+
+
+def im2col(x: np.ndarray, kernel: int, stride: int) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """NHWC images [B, H, W, C] -> (patches [B * OH * OW, C * kernel * kernel] (valid padding, channel-major),
+    (B, OH, OW))."""
+    windows = np.lib.stride_tricks.sliding_window_view(x, (kernel, kernel), axis=(1, 2))[:, ::stride, ::stride]
+    b, oh, ow = windows.shape[:3]
+    return windows.reshape(b * oh * ow, -1), (b, oh, ow)
+
+
+def tower_macs(tower: ConvTower) -> int:
+    """Multiply-accumulates of `tower`'s forward pass for one observation."""
+    h, w, channels = _hwc(tower)
+    total = 0
+    for conv in tower.convs:
+        kernel, stride = conv.kernel_size[0], conv.strides[0]
+        h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        total += h * w * kernel * kernel * channels * conv.filters
+        channels = conv.filters
+    return total + h * w * channels * tower.features_dim
+
+
+def _hwc(tower: ConvTower) -> tuple[int, int, int]:
+    shape = tower.observation_shape
+    return (shape[1], shape[2], shape[0]) if tower.channels_first else (shape[0], shape[1], shape[2])
+
+
+def _conv_tower(layer: Any) -> ConvTower | None:
+    """The ConvTower a `Preprocessed` layer reads a single Box through, else None (Dict spaces, users' layers)."""
+    if not isinstance(layer, Preprocessed) or len(layer.parts) != 1 or layer.parts[0][0] is not None:
+        return None
+    return layer.extractor if isinstance(layer.extractor, ConvTower) else None
+
+
+def numpy_tower(layer: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+    """`layer` (a `Preprocessed(ConvTower)`, as `kppo.agent.extractors` builds NatureCNN and SmallCNN) in numpy on a
+    copy of its current weights: flat observations [B, D] (uint8 or float32) -> features float32 [B, F]; None for any
+    other extractor."""
+    tower = _conv_tower(layer)
+    if tower is None:
+        return None
+    shape, image = layer.parts[0][1], layer.parts[0][2]
+    convs = []
+    for conv in tower.convs:
+        kernel = conv.kernel.numpy()  # [k, k, C_in, C_out]; im2col's patches are (C, kh, kw)-ordered
+        matrix = np.ascontiguousarray(kernel.transpose(2, 0, 1, 3).reshape(-1, kernel.shape[3]), np.float32)
+        convs.append((matrix, conv.bias.numpy().astype(np.float32), conv.kernel_size[0], conv.strides[0]))
+    dense, dense_bias = tower.linear.kernel.numpy(), tower.linear.bias.numpy()
+
+    def forward(obs: np.ndarray) -> np.ndarray:
+        x = np.asarray(obs).reshape((obs.shape[0], *shape)).astype(np.float32)
+        if image:
+            x /= np.float32(255.0)  # `Preprocessed`: value / 255.0
+        if tower.channels_first:
+            x = x.transpose(0, 2, 3, 1)
+        for matrix, bias, kernel, stride in convs:
+            patches, (b, oh, ow) = im2col(x, kernel, stride)
+            x = np.maximum(patches @ matrix + bias, np.float32(0.0)).reshape(b, oh, ow, -1)
+        return np.maximum(x.reshape(x.shape[0], -1) @ dense + dense_bias, np.float32(0.0))
+
+    return forward
+
+
+def acting_extractor(
+    layer: Any, compiled: Callable[[np.ndarray], np.ndarray]
+) -> tuple[Callable[[np.ndarray], np.ndarray], bool]:
+    """(the extractor a numpy actor calls: `numpy_tower(layer)` for batches within `NUMPY_MAX_MACS`, `compiled` for
+    larger ones and for extractors numpy does not run; whether it may run numpy)."""
+    in_numpy = numpy_tower(layer)
+    if in_numpy is None:
+        return compiled, False
+    tower = _conv_tower(layer)
+    assert tower is not None
+    largest = NUMPY_MAX_MACS // tower_macs(tower)  # the largest batch numpy takes
+    if largest < 1:
+        return compiled, False
+    return (lambda obs: in_numpy(obs) if len(obs) <= largest else compiled(obs)), True
+
+
+@functools.cache
+def _controller() -> Any:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@contextlib.contextmanager
+def one_blas_thread(in_numpy: bool = True) -> Iterator[None]:
+    """numpy's BLAS limited to one thread inside the block (threadpoolctl; ~0.1 ms to enter and leave) when
+    `in_numpy` (an actor acting through `numpy_tower`), else nothing changes."""
+    if not in_numpy:
+        yield
+        return
+    with _controller().limit(limits=1, user_api="blas"):
+        yield

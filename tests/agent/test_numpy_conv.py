@@ -1,0 +1,85 @@
+"""The convolutional towers in numpy (`kppo.agent.numpy_conv`) against the Keras towers they copy: SmallCNN and
+NatureCNN, float and uint8 images, HWC and CHW layouts; which batches act in numpy; and a host rollout of a CNN agent
+whose acting features give the update exactly the log-probabilities and values TensorFlow computes."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from kppo._tf import tf
+from kppo.agent.extractors import Preprocessed, extractor_factory
+from kppo.agent.numpy_conv import NUMPY_MAX_MACS, acting_extractor, numpy_tower, one_blas_thread, tower_macs
+
+MINATAR = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
+ATARI = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+CHW = gym.spaces.Box(0, 255, (3, 40, 40), np.uint8)
+
+
+def _layer(name: str, space, normalize: bool = True) -> Preprocessed:
+    layer = extractor_factory(name, space, normalize_images=normalize, seed=4)()
+    layer(tf.zeros([1, int(np.prod(space.shape))], tf.float32))  # builds it
+    return layer
+
+
+def _flat_obs(space, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if space.dtype == np.uint8:
+        return rng.integers(0, 256, (n, int(np.prod(space.shape))), dtype=np.uint8)
+    return (rng.random((n, int(np.prod(space.shape)))) < 0.3).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "name, space, normalize",
+    [("small_cnn", MINATAR, False), ("nature_cnn", ATARI, True), ("nature_cnn", CHW, True)],
+    ids=["small-float-hwc", "nature-uint8-hwc", "nature-uint8-chw"],
+)
+def test_the_numpy_tower_equals_the_keras_tower(name, space, normalize):
+    layer = _layer(name, space, normalize)
+    obs = _flat_obs(space, 5)
+    expected = layer(tf.constant(obs)).numpy()
+    forward = numpy_tower(layer)
+    assert forward is not None
+    with one_blas_thread():
+        got = forward(obs)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    assert np.abs(got).max() > 0  # the comparison saw live features, not ReLU's zeros
+
+
+def test_the_macs_count_is_the_towers_arithmetic():
+    # SmallCNN on 10x10x4: 8x8 outputs x 3x3x4 taps x 16 filters, then 1,024 -> 128
+    assert tower_macs(_layer("small_cnn", MINATAR, False).extractor) == 8 * 8 * 36 * 16 + 1024 * 128
+    # NatureCNN on 84x84x4: 20x20x(8x8x4)x32 + 9x9x(4x4x32)x64 + 7x7x(3x3x64)x64 + 3136x512
+    nature = 20 * 20 * 256 * 32 + 9 * 9 * 512 * 64 + 7 * 7 * 576 * 64 + 3136 * 512
+    assert tower_macs(_layer("nature_cnn", ATARI).extractor) == nature
+
+
+def test_small_batches_act_in_numpy_and_large_ones_through_the_compiled_call():
+    layer = _layer("small_cnn", MINATAR, False)
+    calls = []
+
+    def compiled(obs):
+        calls.append(len(obs))
+        return layer(tf.constant(obs)).numpy()
+
+    act, in_numpy = acting_extractor(layer, compiled)
+    largest = NUMPY_MAX_MACS // tower_macs(layer.extractor)
+    assert in_numpy and 64 <= largest < 1024  # MinAtar's 8-64 envs in numpy, a 1,024-row batch compiled
+    act(_flat_obs(MINATAR, 8))
+    act(_flat_obs(MINATAR, largest))
+    assert calls == []
+    act(_flat_obs(MINATAR, largest + 1))
+    assert calls == [largest + 1]
+
+
+def test_nature_cnn_acts_in_numpy_on_one_frame_only_and_dict_extractors_never():
+    calls = []
+    compiled = lambda obs: calls.append(len(obs)) or np.zeros((len(obs), 512), np.float32)  # noqa: E731
+    act, in_numpy = acting_extractor(_layer("nature_cnn", ATARI), compiled)  # 9.4M MACs a frame
+    act(_flat_obs(ATARI, 1))
+    act(_flat_obs(ATARI, 2))
+    assert in_numpy and calls == [2]
+    space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (12, 12, 1), np.uint8), "v": gym.spaces.Box(-1, 1, (2,))})
+    combined = extractor_factory("combined", space)()
+    assert numpy_tower(combined) is None
+    assert acting_extractor(combined, compiled) == (compiled, False)
