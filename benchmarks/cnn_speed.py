@@ -29,8 +29,9 @@ Also, kppo only:
            NatureCNN's filter gradients ~100x slower: `--worker kppo --setting pong --memory-only
            --update-xla-min-steps 0` shows it at 8 envs);
   acting   microseconds per vector step of the acting CNN: kppo's compiled `frozen_extractor` call against a numpy
-           im2col implementation of the same tower (`kppo.agent.numpy_conv.numpy_tower`, what the host rollout acts with at small batches), SmallCNN on MinAtar's 10x10x4 and NatureCNN
-           on Pong's 84x84x4 uint8 stacks, 8 and 64 envs (plus the 1,024-row batch `finish_rollout` reads), in one
+           im2col implementation of the same tower (`kppo.agent.numpy_conv.numpy_tower`, what the host rollout acts
+           with at small batches), SmallCNN on MinAtar's 10x10x4 and NatureCNN on Pong's 84x84x4 uint8 stacks, 1, 8
+           and 64 envs (plus a 1,024-row batch), in one
            worker with OpenBLAS's default threads and one with OPENBLAS_NUM_THREADS=1.
 
 Each measurement runs in its own fresh interpreter (this file with `--worker NAME --setting SETTING`) that prints

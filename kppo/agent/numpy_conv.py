@@ -22,9 +22,10 @@ import numpy as np
 
 from kppo.agent.extractors import ConvTower, Preprocessed
 
-#: The most multiply-accumulates one acting call runs in numpy (SmallCNN at 64 envs: 10.8M, still faster than the
-#: compiled call; NatureCNN at 8 envs: 75M, 1.4x slower).
-NUMPY_MAX_MACS = 16_000_000
+#: The most multiply-accumulates one acting call runs in numpy: SmallCNN on MinAtar's grids (168k a grid) up to 47
+#: envs (at 8 envs numpy is 4-7x faster than the compiled call, at 64 envs only 1.3x); never NatureCNN (9.4M a
+#: frame; 1.4x slower at 8 envs, and on one frame outside a rollout's one-thread BLAS it stalled at 76 ms).
+NUMPY_MAX_MACS = 8_000_000
 
 
 def im2col(x: np.ndarray, kernel: int, stride: int) -> tuple[np.ndarray, tuple[int, int, int]]:

@@ -8,6 +8,7 @@ Vocabulary (kppo name <- rex name <- Stable-Baselines3 name):
     num_epochs, num_minibatches    <- UPDATE_EPOCHS, NUM_MINIBATCHES <- n_epochs, batch_size (= minibatch_size)
     gamma, gae_lambda              <- GAMMA, GAE_LAMBDA          <- gamma, gae_lambda
     clip_range, clip_range_vf      <- CLIP_EPS (clips values too) <- clip_range, clip_range_vf
+    clip_schedule                  <- -                          <- clip_range (a schedule, RL-Zoo's lin_X)
     ent_coef, vf_coef, max_grad_norm <- ENT_COEF, VF_COEF, MAX_GRAD_NORM <- same
     num_hidden_layers, num_hidden_units, activation, kernel_init
                                    <- NUM_HIDDEN_LAYERS, NUM_HIDDEN_UNITS, HIDDEN_ACTIVATION, KERNEL_INIT_TYPE
@@ -50,7 +51,7 @@ KERNEL_INITS = (
     "xavier_uniform",
     "torch_default",
 )
-LR_SCHEDULES = ("constant", "linear")
+SCHEDULES = ("constant", "linear")  # lr_schedule, clip_schedule (kppo.training.runners.base.scheduled)
 DISTRIBUTE = ("none", "mirrored", "multi_worker", "tpu")
 VF_CLIP_MODES = ("max", "clipped")
 ENV_BACKENDS = ("auto", "native", "gymnasium")
@@ -115,6 +116,11 @@ class Config:
     gamma: float = _f(0.99, "Discount factor.")
     gae_lambda: float = _f(0.95, "GAE lambda (bias/variance trade-off).")
     clip_range: float = _f(0.2, "PPO ratio clip epsilon.")
+    clip_schedule: str = _f(
+        "constant",
+        "'linear' anneals clip_range to 0 over the run as lr_schedule anneals the learning rate (RL-Zoo's "
+        "lin_<clip_range>); 'constant' keeps it. clip_range_vf is not scheduled (SB3 schedules it on its own).",
+    )
     clip_range_vf: float | None = _f(
         0.2, "Clip value updates to +-this around the old values (None: no clipping; rex clips with CLIP_EPS)."
     )
@@ -206,6 +212,16 @@ class Config:
     normalize_reward: bool = _f(False, "Scale rewards by the std of the discounted return (clipped to +-10).")
     fixed_init: bool = _f(False, "Each training env restarts from its own once-sampled initial state.")
     offset_step: bool = _f(False, "Stagger env step counters so time-limit truncations do not coincide.")
+    atari_wrapper: bool = _f(
+        False,
+        "gymnasium ALE ids (e.g. PongNoFrameskip-v4): each env in SB3's AtariWrapper (no-op starts, 4-frame skip, a "
+        "lost life ends the episode, FIRE reset, 84x84 grey, reward sign) over a Monitor, as make_atari_env does.",
+    )
+    frame_stack: int = _f(
+        1,
+        "gymnasium env ids: each env's last N observations stacked on the channel axis, zeros before an episode's "
+        "first (SB3's VecFrameStack, RL-Zoo's frame_stack); 1: none.",
+    )
     # --- evaluation and logging ---
     num_eval_envs: int = _f(16, "Evaluation environments (one deterministic episode each per evaluation).")
     eval_freq: int = _f(
@@ -361,13 +377,15 @@ def _validate(c: Config) -> None:
         "num_eval_envs",
         "eval_freq",
         "iterations_per_call",
+        "frame_stack",
     ):
         _check(getattr(c, name) >= 1, name, "an integer >= 1", getattr(c, name))
     _check(c.distribute in DISTRIBUTE, "distribute", f"one of {DISTRIBUTE}", c.distribute)
     _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
     _check(c.num_hidden_layers >= 0, "num_hidden_layers", "an integer >= 0", c.num_hidden_layers)
     _check(c.learning_rate > 0, "learning_rate", "a positive number", c.learning_rate)
-    _check(c.lr_schedule in LR_SCHEDULES, "lr_schedule", f"one of {LR_SCHEDULES}", c.lr_schedule)
+    for name in ("lr_schedule", "clip_schedule"):
+        _check(getattr(c, name) in SCHEDULES, name, f"one of {SCHEDULES}", getattr(c, name))
     _check(0 <= c.gamma <= 1, "gamma", "a number in [0, 1]", c.gamma)
     _check(0 <= c.gae_lambda <= 1, "gae_lambda", "a number in [0, 1]", c.gae_lambda)
     _check(c.clip_range > 0, "clip_range", "a positive number", c.clip_range)

@@ -44,6 +44,7 @@ from gymnasium import spaces
 from kppo.core.errors import ArgumentError
 from kppo.gym_envs.checks import make_env
 from kppo.gym_envs.env_util import make_vec_env
+from kppo.gym_envs.monitor import Monitor
 from kppo.gym_envs.sb3_vec_env import VecEnv
 
 #: SB3's index of NOOP, FIRE and the action FireResetEnv plays after FIRE.
@@ -318,6 +319,23 @@ def _make_ale(env_id: str, **env_kwargs: Any) -> gym.Env:
     return make_env(env_id, env_kwargs)
 
 
+def atari_env(env_id: str, **wrapper_kwargs: Any) -> gym.Env:
+    """One env as `make_atari_env` makes it: `gym.make(env_id)` in a `Monitor` in `AtariWrapper(env,
+    **wrapper_kwargs)`; where the id sets no `max_episode_steps`, its time limit is the ALE's own frame budget
+    (`max_num_frames_per_episode`: the ALE truncates there too, so only evaluations, which play at most that many
+    steps, see it). What `Config.atari_wrapper` trains on (`kppo.gym_envs.make.make_preprocessed_env`)."""
+    register_ale()
+    kwargs: dict[str, Any] = {}
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error:
+        spec = None  # `make_env` names what is wrong with the id
+    frames = spec.kwargs.get("max_num_frames_per_episode") if spec is not None else None
+    if spec is not None and spec.max_episode_steps is None and frames:
+        kwargs["max_episode_steps"] = int(frames)
+    return AtariWrapper(Monitor(make_env(env_id, kwargs)), **wrapper_kwargs)
+
+
 def make_atari_env(
     env_id: str | Callable[..., gym.Env],
     n_envs: int = 1,
@@ -366,6 +384,7 @@ __all__ = [
     "NoopResetEnv",
     "StickyActionEnv",
     "WarpFrame",
+    "atari_env",
     "make_atari_env",
     "register_ale",
 ]

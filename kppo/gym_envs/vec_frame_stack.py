@@ -6,7 +6,8 @@ does its work once, as a gymnasium vector wrapper over a SAME_STEP vector env (`
 `VectorTransposeImage`), and the VecEnv wrapper only exposes it as its `vector_env`: `kppo.PPO` trains on the
 stacked (transposed) observations the SB3 API returns, and `model.predict` takes them. A finished episode's last
 observation is stacked (transposed) too, both in gymnasium's `infos["final_obs"]` (what kppo bootstraps truncated
-episodes from) and in SB3's `infos[i]["terminal_observation"]`.
+episodes from) and in SB3's `infos[i]["terminal_observation"]`. `FrameStack` stacks one env's observations the same
+way, for envs a factory makes (`Config.frame_stack`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from __future__ import annotations
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, SupportsFloat, cast
 
+import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
@@ -176,6 +178,53 @@ def _stack(space: spaces.Space, num_envs: int, n_stack: int, channels_order: Any
     return _BoxStack(space, num_envs, n_stack, channels_order, name)
 
 
+def _check_n_stack(n_stack: Any) -> int:
+    if isinstance(n_stack, bool) or not isinstance(n_stack, (int, np.integer)) or n_stack < 1:
+        raise ArgumentError(f"n_stack: expected a positive int, got {n_stack!r}")
+    return int(n_stack)
+
+
+def _batch_of_one(obs: Any) -> Any:
+    if isinstance(obs, dict):
+        return {key: np.asarray(value)[None] for key, value in obs.items()}
+    return np.asarray(obs)[None]
+
+
+def _first(obs: Any) -> Any:
+    return {key: value[0] for key, value in obs.items()} if isinstance(obs, dict) else obs[0]
+
+
+class FrameStack(gym.Wrapper):
+    """`VecFrameStack` for one env (its stacks, `_BoxStack` / `_DictStack`, over a batch of one): the last `n_stack`
+    observations along the channel axis, zeros before an episode's first. For envs made one by one from a factory
+    (`Config.frame_stack`): in a SAME_STEP vector env the step that ends an episode returns its last stack (the final
+    observation) and the auto-reset starts a new one, so the vector env sees what `VectorFrameStack` gives.
+
+    Args:
+        env: the env whose observations (a Box, or a Dict of Boxes) are stacked.
+        n_stack: observations per stack.
+        channels_order: as `VectorFrameStack`'s. Defaults to `None` (images by SB3's heuristic, else the last axis).
+    """
+
+    def __init__(self, env: gym.Env, n_stack: int, channels_order: ChannelsOrder = None):
+        super().__init__(env)
+        self.n_stack = _check_n_stack(n_stack)
+        self._stack = _stack(env.observation_space, 1, self.n_stack, channels_order, "channels_order")
+        self.observation_space = self._stack.space
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
+        """Resets the env; the stack starts from zeros, the reset observation last."""
+        obs, info = self.env.reset(**kwargs)
+        return _first(self._stack.reset(_batch_of_one(obs), None)), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict]:
+        """Steps the env; the stack with the new observation last (also when the episode ends: the next reset
+        clears it)."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        stacked, _ = self._stack.step(_batch_of_one(obs), np.zeros(1, bool), {})
+        return _first(stacked), reward, terminated, truncated, info
+
+
 class VectorFrameStack(VectorWrapper):
     """A gymnasium vector wrapper stacking the last `n_stack` observations of each sub-env along the channel axis,
     as SB3's `VecFrameStack`: what `VecFrameStack` exposes as its `vector_env`.
@@ -193,11 +242,10 @@ class VectorFrameStack(VectorWrapper):
     """
 
     def __init__(self, env: VectorEnv, n_stack: int, channels_order: ChannelsOrder = None):
-        if isinstance(n_stack, bool) or not isinstance(n_stack, (int, np.integer)) or n_stack < 1:
-            raise ArgumentError(f"n_stack: expected a positive int, got {n_stack!r}")
+        n_stack = _check_n_stack(n_stack)
         env = same_step(env)
         super().__init__(env)
-        self.n_stack = int(n_stack)
+        self.n_stack = n_stack
         self._stack = _stack(env.single_observation_space, env.num_envs, self.n_stack, channels_order, "channels_order")
         self.single_observation_space = self._stack.space
         self.observation_space = batch_space(self.single_observation_space, env.num_envs)
@@ -333,6 +381,7 @@ class VecTransposeImage(VecEnvWrapper):
 
 
 __all__ = [
+    "FrameStack",
     "VecFrameStack",
     "VecTransposeImage",
     "VectorFrameStack",

@@ -271,7 +271,7 @@ class _Run:
             self.iteration,
             numpy_value(self.gradient_steps),
             runner.learning_rate(self.state),
-            runner.clip_range(),
+            runner.clip_range(self.state),
             time.perf_counter() - self.clock.start,
         )
         return diag, progress

@@ -85,6 +85,8 @@ def test_frozen():
         ({"activation": "sin"}, "activation"),
         ({"kernel_init": "zeros"}, "kernel_init"),
         ({"lr_schedule": "cosine"}, "lr_schedule"),
+        ({"clip_schedule": "cosine"}, "clip_schedule"),
+        ({"frame_stack": 0}, "frame_stack"),
         ({"vf_clip_mode": "min"}, "vf_clip_mode"),
         ({"num_minibatches": 3}, "num_minibatches"),
         ({"total_timesteps": 100}, "total_timesteps"),
@@ -105,6 +107,13 @@ def test_invalid_values_name_the_field(changes, field):
     message = str(err.value)
     assert message.startswith(f"{field}: expected ")
     assert "got" in message and "\n" not in message
+
+
+def test_a_clip_schedule_other_than_constant_or_linear_is_one_line_naming_field_expected_and_got():
+    with pytest.raises(ValueError) as err:
+        Config(clip_schedule="cosine")
+    assert str(err.value) == "clip_schedule: expected one of ('constant', 'linear'), got 'cosine'"
+    assert Config().clip_schedule == "constant"  # the default changes nothing
 
 
 def test_unknown_key_is_named():

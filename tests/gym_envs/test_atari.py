@@ -6,6 +6,7 @@ AtariVectorEnv through `AtariVectorEnvAdapter`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -29,6 +30,8 @@ from kppo.gym_envs.make import make_vec_env as make_gym_vec_env  # noqa: E402
 from kppo.gym_envs.sb3_vec_env import SubprocVecEnv, VecEnv  # noqa: E402
 
 register_ale()
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Recorder(gym.Wrapper):
@@ -247,6 +250,34 @@ def test_make_atari_env_spaces_and_dtypes():
     assert rewards.dtype == np.float32 and dones.dtype == bool and len(infos) == 2
     assert env.env_is_wrapped(AtariWrapper) == [True, True]
     env.close()
+
+
+def test_the_pong_config_is_rl_zoos_atari_setting_and_trains_on_stacked_frames():
+    import kppo
+    from kppo.training.runners import make_runner
+
+    config = kppo.Config.from_yaml(ROOT / "configs" / "pong.yaml")
+    # RL-Zoo's ppo.yml `atari`: 8 envs x 128 steps, batch_size 256, 4 epochs, lin_2.5e-4, lin_0.1, 1e7 steps
+    assert (config.num_envs, config.num_steps, config.minibatch_size, config.num_epochs) == (8, 128, 256, 4)
+    assert (config.learning_rate, config.lr_schedule, config.clip_range, config.clip_schedule) == (
+        2.5e-4,
+        "linear",
+        0.1,
+        "linear",
+    )
+    assert (config.atari_wrapper, config.frame_stack, config.total_timesteps, config.ent_coef) == (True, 4, 10**7, 0.01)
+    tiny = config.replace(num_envs=2, num_steps=16, num_minibatches=2, num_epochs=1, total_timesteps=2 * 16 * 2)
+    runner = make_runner(None, tiny)  # config.env: PongNoFrameskip-v4
+    try:
+        assert runner.observation_space == gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+        result = runner.run_iterations(runner.state, 1)
+        assert result.completed == 1 and float(result.diagnostics.minibatch_steps) == 2
+        assert runner.clip_range(result.state) == pytest.approx(0.1)  # iteration 0 of 2: 0.1 * (1 - 0 / 2)
+    finally:
+        runner.close()
+    with make_gym_vec_env(runner.eval_source, 1, seed=1) as eval_env:  # evaluation envs: the same factory
+        assert eval_env.observation_space == runner.observation_space
+        assert eval_env.max_episode_steps == 108_000  # the ALE's frame budget: evaluations play whole games
 
 
 def _trajectory(env: VecEnv, steps: int, seed: int = 0) -> list[np.ndarray]:

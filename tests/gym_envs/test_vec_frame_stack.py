@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from kppo.gym_envs.make import make_vec_env as make_gym_vec_env
 from kppo.gym_envs.sb3_vec_env import DummyVecEnv, VecEnv, VecMonitor
-from kppo.gym_envs.vec_frame_stack import VecFrameStack, VecTransposeImage, VectorFrameStack
+from kppo.gym_envs.vec_frame_stack import FrameStack, VecFrameStack, VecTransposeImage, VectorFrameStack
 
 
 class _Counter(gym.Env):
@@ -156,6 +156,45 @@ def test_partial_reset_restarts_only_the_masked_stacks():
     obs, _ = env.reset(options={"reset_mask": np.array([True, False])})
     assert not obs[0, :4].any() and obs[0, 4:].all()
     np.testing.assert_array_equal(obs[1], before[1])
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Box(0, 255, (6, 5, 1), np.uint8),
+        gym.spaces.Dict(
+            {"image": gym.spaces.Box(0, 255, (1, 6, 5), np.uint8), "vector": gym.spaces.Box(-1, 1, (3,), np.float32)}
+        ),
+    ],
+)
+def test_one_envs_frame_stack_gives_the_vector_stacks_and_final_observations(space):
+    """`FrameStack` on each env of a SAME_STEP vector env (what `Config.frame_stack` makes) against `VectorFrameStack`
+    on the vector env (what `VecFrameStack` trains on): the same observations, and the same last stacks of finished
+    episodes in infos["final_obs"]."""
+    factories = [lambda i=i: _Counter(space, (*(3, 5, 2, 4)[i:], 6, 1), offset=1000 * i) for i in range(2)]
+    vector = VectorFrameStack(SyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP), 3)
+    per_env = SyncVectorEnv([lambda f=f: FrameStack(f(), 3) for f in factories], autoreset_mode=AutoresetMode.SAME_STEP)
+    assert per_env.single_observation_space == vector.single_observation_space
+
+    def flat(obs: Any) -> np.ndarray:  # one env's observation (a Dict's keys in order), flattened
+        return gym.spaces.utils.flatten(per_env.single_observation_space, obs)
+
+    def row(obs: Any, i: int) -> Any:
+        return {key: value[i] for key, value in obs.items()} if isinstance(obs, dict) else obs[i]
+
+    obs, ends = (vector.reset(seed=0)[0], per_env.reset(seed=0)[0]), 0
+    for _ in range(20):
+        for i in range(2):
+            np.testing.assert_array_equal(flat(row(obs[0], i)), flat(row(obs[1], i)))
+        steps = vector.step(np.zeros(2, np.int64)), per_env.step(np.zeros(2, np.int64))
+        obs = steps[0][0], steps[1][0]
+        ended = steps[0][2] | steps[0][3]
+        np.testing.assert_array_equal(ended, steps[1][2] | steps[1][3])
+        for i in np.flatnonzero(ended):
+            ends += 1
+            finals = [flat(step[4]["final_obs"][i]) for step in steps]
+            np.testing.assert_array_equal(*finals)
+    assert ends >= 5
 
 
 def test_kppo_steps_the_same_stacks_on_the_vector_env():

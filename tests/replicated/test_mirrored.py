@@ -210,6 +210,39 @@ def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
     assert result.metrics["train/minibatch_steps"].tolist() == [16.0, 16.0]
 
 
+@pytest.mark.parametrize("backend", ["tf", "gymnasium"])
+def test_the_replicated_update_at_iteration_k_uses_the_scheduled_clip_range(backend, clip_spy):
+    from kppo.training.runners import make_runner
+
+    config = kppo.Config(
+        distribute="mirrored",
+        devices=DEVICES,
+        env_backend=backend,
+        clip_range=0.2,
+        clip_schedule="linear",
+        num_envs=4,
+        num_steps=8,
+        num_epochs=1,
+        num_minibatches=2,
+        total_timesteps=4 * 8 * 4,
+        eval_freq=1,
+        num_eval_envs=2,
+        num_hidden_units=8,
+        jit_rollout=False,  # faster to build
+    )
+    runner = make_runner("CartPole-v1", config)
+    state, used, reported = runner.state, [], []
+    for _ in range(4):  # one iteration a call: a call's diagnostics are that iteration's
+        result = runner.run_iterations(state, 1)
+        state = result.state
+        used.append(float(result.diagnostics.clip_fraction))  # the clip range the replicas' losses used (`clip_spy`)
+        reported.append(runner.clip_range(state))
+    runner.close()
+    want = [0.2, 0.15, 0.1, 0.05]  # 0.2 * (1 - k / 4) at iteration k
+    np.testing.assert_allclose(used, want, rtol=1e-6)
+    np.testing.assert_allclose(reported, want, rtol=1e-6)
+
+
 def test_num_envs_that_do_not_split_into_replica_shards_are_named():
     messages = []
     for backend in ("tf", "gymnasium"):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -17,6 +18,7 @@ from kppo import envs as envs_lib
 from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.envs.base import VecEnv
+from kppo.gym_envs.make import make_preprocessed_env
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, ScheduleVariables, StepHook
 from kppo.training.runners.host import HostRunner, Start
 from kppo.training.runners.native import make_native_runner
@@ -59,6 +61,22 @@ def runner_kind(env: Any, config: Config) -> str:
     )
 
 
+def preprocessed(env: Any, config: Config, kind: str) -> Any:
+    """`env`, or for `config.atari_wrapper` / `config.frame_stack` a gymnasium env id as a factory of wrapped envs
+    (`kppo.gym_envs.make.make_preprocessed_env`; the host runner makes its evaluation envs from it too). Those
+    options wrap envs made from an id only: a one-line error for a TF-native env or an env object."""
+    if not config.atari_wrapper and config.frame_stack == 1:
+        return env
+    field = "atari_wrapper" if config.atari_wrapper else "frame_stack"
+    if kind != "host" or not isinstance(env, str):
+        got = f"the TF-native env {env!r}" if kind != "host" else type(env).__name__
+        raise ValueError(
+            f"{field}: expected a gymnasium env id to wrap, got {got} (wrap env objects yourself: kppo.AtariWrapper, "
+            f"kppo.VecFrameStack)"
+        )
+    return functools.partial(make_preprocessed_env, env, config.atari_wrapper, config.frame_stack)
+
+
 def make_runner(
     env: Any,
     config: Config,
@@ -70,7 +88,8 @@ def make_runner(
     env = config.env if env is None else env
     kind = runner_kind(env, config)
     if kind == "host":
-        return HostRunner(env, config, eval_metrics_fn, start, schedule)
+        return HostRunner(preprocessed(env, config, kind), config, eval_metrics_fn, start, schedule)
+    preprocessed(env, config, kind)  # a one-line error when the config asks to wrap a TF-native env
     if start is not None or schedule is not None:
         raise ValueError(f"env: starting from a trained agent or host schedules needs a gymnasium env, got {env!r}")
     if kind == "replicated":

@@ -9,6 +9,7 @@ interface.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any, NamedTuple
 from collections.abc import Callable
@@ -70,8 +71,8 @@ class Runner:
     def close(self) -> None:
         """Closes the envs the runner made."""
 
-    def clip_range(self) -> Any:
-        """The clip range the update uses now."""
+    def clip_range(self, state: Any) -> Any:
+        """The last iteration's clip range (a population: per member)."""
         raise NotImplementedError
 
     def view(self, state: Any) -> RunnerState:
@@ -91,34 +92,73 @@ class Runner:
 
 
 class ScheduleVariables(NamedTuple):
-    """Clip ranges set from the host before every iteration (SB3 schedules); the learning rate is then the
-    optimizer's own variable, also set from the host."""
+    """The clip ranges the update reads from variables: set from the host before every iteration (SB3 schedules),
+    or by `make_learning_rate_fn` from `Config.clip_schedule` (`schedule_variables`)."""
 
     clip_range: tf.Variable
     clip_range_vf: tf.Variable | None
 
 
-def learning_rate(config: Config, iteration, base=None) -> tf.Tensor:
-    """The config's schedule from `base` (default `config.learning_rate`; a population member's own value). Linear:
-    lr * (1 - iteration / num_iterations) (SB3's progress_remaining at the start of the rollout)."""
-    base = tf.constant(config.learning_rate, tf.float32) if base is None else base
-    if config.lr_schedule == "constant":
+#: The scheduled values: Config field -> the field naming its schedule (one of `kppo.config.options.SCHEDULES`).
+SCHEDULED = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule"}
+
+
+def scheduled(config: Config, name: str, iteration, base=None) -> tf.Tensor:
+    """`config.<name>` (or `base`: a population member's own value) at `iteration` (0-based) under its schedule
+    (`SCHEDULED[name]`): the one formula of every scheduled value on every runner.
+
+    Linear: value * (1 - iteration / num_iterations), i.e. RL-Zoo's `lin_<value>` (value * progress_remaining) at
+    SB3's progress_remaining = 1 - steps / total_timesteps with the steps done before the iteration's rollout, where
+    kppo's SB3 facade evaluates SB3 schedules too. SB3's own `learn` counts the rollout just collected
+    (`_update_current_progress_remaining` after `collect_rollouts`): one rollout later, 1 - (iteration + 1) /
+    num_iterations."""
+    base = tf.constant(getattr(config, name), tf.float32) if base is None else base
+    if getattr(config, SCHEDULED[name]) == "constant":
         return base
     frac = 1.0 - tf.cast(iteration, tf.float32) / float(config.num_iterations)
     return base * frac
 
 
-def make_learning_rate_fn(config: Config, agent: Agent, lr_set_outside: bool = False) -> Callable:
-    """`iteration -> learning rate` for `iteration_step`: the config's schedule, assigned to the optimizer; or, when
-    the host sets the optimizer's learning rate itself (`lr_set_outside`), its current value."""
+def learning_rate(config: Config, iteration, base=None) -> tf.Tensor:
+    """The learning rate at `iteration` (`scheduled`)."""
+    return scheduled(config, "learning_rate", iteration, base)
+
+
+def clip_range(config: Config, iteration, base=None) -> tf.Tensor:
+    """The clip range at `iteration` (`scheduled`)."""
+    return scheduled(config, "clip_range", iteration, base)
+
+
+def last_iteration(state: RunnerState) -> tf.Tensor:
+    """The index of the state's last completed iteration (0 before the first)."""
+    return tf.maximum(state.iteration - 1, 0)
+
+
+def schedule_variables(config: Config, strategy=None) -> ScheduleVariables | None:
+    """The clip-range variable the update reads when `config.clip_schedule` anneals it (created in `strategy`'s
+    scope, if given); None for a constant clip range, which the update reads as a number."""
+    if config.clip_schedule == "constant":
+        return None
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        return ScheduleVariables(tf.Variable(config.clip_range, trainable=False, name="clip_range"), None)
+
+
+def make_learning_rate_fn(
+    config: Config, agent: Agent, lr_set_outside: bool = False, schedule: ScheduleVariables | None = None
+) -> Callable:
+    """`iteration -> learning rate` for `iteration_step`: the config's schedules assigned to the variables the update
+    reads (the optimizer's learning rate; `schedule.clip_range` too, when given); or, when the host sets them itself
+    (`lr_set_outside`: SB3 schedules), the optimizer's current learning rate."""
     variable = agent.optimizer.learning_rate
 
-    def scheduled(iteration):
+    def assign_schedules(iteration):
         lr = learning_rate(config, iteration)
         variable.assign(lr)
+        if schedule is not None:
+            schedule.clip_range.assign(clip_range(config, iteration))
         return lr
 
-    return (lambda iteration: tf.convert_to_tensor(variable)) if lr_set_outside else scheduled
+    return (lambda iteration: tf.convert_to_tensor(variable)) if lr_set_outside else assign_schedules
 
 
 def rollout_settings(config: Config) -> RolloutSettings:

@@ -38,6 +38,7 @@ from kppo.training.runners.base import (
     make_learning_rate_fn,
     rollout_settings,
     root_keys,
+    schedule_variables,
     update_batch,
     update_settings,
 )
@@ -117,7 +118,8 @@ class HostRunner(Runner):
         env: a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
         start: trained networks and statistics to continue from (default: a new agent from `config.seed`).
         schedule: clip-range variables the host sets before every iteration (SB3 schedules); the learning rate is
-            then also set from the host, on the optimizer.
+            then also set from the host, on the optimizer. Default: the config's schedules
+            (`schedule_variables`, assigned by `make_learning_rate_fn`).
     """
 
     steps_on_host = True
@@ -149,7 +151,8 @@ class HostRunner(Runner):
             vec_env.action_space,
             vec_env,
         )
-        self.config, self.schedule, self.eval_metrics_fn = config, schedule, eval_metrics_fn
+        self.config, self.eval_metrics_fn = config, eval_metrics_fn
+        self.schedule = schedule if schedule is not None else schedule_variables(config, strategy)
         self.settings = rollout_settings(config)
         self.finish_fn = tf.function(
             lambda *a: finish_rollout(agent, self.settings, *a), jit_compile=config.jit_rollout, autograph=False
@@ -162,7 +165,9 @@ class HostRunner(Runner):
             return update(rollout, key)
 
         self.update = remembering
-        self.learning_rate_fn = make_learning_rate_fn(config, agent, lr_set_outside=schedule is not None)
+        self.learning_rate_fn = make_learning_rate_fn(
+            config, agent, lr_set_outside=schedule is not None, schedule=self.schedule
+        )
         self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
         self.eval_masks: MaskReader | None = None
 
@@ -170,7 +175,7 @@ class HostRunner(Runner):
         """`(Rollout, key) -> UpdateStats`: the compiled update on one device, or sharded over the replicas."""
         config, agent = self.config, self.agent
         if strategy is not None:
-            return make_sharded_update(agent, config, strategy)
+            return make_sharded_update(agent, config, strategy, self.schedule)
         upd = update_settings(config, self.schedule)
         compiled = tf.function(
             lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True), autograph=False
@@ -219,5 +224,6 @@ class HostRunner(Runner):
         if self.eval_env is not None:
             self.eval_env.close()
 
-    def clip_range(self) -> float:
+    def clip_range(self, state) -> float:
+        del state  # the variable holds the last iteration's value
         return float(self.schedule.clip_range.numpy()) if self.schedule is not None else self.config.clip_range

@@ -19,11 +19,14 @@ from kppo.training.runners.base import (
     EvalMetricsFn,
     Iterations,
     Runner,
+    clip_range,
     jit_update,
+    last_iteration,
     make_learning_rate_fn,
     maybe_compile,
     rollout_settings,
     root_keys,
+    schedule_variables,
     update_batch,
     update_settings,
 )
@@ -86,10 +89,11 @@ def build_native(env: str | VecEnv, config: Config) -> NativeParts:
 def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
     """Compiled `(runner_state, n) -> (runner_state, summed Diagnostics)` running n iterations (n is a tensor, so
     a shorter last call does not retrace)."""
-    settings, upd = rollout_settings(config), update_settings(config)
+    schedule = schedule_variables(config)  # a scheduled clip range: a variable assigned each iteration
+    settings, upd = rollout_settings(config), update_settings(config, schedule)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
     update = maybe_compile(lambda b, k: ppo_update(agent, upd, b, k), jit_update(config, on_host=False))
-    learning_rate_fn = make_learning_rate_fn(config, agent)
+    learning_rate_fn = make_learning_rate_fn(config, agent, schedule=schedule)
 
     def run_iterations(state: RunnerState, num_iterations: tf.Tensor):
         def body(i, state, total):
@@ -152,8 +156,10 @@ class NativeRunner(Runner):
             zero_diagnostics(),
         )
 
-    def clip_range(self) -> float:
-        return self.config.clip_range
+    def clip_range(self, state) -> float:
+        if self.config.clip_schedule == "constant":
+            return self.config.clip_range  # the number itself, not its float32
+        return float(clip_range(self.config, last_iteration(self.view(state))))
 
 
 def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:

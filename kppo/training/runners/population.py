@@ -27,6 +27,8 @@ from kppo.rollout.native import collect_rollout, evaluation_episodes
 from kppo.training.runners.base import (
     Iterations,
     Runner,
+    clip_range,
+    last_iteration,
     learning_rate,
     rollout_settings,
     update_settings,
@@ -69,6 +71,9 @@ def check_members(configs: list[Config]) -> None:
                 )
     if configs[0].distribute != "none":
         raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
+    if configs[0].atari_wrapper or configs[0].frame_stack != 1:  # options of gymnasium env ids (runners.preprocessed)
+        field = "atari_wrapper" if configs[0].atari_wrapper else "frame_stack"
+        raise ValueError(f"{field}: expected a gymnasium env id to wrap, got a population (TF-native envs only)")
     if configs[0].recurrent is not None:
         raise ValueError(
             f"recurrent: populations of recurrent agents are not built yet, expected null, got "
@@ -181,7 +186,7 @@ def make_member_iterations(population: Population) -> Callable:
         (params, adam, state), values = elems
         rollout_kw = rollout_settings(config)._replace(gamma=values.gamma, gae_lambda=values.gae_lambda)
         update_kw = update_settings(config)._replace(
-            clip_range=values.clip_range,
+            clip_range=clip_range(config, state.iteration, values.clip_range),  # the member's, scheduled
             ent_coef=values.ent_coef,
             vf_coef=values.vf_coef,
             max_grad_norm=values.max_grad_norm,
@@ -290,14 +295,14 @@ class PopulationRunner(Runner):
     def warmup(self) -> None:
         self.evaluation_fn(self.population.state.rollout.obs_stats, self._eval_keys(0))
 
-    def clip_range(self) -> np.ndarray:
-        return self.population.values.clip_range.numpy()
+    def clip_range(self, state) -> np.ndarray:  # the last iteration's, per member
+        return clip_range(self.config, last_iteration(self.view(state)), self.population.values.clip_range).numpy()
 
     def view(self, state) -> RunnerState:
         return state._replace(iteration=state.iteration[0])
 
     def learning_rate(self, state) -> np.ndarray:  # the last iteration's, per member
-        iteration = tf.maximum(state.iteration[0] - 1, 0)
+        iteration = last_iteration(self.view(state))
         return learning_rate(self.config, iteration, self.population.values.learning_rate).numpy()
 
 

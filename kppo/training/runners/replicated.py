@@ -24,10 +24,12 @@ from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import (
     EvalMetricsFn,
     Runner,
-    learning_rate,
+    ScheduleVariables,
+    make_learning_rate_fn,
     maybe_compile,
     rollout_settings,
     root_keys,
+    schedule_variables,
     update_settings,
 )
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
@@ -90,8 +92,11 @@ class ReplicaUpdate(NamedTuple):
     with_kl_stop: Callable
 
 
-def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate:
-    upd = update_settings(config)._replace(target_kl=None)  # the KL stop is decided outside the replicas
+def make_replica_update(
+    agent: Agent, config: Config, strategy, schedule: ScheduleVariables | None = None
+) -> ReplicaUpdate:
+    """The update over the replicas; with `schedule`, the clip ranges are its variables (`update_settings`)."""
+    upd = update_settings(config, schedule)._replace(target_kl=None)  # the KL stop is decided outside the replicas
     steps = config.num_epochs * config.num_minibatches
     mean = tf.distribute.ReduceOp.MEAN
 
@@ -155,7 +160,9 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
     """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host."""
     settings = rollout_settings(config)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
-    replica_update = make_replica_update(agent, config, strategy)
+    schedule = schedule_variables(config, strategy)  # a scheduled clip range: a mirrored variable set each iteration
+    replica_update = make_replica_update(agent, config, strategy, schedule)
+    learning_rate_fn = make_learning_rate_fn(config, agent, schedule=schedule)  # assigned on the host
 
     def replica_rollout(state: RunnerState, lr):
         state, rollout, key_update, _ = start_iteration(lambda iteration: lr, collect, state)
@@ -186,7 +193,7 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
     def run_iterations(state, num_iterations):
         total = None
         for _ in range(int(num_iterations)):
-            lr = learning_rate(config, int(view(state).iteration))
+            lr = learning_rate_fn(int(view(state).iteration))
             state, diag = run_iteration(state, tf.cast(lr, tf.float32))
             total = diag if total is None else tf.nest.map_structure(tf.add, total, diag)
         return state, total
@@ -214,12 +221,12 @@ def make_replicated_runner(
     return ReplicatedRunner(build_replicated(env, config, strategy), config, strategy, eval_metrics_fn)
 
 
-def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
+def make_sharded_update(agent: Agent, config: Config, strategy, schedule: ScheduleVariables | None = None) -> Callable:
     """The gymnasium path's update under `strategy`: `(Rollout, key) -> UpdateStats` on a rollout collected on the
     host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
-    minibatch permutation (key folded with r)."""
+    minibatch permutation (key folded with r). With `schedule`, the clip ranges are its variables."""
     shard = shard_size(config, strategy)
-    replica_update = make_replica_update(agent, config, strategy)
+    replica_update = make_replica_update(agent, config, strategy, schedule)
 
     def replica_shard(rollout, key):
         replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)

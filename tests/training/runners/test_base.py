@@ -7,12 +7,16 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
+from kppo.training.runners import make_runner
 from kppo.training.runners.base import (
     ScheduleVariables,
+    clip_range,
     learning_rate,
     make_learning_rate_fn,
+    schedule_variables,
     update_settings,
 )
+from kppo.training.runners.population import make_population_runner
 
 
 def test_linear_learning_rate_is_sb3s_progress_remaining_at_the_rollout_start():
@@ -33,6 +37,66 @@ def test_the_learning_rate_fn_assigns_the_schedule_or_reads_the_host_value():
     assert float(agent.optimizer.learning_rate.numpy()) == pytest.approx(5e-4)  # assigned for the update
     agent.optimizer.learning_rate.assign(7e-4)  # what a host schedule sets
     assert float(make_learning_rate_fn(config, agent, lr_set_outside=True)(2)) == pytest.approx(7e-4)
+
+
+def test_a_linear_clip_range_is_annealed_as_the_learning_rate_is():
+    config = kppo.Config(
+        clip_range=0.2, clip_schedule="linear", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1
+    )
+    # 4 iterations: 0.2 * (1 - i / 4), RL-Zoo's lin_0.2 at progress_remaining 1, 0.75, 0.5, 0.25
+    np.testing.assert_allclose([float(clip_range(config, i)) for i in range(4)], [0.2, 0.15, 0.1, 0.05], rtol=1e-6)
+    assert float(clip_range(config.replace(clip_schedule="constant"), 3)) == pytest.approx(0.2)
+    member = tf.constant([0.2, 0.1])  # a population's own values
+    np.testing.assert_allclose(clip_range(config, 2, member).numpy(), [0.1, 0.05], rtol=1e-6)
+    assert float(learning_rate(config, 3)) == pytest.approx(2.5e-4 * 0.25)  # the default lr_schedule is linear
+
+
+def test_the_learning_rate_fn_assigns_a_scheduled_clip_range_to_its_variable():
+    config = kppo.Config(
+        clip_schedule="linear", clip_range=0.2, num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1
+    )
+    assert schedule_variables(config.replace(clip_schedule="constant")) is None  # the update reads the number
+    schedule = schedule_variables(config)
+    assert schedule is not None and schedule.clip_range_vf is None  # clip_range_vf is not scheduled
+    agent = make_agent(config, 3, gym.spaces.Discrete(2))
+    make_learning_rate_fn(config, agent, schedule=schedule)(2)
+    assert float(schedule.clip_range.numpy()) == pytest.approx(0.1)  # 0.2 * (1 - 2 / 4)
+    assert update_settings(config, schedule).clip_range is schedule.clip_range
+
+
+SCHEDULED = dict(
+    clip_range=0.2,
+    clip_schedule="linear",
+    num_envs=4,
+    num_steps=8,
+    total_timesteps=4 * 8 * 4,
+    num_epochs=1,
+    num_minibatches=2,
+    num_hidden_units=8,
+    eval_freq=1,
+    num_eval_envs=2,
+    jit_rollout=False,  # faster to build here (a population's program is built by XLA otherwise)
+)
+
+
+@pytest.mark.parametrize("kind", ["native", "host", "population"])
+def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_on_every_runner(kind, clip_spy):
+    config = kppo.Config(**SCHEDULED, env_backend="gymnasium" if kind == "host" else "auto")
+    if kind == "population":  # members with their own clip ranges, both scheduled
+        runner, _ = make_population_runner("CartPole-v1", config.sweep(clip_range=[0.2, 0.1]).members([0]))
+        want = np.array([[0.2, 0.1], [0.15, 0.075], [0.1, 0.05], [0.05, 0.025]])
+    else:
+        runner = make_runner("CartPole-v1", config)
+        want = np.array([0.2, 0.15, 0.1, 0.05])  # 0.2 * (1 - k / 4) at iteration k
+    state, used, reported = runner.state, [], []
+    for _ in range(4):  # one iteration a call: a call's diagnostics are that iteration's
+        result = runner.run_iterations(state, 1)
+        state = result.state
+        used.append(np.asarray(result.diagnostics.clip_fraction))
+        reported.append(runner.clip_range(state))  # what `train/clip_range` reports after the call
+    runner.close()
+    np.testing.assert_allclose(used, want, rtol=1e-6)
+    np.testing.assert_allclose(reported, want, rtol=1e-6)
 
 
 def test_update_settings_read_scheduled_clip_ranges_from_variables():

@@ -1,6 +1,7 @@
 """`kppo.training.runners.make_runner` / `runner_kind`: which runner serves which env."""
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import kppo
@@ -36,6 +37,18 @@ def test_a_tf_native_env_instance_and_unknown_things_are_dispatched_or_named():
 def test_starting_from_a_trained_agent_needs_a_gymnasium_env():
     with pytest.raises(ValueError, match="needs a gymnasium env"):
         make_runner("CartPole-v1", kppo.Config(**TINY), start=Start())
+
+
+def test_atari_wrapper_and_frame_stack_wrap_gymnasium_env_ids_only():
+    stacked = make_runner("CartPole-v1", kppo.Config(**TINY, env_backend="gymnasium", frame_stack=3))
+    low = gym.make("CartPole-v1").observation_space.low
+    assert stacked.observation_space.shape == (12,)  # CartPole's 4 values, 3 observations on the last axis
+    np.testing.assert_array_equal(stacked.observation_space.low, np.repeat(low, 3))  # SB3's (repeated) bounds
+    stacked.close()
+    with pytest.raises(ValueError, match=r"^atari_wrapper: expected a gymnasium env id to wrap, got the TF-native env"):
+        make_runner("CartPole-v1", kppo.Config(**TINY, atari_wrapper=True))
+    with pytest.raises(ValueError, match=r"^frame_stack: expected a gymnasium env id to wrap, got function \("):
+        make_runner(lambda: gym.make("CartPole-v1"), kppo.Config(**TINY, frame_stack=2))
 
 
 @pytest.mark.parametrize("backend", ["tf", "gymnasium"])

@@ -168,6 +168,10 @@ def test_a_population_resumes_bit_identically(tmp_path):
             lambda: make_population_runner("cartpole", [kppo.Config(**SMALL, adam_beta_1=0.8)] * 2),
             "adam_beta_1: a population steps a functional Adam with its defaults, expected 0.9, got 0.8",
         ),
+        (
+            lambda: make_population_runner("cartpole", [kppo.Config(**SMALL, frame_stack=4)] * 2),
+            "frame_stack: expected a gymnasium env id to wrap, got a population",
+        ),
     ],
 )
 def test_bad_population_input_is_named_in_one_line(call, message):
