@@ -50,12 +50,17 @@ _SB3_NAMES = {
 }
 
 
+#: RL-Zoo's `lin_<value>` (a linear schedule from value to 0) -> the value and its schedule field.
+_ZOO_SCHEDULES = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule"}
+
+
 def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]) -> dict[str, Any]:
     """Maps rex/SB3 spellings to kppo field names (the vocabulary in `kppo.config.options`' docstring).
 
     Special cases: rex `ANNEAL_LR` (bool) -> `lr_schedule`; rex `NORMALIZE_ENV` and SB3/zoo `normalize` -> both
     `normalize_obs` and `normalize_reward`; rex `CLIP_EPS` also sets `clip_range_vf` (rex clips values with it)
-    unless `clip_range_vf` is given; SB3 `batch_size` (minibatch size) -> `num_minibatches`.
+    unless `clip_range_vf` is given; SB3 `batch_size` (minibatch size) -> `num_minibatches`; RL-Zoo's
+    `learning_rate: lin_2.5e-4` and `clip_range: lin_0.1` -> the value with `lr_schedule` / `clip_schedule` "linear".
 
     Raises:
         ValueError: a key that is no spelling of any option, or the same option given twice.
@@ -92,18 +97,39 @@ def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]
             minibatch_size = value
         else:
             raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; {_suggest(key, names)})")
+    for name, number, schedule in _zoo_schedules(out):
+        put(schedule, "linear", f"{name}: {out[name]}")
+        out[name] = number
     if minibatch_size is not None:
         if "num_minibatches" in out:
             raise ValueError("config: give either batch_size (SB3 minibatch size) or num_minibatches, not both")
-        num_envs = coerce("num_envs", "int", out.get("num_envs", fields["num_envs"].default))
-        num_steps = coerce("num_steps", "int", out.get("num_steps", fields["num_steps"].default))
-        size = coerce("batch_size", "int", minibatch_size)
-        if size <= 0 or (num_envs * num_steps) % size:
-            raise ValueError(
-                f"batch_size: expected a positive divisor of n_envs * n_steps = {num_envs * num_steps}, got {size}"
-            )
-        out["num_minibatches"] = num_envs * num_steps // size
+        out["num_minibatches"] = _num_minibatches(out, fields, minibatch_size)
     return out
+
+
+def _num_minibatches(out: dict[str, Any], fields: Mapping[str, dataclasses.Field], minibatch_size: Any) -> int:
+    """SB3's `batch_size` (the minibatch size) as kppo's number of minibatches of the rollout."""
+    num_envs = coerce("num_envs", "int", out.get("num_envs", fields["num_envs"].default))
+    num_steps = coerce("num_steps", "int", out.get("num_steps", fields["num_steps"].default))
+    size = coerce("batch_size", "int", minibatch_size)
+    if size <= 0 or (num_envs * num_steps) % size:
+        raise ValueError(
+            f"batch_size: expected a positive divisor of n_envs * n_steps = {num_envs * num_steps}, got {size}"
+        )
+    return num_envs * num_steps // size
+
+
+def _zoo_schedules(out: dict[str, Any]) -> list[tuple[str, float, str]]:
+    """(option, its number, its schedule field) for each option given as RL-Zoo's `lin_<number>`."""
+    found = []
+    for name, schedule in _ZOO_SCHEDULES.items():
+        value = out.get(name)
+        if isinstance(value, str) and value.startswith("lin_"):
+            try:
+                found.append((name, float(value[len("lin_") :]), schedule))
+            except ValueError:
+                raise ValueError(f"{name}: expected a number or RL-Zoo's lin_<number>, got {value!r}") from None
+    return found
 
 
 def _suggest(key: str, names: set[str]) -> str:

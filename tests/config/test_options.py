@@ -234,6 +234,17 @@ def test_sb3_spellings():
     assert c.normalize_obs and c.normalize_reward and not c.normalize_advantage and c.seed == 3
 
 
+def test_rl_zoos_linear_schedules_read_as_the_value_and_its_schedule():
+    # rl-zoo3 hyperparams/ppo.yml, atari: learning_rate: lin_2.5e-4, clip_range: lin_0.1
+    c = Config.from_yaml("learning_rate: lin_2.5e-4\nclip_range: lin_0.1\n")
+    assert (c.learning_rate, c.lr_schedule, c.clip_range, c.clip_schedule) == (2.5e-4, "linear", 0.1, "linear")
+    assert Config.from_dict({"clip_range": 0.2}).clip_schedule == "constant"
+    with pytest.raises(ValueError, match="learning_rate: expected a number or RL-Zoo's lin_<number>, got 'lin_x'"):
+        Config.from_dict({"learning_rate": "lin_x"})
+    with pytest.raises(ValueError, match="option 'clip_schedule' given twice"):
+        Config.from_dict({"clip_range": "lin_0.1", "clip_schedule": "constant"})
+
+
 def test_sb3_batch_size_must_divide_the_rollout():
     with pytest.raises(ValueError, match="batch_size: expected a positive divisor of n_envs \\* n_steps = 2048"):
         Config.from_dict({"batch_size": 100})
