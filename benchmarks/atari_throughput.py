@@ -27,22 +27,12 @@ import time
 from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from machine import cpu_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 KINDS = ("dummy", "subproc", "ale")
 PATHS = ("sb3", "kppo")
-
-
-def cpu_model() -> str:
-    """The "model name" line of /proc/cpuinfo (else the platform's processor string)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def make_env(kind: str, env_id: str, n_envs: int):

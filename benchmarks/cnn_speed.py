@@ -53,12 +53,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
+from machine import cpu_model
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MINATAR_ID = "MinAtar/Breakout-v1"
@@ -95,18 +95,6 @@ ACTING_ENVS = (1, 8, 64)
 # --------------------------------------------------------------------------------------------------
 # Pure helpers (no framework needed).
 # --------------------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform's guess elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def load_average() -> float | None:

@@ -47,11 +47,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+from machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -64,16 +64,6 @@ EVAL_RESERVE_S = 60.0  # of Pong's timeout, kept for the final evaluation
 SMOKE_PONG = dict(num_envs=2, num_steps=16, num_minibatches=2, num_epochs=1, total_timesteps=96, num_eval_envs=1)
 SMOKE_PONG_STEPS = 64  # 2 of the 3 iterations: stopped before the (one) evaluation round
 SMOKE_MINATAR = dict(num_envs=4, num_steps=8, num_minibatches=2, num_epochs=1, num_eval_envs=2, jit_rollout=False)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def emit(figures: dict) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import statistics
 import time
 
@@ -39,16 +38,7 @@ from kppo.core.optimizers import initial_adam_state
 from kppo.core.types import Batch
 from kppo.training.runners.base import update_settings
 from kppo.update.ppo import functional_update, ppo_update
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from machine import cpu_model
 
 
 def batch(rows: int, obs_dim: int, seed: int = 0) -> Batch:

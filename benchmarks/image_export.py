@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 import kppo
 from kppo.exporter.calibration import record_observations
 from kppo.exporter.parity import TFLiteRunner
+from machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = """
@@ -81,13 +81,6 @@ class Quadrants(gym.Env):
         reward = float(action == self.target)
         self.t += 1
         return self._obs(), reward, False, self.t >= 25, {}
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def run_task(name: str, steps: int, out: Path) -> list[dict]:

@@ -14,25 +14,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import time
 
 import numpy as np
 
 import kppo.envs
 from kppo._tf import tf
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform's guess elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from machine import cpu_model
 
 
 def make_run(env: kppo.envs.VecEnv, num_envs: int, num_steps: int, jit_compile: bool):

@@ -23,21 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+from machine import cpu_model
 
 
 def worker(kind: str, members: int, seed: int, iterations: int | None) -> dict:

@@ -28,27 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
+from machine import cpu_model
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_ID = "CartPole-v1"
 BATCH = 16
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (platform's guess elsewhere)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def per_call_us(fn, calls: int, repeats: int) -> float:

@@ -2,12 +2,14 @@
 NatureCNN, float and uint8 images, HWC and CHW layouts; which batches act in numpy; and a host rollout of a CNN agent
 whose acting features give the update exactly the log-probabilities and values TensorFlow computes."""
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 from kppo._tf import tf
-from kppo.agent.extractors import Preprocessed, extractor_factory
+from kppo.agent.extractors import ConvTower, Preprocessed, extractor_factory
 from kppo.agent.numpy_conv import NUMPY_MAX_MACS, acting_extractor, numpy_tower, one_blas_thread, tower_macs
 
 MINATAR = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
@@ -44,6 +46,36 @@ def test_the_numpy_tower_equals_the_keras_tower(name, space, normalize):
     assert got.dtype == np.float32 and got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
     assert np.abs(got).max() > 0  # the comparison saw live features, not ReLU's zeros
+
+
+def test_the_numpy_tower_equals_a_direct_convolution_with_strides_chw_and_uint8():
+    """im2col against a loop over output pixels: two convolutions (3x3 stride 2, 2x2 stride 1), a CHW uint8 input
+    divided by 255, then the Dense layer."""
+    rng = np.random.default_rng(0)
+    space = gym.spaces.Box(0, 255, (2, 9, 9), np.uint8)  # CHW: 9 -> 4 (3x3, stride 2) -> 3 (2x2)
+    tower = ConvTower(space.shape, ((4, 3, 2), (3, 2, 1)), 5, "test")
+    layer = Preprocessed(tower, space, True)
+    layer(tf.zeros([1, 162], tf.uint8))
+    convs = [
+        (rng.normal(size=(3, 3, 2, 4)), rng.normal(size=4), 2),
+        (rng.normal(size=(2, 2, 4, 3)), rng.normal(size=3), 1),
+    ]
+    linear = (rng.normal(size=(3 * 3 * 3, 5)), rng.normal(size=5))
+    for conv, (kernel, bias, _) in zip(tower.convs, convs):
+        conv.set_weights([kernel, bias])
+    tower.linear.set_weights(list(linear))
+    obs = rng.integers(0, 256, (3, 162), dtype=np.uint8)
+    x = obs.reshape(3, 2, 9, 9).transpose(0, 2, 3, 1) / 255.0
+    for kernel, bias, stride in convs:
+        k = kernel.shape[0]
+        size = (x.shape[1] - k) // stride + 1
+        out = np.zeros((x.shape[0], size, size, kernel.shape[3]))
+        for i, j in itertools.product(range(size), range(size)):
+            patch = x[:, i * stride : i * stride + k, j * stride : j * stride + k, :]
+            out[:, i, j] = np.einsum("bhwc,hwco->bo", patch, kernel) + bias
+        x = np.maximum(out, 0.0)
+    expected = np.maximum(x.reshape(3, -1) @ linear[0] + linear[1], 0.0)
+    np.testing.assert_allclose(numpy_tower(layer)(obs), expected, rtol=1e-4, atol=1e-4)
 
 
 def test_the_macs_count_is_the_towers_arithmetic():

@@ -1,0 +1,18 @@
+"""What every benchmark records about the machine it ran on (imported by the scripts in this folder, which run with
+it on `sys.path[0]`)."""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    """The "model name" line of /proc/cpuinfo (else the platform's processor string)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
