@@ -3,6 +3,8 @@ GAE) and the deterministic evaluation rollout. Loop bodies are module-level pure
 
 from __future__ import annotations
 
+import math
+
 from typing import NamedTuple
 
 from kppo.core import normalization
@@ -52,8 +54,16 @@ def resample_noise(t, sde_sample_freq: int):
     return t == 0 if sde_sample_freq <= 0 else t % sde_sample_freq == 0
 
 
+def flat_rows(obs: tf.Tensor) -> tf.Tensor:
+    """Observations [B, *shape] as rows [B, D]: how the networks, the statistics, checkpoints and artifacts read
+    them (a TF-native image task's frames [B, H, W, C] included)."""
+    return obs if obs.shape.rank == 2 else tf.reshape(obs, [tf.shape(obs)[0], -1])
+
+
 def network_input(stats: Moments, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
-    """What the networks see of a raw observation: float32, normalized with `stats` when enabled."""
+    """What the networks see of raw observations [B, *shape]: rows [B, D] (`flat_rows`), float32, normalized with
+    `stats` when enabled."""
+    obs = flat_rows(obs)
     return normalization.normalize(stats, obs) if normalize_obs else tf.cast(obs, tf.float32)
 
 
@@ -68,11 +78,11 @@ def initial_rollout_state(
 ) -> RolloutState:
     """Resets the env; the first observations enter the observation statistics (as SB3's VecNormalize.reset)."""
     env_state, obs = env.reset(key, num_envs)
-    obs_dim = env.observation_space.shape
-    assert obs_dim is not None, "a TF-native env's observation space has a shape"
-    obs_stats = normalization.initial_stats(obs_dim)
+    shape = env.observation_space.shape
+    assert shape is not None, "a TF-native env's observation space has a shape"
+    obs_stats = normalization.initial_stats([math.prod(shape)])
     if normalize_obs:
-        obs_stats = normalization.update_moments(obs_stats, obs)
+        obs_stats = normalization.update_moments(obs_stats, flat_rows(obs))
     return RolloutState(
         env_state=env_state,
         obs=obs,
@@ -108,7 +118,7 @@ def env_step(
 
     obs_stats = state.obs_stats
     if settings.normalize_obs:
-        obs_stats = normalization.update_moments(obs_stats, result.obs)
+        obs_stats = normalization.update_moments(obs_stats, flat_rows(result.obs))
     final_obs = network_input(obs_stats, result.final_obs, settings.normalize_obs)
     reward = tf.cast(result.reward, tf.float32)
     discounted_return, return_stats = state.discounted_return, state.return_stats

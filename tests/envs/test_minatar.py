@@ -357,3 +357,43 @@ def test_registry_spaces_and_time_limits(game):
 def test_rejects_a_sticky_probability_outside_0_1():
     with pytest.raises(ValueError, match=r"sticky_action_prob: expected a probability in \[0, 1\], got 1.5"):
         Breakout(sticky_action_prob=1.5)
+
+
+def test_a_cnn_trained_in_the_compiled_loop_saves_loads_and_exports(tmp_path):
+    """A TF-native image task's frames [B, 10, 10, 4] reach the statistics, checkpoints and artifacts as rows of 400
+    (they were kept in the frame's shape, which `load_agent` and `kppo.export` refused)."""
+    import kppo
+    from kppo.agent import checkpoint
+    from kppo.agent.agent import load_agent
+
+    config = kppo.Config(
+        features_extractor="cnn",
+        normalize_images=False,
+        num_envs=4,
+        num_steps=8,
+        total_timesteps=64,
+        num_minibatches=1,
+        num_epochs=1,
+        eval_freq=1,
+        num_eval_envs=2,
+    )
+    result = kppo.train("breakout_minatar_gymnax", config)
+    stats = result.runner_state.rollout.obs_stats
+    assert tuple(stats.mean.shape) == (400,)
+    path = tmp_path / "agent"
+    checkpoint.save(
+        path,
+        result.config,
+        result.agent,
+        stats,
+        result.runner_state.rollout.return_stats,
+        result.observation_space,
+        result.action_space,
+    )
+    loaded = load_agent(path)
+    frames = np.random.default_rng(0).random((3, 10, 10, 4)) < 0.2
+    np.testing.assert_array_equal(
+        loaded.policy.get_action(frames.astype(np.float32)), result.policy.get_action(frames.astype(np.float32))
+    )
+    artifact = kppo.export(result, tmp_path / "policy.tflite")
+    assert artifact.path.stat().st_size > 0
