@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+from machine import package_versions  # benchmarks/ is sys.path[0] for a script
+
 # --------------------------------------------------------------------------------------------------
 # The fixed setting.
 # --------------------------------------------------------------------------------------------------
@@ -66,18 +68,6 @@ def _rss_mb() -> float:
     # Linux reports ru_maxrss in KiB, macOS in bytes.
     scale = 1024 * 1024 if sys.platform == "darwin" else 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-
-
-def _versions(*names: str) -> dict:
-    from importlib import metadata
-
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -150,7 +140,7 @@ def worker_sb3(timesteps: int, seed: int, eval_episodes: int) -> dict:
         eval_episodes=len(returns),
         eval_on="gymnasium CartPole-v1 (SB3 evaluate_policy, deterministic)",
         threads=torch.get_num_threads(),
-        versions=_versions("torch", "stable-baselines3", "gymnasium", "numpy"),
+        versions=package_versions("torch", "stable-baselines3", "gymnasium", "numpy"),
     )
 
 
@@ -221,7 +211,7 @@ def worker_rejax(timesteps: int, seed: int, eval_episodes: int) -> dict:
         eval_episodes=eval_episodes,
         eval_on=eval_on,
         jax_backend=jax.default_backend(),
-        versions=_versions("jax", "jaxlib", "rejax", "gymnax", "flax", "optax", "distrax", "numpy"),
+        versions=package_versions("jax", "jaxlib", "rejax", "gymnax", "flax", "optax", "distrax", "numpy"),
     )
 
 
@@ -315,7 +305,7 @@ def worker_kppo(timesteps: int, seed: int, eval_episodes: int) -> dict:
         final_return=float(result.metrics["eval/mean_returns"][-1]),
         eval_episodes=cfg.num_eval_envs,
         eval_on="kppo's own deterministic evaluation (result.metrics['eval/mean_returns'][-1])",
-        versions=_versions("kppo", "tensorflow", "keras", "tensorflow-probability", "numpy"),
+        versions=package_versions("kppo", "tensorflow", "keras", "tensorflow-probability", "numpy"),
     )
 
 

@@ -58,7 +58,7 @@ import statistics
 import subprocess
 import sys
 import time
-from machine import cpu_model
+from machine import cpu_model, package_versions
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MINATAR_ID = "MinAtar/Breakout-v1"
@@ -282,7 +282,7 @@ def worker_kppo(setting_name: str, args) -> dict:
             intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
             inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
         ),
-        versions=_versions("kppo", "tensorflow", "keras", "gymnasium", "numpy", "ale-py", "minatar"),
+        versions=package_versions("kppo", "tensorflow", "keras", "gymnasium", "numpy", "ale-py", "minatar"),
     )
     return out
 
@@ -375,7 +375,7 @@ def worker_sb3(setting_name: str, args) -> dict:
         extractor_parameters=sum(p.numel() for p in model.policy.features_extractor.parameters()),
         observation_space=str(model.observation_space),
         threads=dict(intra_op=torch.get_num_threads(), inter_op=torch.get_num_interop_threads()),
-        versions=_versions("stable-baselines3", "torch", "gymnasium", "numpy", "ale-py", "minatar"),
+        versions=package_versions("stable-baselines3", "torch", "gymnasium", "numpy", "ale-py", "minatar"),
     )
     return out
 
@@ -447,19 +447,7 @@ def worker_acting(setting_name: str, args) -> dict:
         intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
         inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
     )
-    return dict(rows=rows, tf_call_floor_us=floor_us, threads=threads, versions=_versions("tensorflow", "numpy"))
-
-
-def _versions(*names: str) -> dict:
-    from importlib import metadata
-
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    return dict(rows=rows, tf_call_floor_us=floor_us, threads=threads, versions=package_versions("tensorflow", "numpy"))
 
 
 WORKERS = {"kppo": worker_kppo, "sb3": worker_sb3, "acting": worker_acting}

@@ -46,6 +46,8 @@ import subprocess
 import sys
 import time
 
+from machine import package_versions  # benchmarks/ is sys.path[0] for a script
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -59,9 +61,8 @@ def _load_cartpole_helpers():
 
 
 _cp = _load_cartpole_helpers()
-_rss_mb, _versions, _worker_env, _fmt, REPO_ROOT = (
+_rss_mb, _worker_env, _fmt, REPO_ROOT = (
     _cp._rss_mb,
-    _cp._versions,
     _cp._worker_env,
     _cp._fmt,
     _cp.REPO_ROOT,
@@ -248,7 +249,7 @@ def worker_kppo(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_m
             intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
             inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
         ),
-        versions=_versions("kppo", "tensorflow", "keras", "tensorflow-probability", "gymnasium", "numpy"),
+        versions=package_versions("kppo", "tensorflow", "keras", "tensorflow-probability", "gymnasium", "numpy"),
         kppo_source_sha=_source_sha(os.path.dirname(os.path.abspath(kppo.__file__))),
     )
 
@@ -308,7 +309,7 @@ def worker_sb3(task: dict, timesteps: int, seed: int, eval_episodes: int, sde_mo
         squash_output=False,
         eval_on=f"gymnasium {env_id} (SB3 evaluate_policy, deterministic)",
         threads=dict(intra_op=torch.get_num_threads()),
-        versions=_versions("torch", "stable-baselines3", "gymnasium", "numpy"),
+        versions=package_versions("torch", "stable-baselines3", "gymnasium", "numpy"),
     )
 
 

@@ -52,6 +52,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import package_versions  # benchmarks/ is sys.path[0] for a script
+
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
 FRAMEWORKS = ("kppo", "sb3")
@@ -209,7 +211,7 @@ def worker_kppo(args) -> dict:
             intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
             inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
         ),
-        versions=cnn_speed._versions("kppo", "tensorflow", "keras", "gymnasium", "numpy", "minigrid", "minatar"),
+        versions=package_versions("kppo", "tensorflow", "keras", "gymnasium", "numpy", "minigrid", "minatar"),
     )
 
 
@@ -250,7 +252,7 @@ def worker_sb3(args) -> dict:
         extractor=type(model.policy.features_extractor).__name__,
         parameters=sum(p.numel() for p in model.policy.parameters() if p.requires_grad),
         threads=dict(intra_op=torch.get_num_threads(), inter_op=torch.get_num_interop_threads()),
-        versions=cnn_speed._versions("stable-baselines3", "torch", "gymnasium", "numpy", "minigrid", "minatar"),
+        versions=package_versions("stable-baselines3", "torch", "gymnasium", "numpy", "minigrid", "minatar"),
     )
 
 

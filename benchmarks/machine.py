@@ -4,6 +4,7 @@ it on `sys.path[0]`)."""
 from __future__ import annotations
 
 import platform
+from importlib import metadata
 from pathlib import Path
 
 
@@ -16,3 +17,14 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def package_versions(*names: str) -> dict[str, str]:
+    """The installed version of each distribution in `names` that is installed."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out

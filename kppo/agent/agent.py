@@ -63,9 +63,7 @@ def actor_critic(agent: Agent, obs: tf.Tensor, features: tf.Tensor | None = None
     actor, nor for a critic that shares it."""
     extractor: Any = getattr(agent.actor, "extractor", None)
     critics: Any = getattr(agent.critic, "extractor", None)
-    if extractor is None:
-        return agent.actor(obs), agent.critic(obs)
-    if features is None and extractor is not critics:
+    if extractor is None or (features is None and extractor is not critics):
         return agent.actor(obs), agent.critic(obs)
     features = extractor(obs) if features is None else features
     values = agent.critic.from_features(features) if extractor is critics else agent.critic(obs)

@@ -94,13 +94,10 @@ def acting_extractor(
 ) -> tuple[Callable[[np.ndarray], np.ndarray], bool]:
     """(the extractor a numpy actor calls: `numpy_tower(layer)` for batches within `NUMPY_MAX_MACS`, `compiled` for
     larger ones and for extractors numpy does not run; whether it may run numpy)."""
-    in_numpy = numpy_tower(layer)
-    if in_numpy is None:
-        return compiled, False
     tower = _conv_tower(layer)
-    assert tower is not None
-    largest = NUMPY_MAX_MACS // tower_macs(tower)  # the largest batch numpy takes
-    if largest < 1:
+    largest = 0 if tower is None else NUMPY_MAX_MACS // tower_macs(tower)  # the largest batch numpy takes
+    in_numpy = numpy_tower(layer) if largest >= 1 else None
+    if in_numpy is None:
         return compiled, False
     return (lambda obs: in_numpy(obs) if len(obs) <= largest else compiled(obs)), True
 
