@@ -50,6 +50,44 @@ SETTING: dict[str, Any] = dict(
     num_eval_envs=64,
     iterations_per_call=4,
 )
+#: gymnax-blines' own PPO for Breakout-MinAtar (agents/Breakout-MinAtar/ppo.yaml, utils/ppo.py, utils/models.py), the
+#: setting its published 28 comes from: separate 2 x 256 ReLU MLPs on the flattened grid (flax's lecun-normal
+#: kernels), 64 envs x 128 steps, 4 epochs of 8 minibatches, optax Adam (eps 1e-5 after the bias correction: torch's
+#: order) at a constant 5e-4 (its warm-up runs from 5e-4 to 5e-4), gamma 0.999, values clipped by 0.2 (max form).
+#: Not reproduced: its biases start U(0, 0.05) (here 0) and it drops every 129th transition.
+GYMNAX_MLP: dict[str, Any] = dict(
+    features_extractor="flatten",
+    actor_hidden_units=(256, 256),
+    critic_hidden_units=(256, 256),
+    activation="relu",
+    kernel_init="lecun_normal",
+    adam_style="torch",
+    num_envs=64,
+    num_steps=128,
+    num_epochs=4,
+    num_minibatches=8,
+    learning_rate=5e-4,
+    lr_schedule="constant",
+    ent_coef=0.01,
+    clip_range=0.2,
+    clip_range_vf=0.2,
+    gamma=0.999,
+    gae_lambda=0.95,
+    num_eval_envs=64,
+    iterations_per_call=4,
+)
+#: gymnax-blines' hyperparameters with SETTING's SmallCNN, one for the actor and one for the critic (as its MLPs are
+#: separate).
+GYMNAX_CNN: dict[str, Any] = {
+    **GYMNAX_MLP,
+    **{
+        key: SETTING[key]
+        for key in ("features_extractor", "normalize_images", "actor_hidden_units", "critic_hidden_units")
+    },
+    "kernel_init": "orthogonal",
+    "share_features_extractor": False,
+}
+SETTINGS = {"purejaxrl_cnn": SETTING, "gymnax_mlp": GYMNAX_MLP, "gymnax_cnn": GYMNAX_CNN}
 
 
 def main() -> None:
@@ -63,6 +101,7 @@ def main() -> None:
     parser.add_argument("--eval-rounds", type=int, default=4)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--save", type=Path, help="write each seed's agent to DIR/seed<N> (not with --population)")
+    parser.add_argument("--setting", choices=sorted(SETTINGS), default="purejaxrl_cnn", help="the base setting")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", help="change SETTING (e.g. gamma=0.999)")
     args = parser.parse_args()
 
@@ -74,8 +113,9 @@ def main() -> None:
 
     from kppo.agent import checkpoint
 
-    changes = {key: type(SETTING[key])(value) for key, value in (item.split("=", 1) for item in args.set)}
-    config = kppo.Config(**{**SETTING, **changes}, total_timesteps=args.steps, eval_freq=args.eval_rounds)
+    base = SETTINGS[args.setting]
+    changes = {key: type(base[key])(value) for key, value in (item.split("=", 1) for item in args.set)}
+    config = kppo.Config(**{**base, **changes}, total_timesteps=args.steps, eval_freq=args.eval_rounds)
     calls: list[float] = []
 
     def progress(steps: int) -> None:
@@ -143,6 +183,7 @@ def main() -> None:
             "steps_per_seed": args.steps,
             "seeds": args.seeds,
             "population": args.population,
+            "setting": args.setting,
             "changes": changes,
             "steps_per_s": [round(r) for r in rates],
             "final_eval_mean": round(sum(finals) / len(finals), 2),

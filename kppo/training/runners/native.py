@@ -45,15 +45,12 @@ def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]
     return env, env
 
 
-def native_observation_dim(space: gym.spaces.Space, config: Config) -> int:
-    """The flat observation length of a TF-native env: a 1-D Box, or a Box of any shape read through a features
-    extractor (`config.features_extractor`, e.g. MinAtar's [10, 10, C] grids through a CNN)."""
-    flat = config.features_extractor == "flatten"
-    if not isinstance(space, gym.spaces.Box) or (flat and len(space.shape) != 1):
-        raise ValueError(
-            f"observation_space: expected a 1-D Box for a TF-native env (or a Box of any shape with a "
-            f"features_extractor), got {space}"
-        )
+def native_observation_dim(space: gym.spaces.Space) -> int:
+    """The flat observation length of a TF-native env: a Box of any shape, read as rows (`flat_rows`) by an MLP
+    (SB3's MlpPolicy on an image flattens it too) or through a features extractor (`config.features_extractor`,
+    e.g. MinAtar's [10, 10, C] grids through a CNN)."""
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(f"observation_space: expected a Box for a TF-native env, got {space}")
     return int(np.prod(space.shape))
 
 
@@ -72,7 +69,7 @@ def build_native(env: str | VecEnv, config: Config) -> NativeParts:
     train_env, eval_env = make_native_envs(env, config)
     agent = make_agent(
         config,
-        native_observation_dim(train_env.observation_space, config),
+        native_observation_dim(train_env.observation_space),
         train_env.action_space,
         observation_space=train_env.observation_space,
     )

@@ -250,9 +250,7 @@ def member_agent(population: Population, index: int) -> Agent:
     """Member `index` as a single agent (its own networks and Adam, weights copied): policy, export, checkpoint."""
     config, template = population.configs[index], population.template
     space = template.train_env.observation_space
-    agent = make_agent(
-        config, native_observation_dim(space, config), template.train_env.action_space, observation_space=space
-    )
+    agent = make_agent(config, native_observation_dim(space), template.train_env.action_space, observation_space=space)
     params, adam = population.weights.member(index)
     for variable, value in zip(agent.variables, params):
         variable.assign(value)

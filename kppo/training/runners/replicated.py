@@ -64,7 +64,7 @@ def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts
     id)."""
     shard = shard_size(config, strategy)
     train_env, eval_env = make_native_envs(env, config)
-    obs_dim = native_observation_dim(train_env.observation_space, config)
+    obs_dim = native_observation_dim(train_env.observation_space)
     with strategy.scope():
         agent = make_agent(config, obs_dim, train_env.action_space, observation_space=train_env.observation_space)
     key_reset, key_train, key_eval = root_keys(config.seed)
