@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kppo_runtime.runtime import Controller, example_masks, example_observations, load_metadata
+from kppo_runtime.runtime import Controller, example_masks, load_metadata
 
 _NOISE = ("All temp buffers must be freed", "Number of allocated temp buffers", "Created TensorFlow Lite")
 
@@ -172,13 +172,13 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
     artifact = Path(artifact)
     model = artifact.read_bytes()
     metadata = load_metadata(artifact)
-    dtype = np.dtype(metadata["input"]["dtype"])
     rng = np.random.default_rng(seed)
-    obs = example_observations(metadata["observation_space"], observations, rng).astype(dtype)
     controller = Controller(artifact, delegates=False)  # LiteRT's builtin kernels: the reference, and no log line
+    obs = controller.example_inputs(observations, rng)  # one array per observation input
     masks = None if controller.mask_size is None else example_masks(metadata["action_space"], observations, rng)
-    inputs = [None] * (1 + (masks is not None) + 2 * controller.recurrent)
-    inputs[controller.obs_position] = obs
+    inputs = [None] * (len(obs) + (masks is not None) + 2 * controller.recurrent)
+    for position, values in zip(controller.obs_positions, obs):
+        inputs[position] = values
     if masks is not None:
         inputs[controller.mask_position] = masks
     states = [
@@ -200,9 +200,9 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
         model, [x[:4] for x in inputs], high=high, expected=micro[:4], output=controller.action_position
     )
     litert = []
-    for i, row in enumerate(obs):
+    for i in range(observations):
         controller.state = tuple(state[i : i + 1] for state in states)
-        litert.append(controller.act_flat(row, None if masks is None else masks[i]))
+        litert.append(controller.act_inputs([x[i] for x in obs], None if masks is None else masks[i]))
     litert = np.asarray(litert).reshape(micro.shape)
     error = np.abs(micro.astype(np.float64) - litert)
     report = {
@@ -214,7 +214,7 @@ def check(artifact: str | Path, observations: int = 1000, seed: int = 0) -> dict
         "micro_invoke_us": invoke_us,
     }
     if np.issubdtype(micro.dtype, np.integer):
-        report["action_mismatch_vs_litert"] = float(np.mean((micro != litert).reshape(len(obs), -1).any(axis=1)))
+        report["action_mismatch_vs_litert"] = float(np.mean((micro != litert).reshape(observations, -1).any(axis=1)))
     return report
 
 

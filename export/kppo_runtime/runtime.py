@@ -14,7 +14,9 @@ MultiDiscrete and MultiBinary observations as their integers, the parts of a Dic
 order. The artifact itself one-hot encodes the integers (see `metadata["input"]`: dtype int32 when every part is an
 integer, float32 otherwise). An image observation (a uint8 Box (H, W, C) or (C, H, W) of bytes 0-255) goes in as it
 is: the artifact's input is uint8 [1, *shape] in the env's layout (`metadata["input"]["layout"]`), and the artifact
-casts, divides by 255 and transposes it itself.
+casts, divides by 255 and transposes it itself. A Dict observation holding an image goes in as the dict itself: the
+artifact has one input per key (`metadata["inputs"]`: `obs_<key>`, an image key uint8 as it is, a Box key float32
+flattened, an integer key int32), and `act` feeds each key to its input.
 """
 
 from __future__ import annotations
@@ -115,6 +117,15 @@ class Controller:
             if i != self.mask_position and not any(name in d["name"] for name in STATE_NAMES)
         )
         self._input = inputs[self.obs_position]
+        signature_inputs = self.interpreter.get_signature_runner("action").get_input_details()
+        position_of = {d["index"]: i for i, d in enumerate(inputs)}
+        entries = self.metadata.get("inputs") or []
+        #: One input per Dict key (a Dict holding an image): (metadata entry, tensor index) in the metadata's order.
+        self.key_inputs = (
+            [(entry, signature_inputs[entry["name"]]["index"]) for entry in entries] if len(entries) > 1 else []
+        )
+        #: Positions of the observation inputs among the model's inputs (one, or one per Dict key).
+        self.obs_positions = [position_of[index] for _, index in self.key_inputs] or [self.obs_position]
         self._mask = None if self.mask_position is None else inputs[self.mask_position]
         signature = self.interpreter.get_signature_runner("action")
         ins, outs = signature.get_input_details(), signature.get_output_details()
@@ -144,6 +155,8 @@ class Controller:
     def act(self, obs: Any, mask: Any = None) -> np.ndarray | int:
         """Raw observation (as the env returns it) -> deterministic action in env units; `mask` (the allowed actions,
         bool or 0/1, MultiDiscrete dimensions concatenated) is required by a masked artifact and refused otherwise."""
+        if self.key_inputs:
+            return self.act_inputs(self.key_rows(obs), mask)
         if self.image:
             return self.act_flat(obs, mask)
         flat = flatten(self.metadata["observation_space"], obs)
@@ -164,6 +177,31 @@ class Controller:
             raise ValueError(f"obs: expected a uint8 image of shape {self.input_shape} ({layout}), got {image.dtype}")
         return image
 
+    def key_rows(self, obs: Any) -> list[np.ndarray]:
+        """A Dict observation -> one row per key input, in the inputs' order (an image as it is, uint8; other keys
+        flattened); one-line errors for missing keys, another shape or an image that is not uint8."""
+        spaces = self.metadata["observation_space"]["spaces"]
+        if not isinstance(obs, dict) or set(obs) != set(spaces):
+            got = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
+            raise ValueError(f"obs: expected a dict with keys {sorted(spaces)}, got {got}")
+        rows = []
+        for entry, _ in self.key_inputs:
+            key, shape = entry["key"], tuple(entry["shape"][1:])
+            if "layout" in entry:
+                image = np.asarray(obs[key])
+                if image.shape != shape or image.dtype != np.uint8:
+                    raise ValueError(
+                        f"obs[{key!r}]: expected a uint8 image of shape {shape} ({entry['layout']}), got "
+                        f"{image.dtype} of shape {image.shape}"
+                    )
+                rows.append(image)
+                continue
+            row = flatten(spaces[key], obs[key])
+            if row.shape != shape:
+                raise ValueError(f"obs[{key!r}]: expected {shape[0]} values once flattened, got {row.shape[0]}")
+            rows.append(row.astype(entry["dtype"]))
+        return rows
+
     def mask_row(self, mask: Any) -> np.ndarray | None:
         """The mask as the artifact's float32 input row [mask_size] (None for an unmasked artifact); one-line errors."""
         if (mask is None) != (self._mask is None):
@@ -182,9 +220,15 @@ class Controller:
     def act_flat(self, row: np.ndarray, mask: Any = None) -> np.ndarray | int:
         """One input row [obs_dim] (already flattened; an image as it is, [*input_shape]), and a masked artifact's
         mask -> deterministic env action."""
+        return self.act_inputs([self.image_row(row) if self.image else np.asarray(row).astype(self.input_dtype)], mask)
+
+    def act_inputs(self, rows: list[np.ndarray], mask: Any = None) -> np.ndarray | int:
+        """One row per observation input (one, or one per Dict key: `key_rows`), and a masked artifact's mask ->
+        deterministic env action."""
         mask_row = self.mask_row(mask)
-        value = self.image_row(row)[None] if self.image else np.asarray(row).astype(self.input_dtype)[None]
-        self.interpreter.set_tensor(self._input["index"], value)
+        indices = [index for _, index in self.key_inputs] or [self._input["index"]]
+        for index, row in zip(indices, rows):
+            self.interpreter.set_tensor(index, np.asarray(row)[None])
         if mask_row is not None:
             self.interpreter.set_tensor(self._mask["index"], mask_row[None])
         for index, value in zip(self._state_in, self.state):
@@ -204,3 +248,15 @@ class Controller:
         rng = np.random.default_rng(0) if rng is None else rng
         rows = example_observations(self.metadata["observation_space"], count, rng)
         return rows.astype(self.input_dtype)
+
+    def example_inputs(self, count: int, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+        """`count` valid rows for each observation input, in `obs_positions`' order: [`example_observations`], or
+        one array per Dict key for an artifact with one input per key."""
+        if not self.key_inputs:
+            return [self.example_observations(count, rng)]
+        rng = np.random.default_rng(0) if rng is None else rng
+        spaces = self.metadata["observation_space"]["spaces"]
+        return [
+            example_observations(spaces[entry["key"]], count, rng).astype(entry["dtype"])
+            for entry, _ in self.key_inputs
+        ]

@@ -18,7 +18,8 @@ An image policy (an image Box, `kppo.gym_envs.spaces.is_image_space`) takes the 
 [batch, H, W, C], or [batch, C, H, W] for a CHW space (`Policy.input_shape`; TFLite: quantization scale 1, zero
 point 0, the real value being the byte), so a camera's bytes go straight in; the cast, / 255 and the CHW -> HWC
 transpose are inside. int8 quantizes it from that input on (QUANTIZE, exact for bytes; the CNN in int8, the action
-computation float32). A Dict observation space with images is refused (one input per key is not built).
+computation float32). A Dict observation space holding an image takes one input per key (`kppo.exporter.inputs`:
+`obs_<key>`, the image's bytes uint8, a Box key float32, an integer key int32), joined inside into the flat row.
 
 Keras 3 models must be exported through `keras.export.ExportArchive` (a Keras model inside a plain `tf.Module`
 converts to a TFLite file without weights that outputs NaN, silently; see DESIGN.md) and every artifact is run by the
@@ -42,6 +43,7 @@ from kppo._tf import tf
 from kppo.agent.agent import load_agent
 from kppo.exporter.calibration import policy_env, record_observations
 from kppo.exporter.convert import convert, quantized_image_input
+from kppo.exporter.inputs import ArtifactInput, artifact_inputs, input_metadata, join_graph, per_key, split_rows
 from kppo.exporter.parity import (
     MASK_INPUT,
     PARITY_TOLERANCE,
@@ -57,7 +59,7 @@ from kppo.exporter.parity import (
     parity_observations,
 )
 from kppo.agent.policy import Policy
-from kppo.gym_envs.spaces import has_image, is_channels_first, is_image_space
+from kppo.gym_envs.spaces import is_channels_first
 from kppo.version import __version__
 
 FORMATS = ("tflite", "saved_model")
@@ -92,16 +94,6 @@ def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
 # ---------------------------------------------------------------------------------------------------------------
 # Building artifacts
 # ---------------------------------------------------------------------------------------------------------------
-
-
-def _check_images(space: gym.spaces.Space) -> None:
-    """One-line `ValueError` for a Dict observation space holding images: an artifact input per key is not built."""
-    if isinstance(space, gym.spaces.Dict) and has_image(space):
-        keys = [key for key, sub in space.spaces.items() if is_image_space(sub)]
-        raise ValueError(
-            f"observation_space: expected an image Box or a Dict without images, got a Dict with image key(s) {keys}: "
-            "artifacts with one input per Dict key (a uint8 input per image) are not built"
-        )
 
 
 def _standardized(policy: Policy, rows: np.ndarray):
@@ -144,8 +136,10 @@ def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
 def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
     """`int8_rows`: the SavedModel is converted to int8 (calibrated on these rows): a standardized input
     (`_standardized`), or an image's bytes as float32 values (`convert.quantized_image_input`)."""
-    dtype = np.float32 if int8_rows is not None and quantized_image_input(policy) else policy.input_dtype
-    spec = [tf.TensorSpec([batch_size, *policy.input_shape], tf.as_dtype(dtype), name="obs")]
+    image_dtype = np.dtype(np.float32 if int8_rows is not None and quantized_image_input(policy) else np.uint8)
+    inputs = artifact_inputs(policy, image_dtype)
+    spec = [tf.TensorSpec([batch_size, *item.shape], tf.as_dtype(item.dtype), name=item.name) for item in inputs]
+    count = len(spec)  # the observation inputs
     if policy.action_masks:
         spec.append(tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT))
     if policy.lstm is not None:  # a recurrent policy's state in and out: (h, c) as plain tensors, no stateful ops
@@ -154,8 +148,11 @@ def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int 
     if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None and not _extracts(policy):
         actor, front = _standardized(policy, int8_rows)
 
-    def action(*inputs):
-        features, rest = front(policy.encode_graph(inputs[0])), list(inputs[1:])
+    def rows(tensors):  # the policy's flat input rows
+        return tensors[0] if count == 1 else join_graph(inputs, tensors)
+
+    def action(*tensors):
+        features, rest = front(policy.encode_graph(rows(tensors[:count]))), list(tensors[count:])
         mask = rest.pop(0) if policy.action_masks else None
         if policy.lstm is not None:
             features, state = policy.lstm(features, rest)
@@ -173,10 +170,10 @@ def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int 
     if critic is not None and policy.lstm is None:  # a recurrent critic needs its own memory: no value endpoint
         archive.track(critic)
 
-        def value(obs):
-            return critic(policy.normalize(policy.encode_graph(obs)))
+        def value(*obs):
+            return critic(policy.normalize(policy.encode_graph(rows(obs))))
 
-        archive.add_endpoint(name="value", fn=value, input_signature=spec[:1])
+        archive.add_endpoint(name="value", fn=value, input_signature=spec[:count])
     archive.write_out(str(directory), verbose=False)
 
 
@@ -225,7 +222,6 @@ def export(
     if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
     policy, critic, config = resolve_source(source)
-    _check_images(policy.observation_space)
     path = Path(path)
     recorded, calibration = representative_obs, "representative_obs"
     if quantize == "int8" and recorded is None:
@@ -247,7 +243,9 @@ def export(
         _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
         if format == "saved_model":
             loaded = tf.saved_model.load(str(saved_model))
-            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None)
+            run = _saved_model_runner(
+                loaded, batch_size, policy.action_masks, policy.lstm is not None, artifact_inputs(policy)
+            )
             ops: list[str] = []
             if path.exists():
                 shutil.rmtree(path)
@@ -258,7 +256,7 @@ def export(
             )
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
-            runner = TFLiteRunner(blob)
+            runner = TFLiteRunner(blob, artifact_inputs(policy) if per_key(policy) else None)
             run, ops = (runner if policy.lstm is None else runner.step), runner.ops()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -278,15 +276,15 @@ def export(
     return Exported(path, metadata_path, metadata)
 
 
-def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool = False):
+def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool, inputs: list[ArtifactInput]):
     """The SavedModel's `action` on rows of inputs in chunks of `batch_size`: run(obs[, masks]), or for a recurrent
-    artifact run(obs, h, c, masks) -> (actions, h, c)."""
+    artifact run(obs, h, c, masks) -> (actions, h, c); `obs`: the policy's input rows, split per Dict key for an
+    artifact with one input per key (`inputs`)."""
 
-    def call(*inputs):
-        step = batch_size or len(inputs[0])
-        chunks = [
-            loaded.action(*[tf.constant(x[i : i + step]) for x in inputs]) for i in range(0, len(inputs[0]), step)
-        ]
+    def call(obs, *rest):
+        arrays = [*(split_rows(inputs, obs) if len(inputs) > 1 else [obs]), *rest]
+        step = batch_size or len(obs)
+        chunks = [loaded.action(*[tf.constant(x[i : i + step]) for x in arrays]) for i in range(0, len(obs), step)]
         if not recurrent:
             return np.concatenate([chunk.numpy() for chunk in chunks])
         return tuple(np.concatenate([chunk[name].numpy() for chunk in chunks]) for name in ("action", *STATE_INPUTS))
@@ -325,12 +323,19 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
         "artifact": path.name,
         "format": format,
         "quantization": quantize or "float32",
-        "input": {
-            "name": "obs",
-            "shape": [batch_size, *policy.input_shape],
-            "dtype": str(policy.input_dtype),
-            **(_image_input(policy) if policy.image else {}),
-        },
+        **(
+            {
+                "input": {
+                    "name": "obs",
+                    "shape": [batch_size, *policy.input_shape],
+                    "dtype": str(policy.input_dtype),
+                    **(_image_input(policy) if policy.image else {}),
+                }
+            }
+            if not per_key(policy)
+            else {}
+        ),
+        "inputs": input_metadata(artifact_inputs(policy), batch_size),
         "output": {
             "name": "action",
             "shape": out_shape,

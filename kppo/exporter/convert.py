@@ -11,6 +11,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.policy import Policy
+from kppo.exporter.inputs import artifact_inputs, per_key, split_rows
 from kppo.exporter.parity import MASK_INPUT, STATE_INPUTS, example_masks, recurrent_states
 
 BODY_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")  # int8: the network body, from the first to the last
@@ -79,12 +80,15 @@ def convert(
     masks = None if mask_sizes is None else example_masks(mask_sizes, len(rows), np.random.default_rng(0))
     states = None if policy is None or policy.lstm is None else recurrent_states(policy, rows)
 
+    keys = artifact_inputs(policy) if policy is not None and per_key(policy) else None  # one input per Dict key
+
     def dataset():
         for i, row in enumerate(rows):  # spread over all recorded episodes
-            if masks is None and states is None:
+            if masks is None and states is None and keys is None:
                 yield [row[None]]
                 continue
-            inputs = {"obs": row[None], **({} if masks is None else {MASK_INPUT: masks[i : i + 1]})}
+            obs = {"obs": row[None]} if keys is None else dict(zip((k.name for k in keys), split_rows(keys, row[None])))
+            inputs = {**obs, **({} if masks is None else {MASK_INPUT: masks[i : i + 1]})}
             yield {**inputs, **({} if states is None else dict(zip(STATE_INPUTS, (s[i : i + 1] for s in states))))}
 
     converter.representative_dataset = dataset

@@ -11,6 +11,8 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.policy import Policy
+from kppo.exporter.inputs import ArtifactInput, split_rows
+from kppo.gym_envs.spaces import is_image_space, space_shape
 
 PARITY_TOLERANCE = 1e-5  # float32 artifacts: max |error| / (high - low) for Box actions
 
@@ -26,9 +28,10 @@ STATE_INPUTS = ("state_h", "state_c")  # a recurrent artifact's state inputs and
 class TFLiteRunner:
     """Runs the `action` signature of a .tflite file with ai_edge_litert, any number of rows (batch-1 and
     dynamic-batch models are called row by row, other fixed-batch ones in chunks of their batch); a masked artifact
-    also takes the action masks."""
+    also takes the action masks. An artifact with one input per Dict key (`kppo.exporter.inputs`) takes the
+    policy's flat input rows, split by `inputs`."""
 
-    def __init__(self, model: bytes | str | Path):
+    def __init__(self, model: bytes | str | Path, inputs: list[ArtifactInput] | None = None):
         from ai_edge_litert.interpreter import Interpreter
 
         content = model if isinstance(model, bytes) else Path(model).read_bytes()
@@ -37,13 +40,31 @@ class TFLiteRunner:
         self.interpreter.allocate_tensors()
         self.runner = self.interpreter.get_signature_runner("action")
         details = self.runner.get_input_details()
-        self.input_name = next(name for name in details if name != MASK_INPUT and name not in STATE_INPUTS)
+        names = [name for name in details if name != MASK_INPUT and name not in STATE_INPUTS]
+        if len(names) > 1 and inputs is None:
+            raise ValueError(
+                f"inputs: expected the artifact inputs (kppo.exporter.inputs.artifact_inputs) for a model with "
+                f"observation inputs {names}, got None"
+            )
+        self.inputs = inputs if inputs is not None and len(inputs) > 1 else None
+        self.input_names = names[:1] if self.inputs is None else [item.name for item in self.inputs]
+        self.input_name = self.input_names[0]
         self.masked = MASK_INPUT in details
         self.units = int(details[STATE_INPUTS[0]]["shape"][1]) if STATE_INPUTS[0] in details else None
         self.fixed_batch = int(details[self.input_name]["shape"][0])
-        self.input_dtype = np.dtype(details[self.input_name]["dtype"])
-        self.input_shape = tuple(int(d) for d in details[self.input_name]["shape"][1:])  # an image: (H, W, C)
+        if self.inputs is None:
+            self.input_dtype = np.dtype(details[self.input_name]["dtype"])
+            self.input_shape = tuple(int(d) for d in details[self.input_name]["shape"][1:])  # an image: (H, W, C)
+        else:  # the flat input rows the per-key inputs are cut from
+            self.input_dtype = np.dtype(np.float32)
+            self.input_shape = (self.inputs[-1].columns.stop,)
         self.input_dim = int(np.prod(self.input_shape))
+
+    def _split(self, obs: np.ndarray) -> list[np.ndarray]:
+        """Input rows -> one array per observation input."""
+        if self.inputs is None:
+            return [np.asarray(obs).astype(self.input_dtype)]
+        return split_rows(self.inputs, obs)
 
     def step(self, obs: np.ndarray, h: np.ndarray, c: np.ndarray, masks: np.ndarray | None = None) -> tuple:
         """A recurrent artifact on one row at a time: (actions, h, c) for rows `obs` [N, input_dim] with states
@@ -51,7 +72,7 @@ class TFLiteRunner:
         out = []
         for i in range(len(obs)):
             inputs = {
-                self.input_name: np.asarray(obs[i : i + 1]).astype(self.input_dtype),
+                **dict(zip(self.input_names, self._split(obs[i : i + 1]))),
                 STATE_INPUTS[0]: h[i : i + 1],
                 STATE_INPUTS[1]: c[i : i + 1],
             }
@@ -70,20 +91,21 @@ class TFLiteRunner:
                 f"masks: expected {'a mask per row' if self.masked else 'None'} for this artifact, got "
                 f"{'None' if masks is None else 'masks'}"
             )
-        inputs = [obs] if masks is None else [obs, np.asarray(masks, np.float32)]
+        names = self.input_names + ([] if masks is None else [MASK_INPUT])
+        arrays = self._split(obs) + ([] if masks is None else [np.asarray(masks, np.float32)])
         if self.fixed_batch == 1:
-            return np.concatenate([self._run(*[x[i : i + 1] for x in inputs]) for i in range(len(obs))])
+            return np.concatenate([self._run(names, [x[i : i + 1] for x in arrays]) for i in range(len(obs))])
         # a fixed batch: chunks of it, the last one padded with its last row (an image model's reshapes are fixed)
         step, chunks = self.fixed_batch, []
         for i in range(0, len(obs), step):
-            part = [x[i : i + step] for x in inputs]
+            part = [x[i : i + step] for x in arrays]
             pad = step - len(part[0])
             part = [np.concatenate([x, np.repeat(x[-1:], pad, axis=0)]) if pad else x for x in part]
-            chunks.append(self._run(*part)[: step - pad])
+            chunks.append(self._run(names, part)[: step - pad])
         return np.concatenate(chunks)
 
-    def _run(self, obs: np.ndarray, masks: np.ndarray | None = None) -> np.ndarray:
-        out = self.runner(**{self.input_name: obs}, **({} if masks is None else {MASK_INPUT: masks}))
+    def _run(self, names: list[str], arrays: list[np.ndarray]) -> np.ndarray:
+        out = self.runner(**dict(zip(names, arrays)))
         return next(iter(out.values()))
 
     def ops(self) -> list[str]:
@@ -130,12 +152,16 @@ def random_images(shape: tuple[int, ...], count: int, rng: np.random.Generator) 
 
 def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Input rows from standard scores z [N, input_dim]: Box values mean + std * z (normalization statistics),
-    Discrete / MultiDiscrete / MultiBinary values uniform over their range."""
+    Discrete / MultiDiscrete / MultiBinary values uniform over their range, a Dict's images `random_images`."""
     mean = np.asarray(policy.obs_scaling.mean, np.float64)
     std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float64) + 1e-8)
     rows = np.zeros(z.shape)
+    space = policy.observation_space
     for part in policy.layout:
-        if part.kind == "Box":
+        sub = space if part.key is None else space[part.key]  # type: ignore[index]
+        if is_image_space(sub):
+            rows[:, part.raw] = random_images(space_shape(sub), len(z), rng).reshape(len(z), -1)
+        elif part.kind == "Box":
             rows[:, part.raw] = mean[part.encoded] + std[part.encoded] * z[:, part.raw]
         else:
             sizes = np.asarray(part.sizes or [2] * (part.raw.stop - part.raw.start))

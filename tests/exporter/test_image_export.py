@@ -208,25 +208,6 @@ def test_bad_images_are_one_line_errors(trained, frames, artifacts):
     ]
 
 
-def test_dict_observations_with_an_image_are_refused_in_one_line(tmp_path):
-    space = gym.spaces.Dict(
-        {"camera": gym.spaces.Box(0, 255, (12, 12, 1), np.uint8), "speed": gym.spaces.Box(-1, 1, (2,), np.float32)}
-    )
-
-    class DictEnv(gym.Env):
-        observation_space, action_space = space, gym.spaces.Discrete(2)
-
-        def reset(self, *, seed=None, options=None):
-            return space.sample(), {}
-
-        def step(self, action):
-            return space.sample(), 0.0, False, True, {}
-
-    model = kppo.PPO("MultiInputPolicy", DictEnv, n_steps=32, batch_size=32, seed=0)
-    with pytest.raises(ValueError, match=r"^observation_space: expected an image Box or a Dict without images"):
-        export(model, tmp_path / "d.tflite")
-
-
 class MaskedBrightSide(BrightSide):
     """BrightSide with a third action, never allowed (`action_masks`)."""
 
