@@ -17,7 +17,7 @@ import numpy as np
 from kppo.agent import checkpoint
 from kppo.config.options import Config
 from kppo.core.distributions import ActionDistribution, make_distribution
-from kppo.gym_envs.spaces import flat_dim
+from kppo.gym_envs.spaces import flat_dim, normalized_columns
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
 from kppo.agent.extractors import config_extractor
@@ -211,10 +211,13 @@ def make_policy(
     observation_space: gym.spaces.Space,
     action_space: gym.spaces.Space,
     action_masks: bool = False,
+    normalize_obs_keys: tuple[str, ...] | None = None,
 ) -> Policy:
     """The agent's actor with frozen observation statistics (numpy copies: later training does not change it);
-    `action_masks`: trained with action masks (its artifacts take a mask)."""
-    scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs)
+    `action_masks`: trained with action masks (its artifacts take a mask); `normalize_obs_keys`: a Dict's
+    normalized keys (`Config.normalize_obs_keys`)."""
+    columns = normalized_columns(observation_space, normalize_obs_keys)
+    scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs, columns=columns)
     lstm = agent.lstm.cells[0] if agent.lstm is not None else None
     return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks, lstm)
 
@@ -239,6 +242,7 @@ class SavedAgent(NamedTuple):
             self.observation_space,
             self.action_space,
             self.config.action_masks,
+            self.config.normalize_obs_keys,
         )
 
 

@@ -169,10 +169,12 @@ def head_params(weights: ActorWeights, features: np.ndarray):
     return out
 
 
-def network_input(stats: Moments, obs: np.ndarray, normalize_obs: bool) -> np.ndarray:
-    """`kppo.rollout.native.network_input` in numpy."""
+def network_input(
+    stats: Moments, obs: np.ndarray, normalize_obs: bool, columns: np.ndarray | None = None
+) -> np.ndarray:
+    """`kppo.rollout.native.network_input` in numpy; `columns`: the normalized ones (None: all)."""
     if normalize_obs:
-        return normalization.normalize_np(stats, obs)
+        return normalization.normalize_np(stats, obs, columns=columns)
     obs = np.asarray(obs)
     return obs if obs.dtype == np.uint8 else obs.astype(np.float32, copy=False)  # images stay bytes (`obs_dtype`)
 
@@ -195,10 +197,11 @@ class NumpyActor(NamedTuple):
     weights: ActorWeights
     dist: ActionDistribution
     normalize_obs: bool
+    norm_columns: np.ndarray | None = None  # the columns normalization applies to (None: all)
 
     def params(self, stats: Moments, obs: np.ndarray):
         """The actor's parameters (see `actor_params`) at raw observations `obs` float32 [B, D] (an MLP actor)."""
-        return actor_params(self.weights, network_input(stats, obs, self.normalize_obs))
+        return actor_params(self.weights, network_input(stats, obs, self.normalize_obs, self.norm_columns))
 
     def initial_memory(self, num_envs: int) -> tuple:
         """A recurrent actor's zero (h, c) for `num_envs` envs; () for an MLP actor."""
@@ -220,7 +223,7 @@ class NumpyActor(NamedTuple):
         recurrent actor's (h, c), each [B, units], restarted from zeros where `episode_start` (bool [B]), () for an
         MLP actor)."""
         features, memory = actor_input(
-            self.weights, network_input(stats, obs, self.normalize_obs), memory, episode_start
+            self.weights, network_input(stats, obs, self.normalize_obs, self.norm_columns), memory, episode_start
         )
         params = self.dist.masked_np(actor_params(self.weights, features), mask)
         action = self.dist.mode_np(params) if rng is None else self.dist.sample_np(params, rng)
@@ -234,6 +237,8 @@ class NumpyActor(NamedTuple):
         return self.env_action(stats, obs, mask, memory)
 
 
-def make_numpy_actor(actor: Actor, dist: ActionDistribution, normalize_obs: bool, lstm=None) -> NumpyActor:
+def make_numpy_actor(
+    actor: Actor, dist: ActionDistribution, normalize_obs: bool, lstm=None, norm_columns: np.ndarray | None = None
+) -> NumpyActor:
     """A `NumpyActor` from the actor's current weights (and a recurrent agent's `LSTMCells` or its cell)."""
-    return NumpyActor(snapshot(actor, lstm), dist, normalize_obs)
+    return NumpyActor(snapshot(actor, lstm), dist, normalize_obs, norm_columns)

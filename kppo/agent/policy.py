@@ -42,13 +42,15 @@ from kppo.core.types import Moments
 
 
 class ObsScaling(NamedTuple):
-    """Frozen observation normalization: z = clip((obs - mean) / sqrt(var + epsilon), -clip, clip) if enabled."""
+    """Frozen observation normalization: z = clip((obs - mean) / sqrt(var + epsilon), -clip, clip) if enabled, on
+    the `columns` (bool [D]; None: all; `kppo.gym_envs.spaces.normalized_columns`: a Dict's images are not)."""
 
     mean: np.ndarray
     var: np.ndarray
     enabled: bool
     clip: float = normalization.CLIP
     epsilon: float = normalization.EPSILON
+    columns: np.ndarray | None = None
 
 
 class ActScaling(NamedTuple):
@@ -130,7 +132,8 @@ class Policy:
         """The numpy actor `get_action`, `predict` and `step` act with: a snapshot of the actor's weights, taken at
         the first use and kept until `refresh()`."""
         if self._numpy_actor is None:
-            self._numpy_actor = make_numpy_actor(self.actor, self.dist, self.obs_scaling.enabled, self.lstm)
+            scaling = self.obs_scaling
+            self._numpy_actor = make_numpy_actor(self.actor, self.dist, scaling.enabled, self.lstm, scaling.columns)
         return self._numpy_actor
 
     def refresh(self) -> None:
@@ -153,7 +156,7 @@ class Policy:
         """Raw observations -> the networks' input: normalized with the frozen statistics and clipped (float32)."""
         if not self.obs_scaling.enabled:
             return tf.cast(obs, tf.float32)
-        return normalization.normalize(self._stats, obs, self.obs_scaling.clip)
+        return normalization.normalize(self._stats, obs, self.obs_scaling.clip, self.obs_scaling.columns)
 
     def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
         return self._act(self.dist.masked(self.actor(norm_obs), mask), key)

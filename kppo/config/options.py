@@ -209,6 +209,11 @@ class Config:
     )
     # --- normalization and env options ---
     normalize_obs: bool = _f(False, "Running mean/std observation normalization (clipped to +-10).")
+    normalize_obs_keys: tuple[str, ...] | None = _f(
+        None,
+        "Dict observations: the keys normalize_obs applies to (SB3's norm_obs_keys); null: every key but the images "
+        "(an image is divided by 255 in the network, never standardized).",
+    )
     normalize_reward: bool = _f(False, "Scale rewards by the std of the discounted return (clipped to +-10).")
     fixed_init: bool = _f(False, "Each training env restarts from its own once-sampled initial state.")
     offset_step: bool = _f(False, "Stagger env step counters so time-limit truncations do not coincide.")

@@ -40,9 +40,10 @@ def _as_positive_ints(name: str, value: Any) -> tuple[int, ...]:
     return tuple(int(v) for v in value)
 
 
-def _as_device_names(name: str, value: Any) -> tuple[str, ...]:
+def _as_names(name: str, value: Any) -> tuple[str, ...]:
+    """A list of strings (device names, Dict keys)."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f"{name}: expected a list of device names, got {value!r}")
+        raise ValueError(f"{name}: expected a list of names (strings), got {value!r}")
     return tuple(value)
 
 
@@ -58,7 +59,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "int": _as_int,
     "float": _as_float,
     "tuple[int, ...]": _as_positive_ints,
-    "tuple[str, ...]": _as_device_names,
+    "tuple[str, ...]": _as_names,
     "str": _as_str,
 }
 

@@ -88,16 +88,19 @@ def update_moments_np(stats: Moments, x: np.ndarray) -> Moments:
     return merge(stats, Moments(mean, np.add.reduce(centered * centered, axis=0) / count, count))
 
 
-def normalize_np(stats: Moments, x: np.ndarray, clip: float = CLIP) -> np.ndarray:
+def normalize_np(stats: Moments, x: np.ndarray, clip: float = CLIP, columns: np.ndarray | None = None) -> np.ndarray:
     """`normalize` in numpy."""
-    z = (np.asarray(x, np.float32) - stats.mean) / np.sqrt(stats.var + np.float32(EPSILON))
-    return np.clip(z, -clip, clip)
+    x = np.asarray(x, np.float32)
+    z = np.clip((x - stats.mean) / np.sqrt(stats.var + np.float32(EPSILON)), -clip, clip)
+    return z if columns is None else np.where(columns, z, x)
 
 
-def normalize(stats: Moments, x: tf.Tensor, clip: float = CLIP) -> tf.Tensor:
-    """clip((x - mean) / sqrt(var + 1e-8), -clip, clip) in float32."""
-    z = (tf.cast(x, tf.float32) - stats.mean) / tf.sqrt(stats.var + EPSILON)
-    return tf.clip_by_value(z, -clip, clip)
+def normalize(stats: Moments, x: tf.Tensor, clip: float = CLIP, columns: np.ndarray | None = None) -> tf.Tensor:
+    """clip((x - mean) / sqrt(var + 1e-8), -clip, clip) in float32; with `columns` (bool [D]) only those columns, the
+    others as they are (`kppo.gym_envs.spaces.normalized_columns`: a Dict's images)."""
+    x = tf.cast(x, tf.float32)
+    z = tf.clip_by_value((x - stats.mean) / tf.sqrt(stats.var + EPSILON), -clip, clip)
+    return z if columns is None else tf.where(tf.constant(columns), z, x)
 
 
 def scale_reward(

@@ -176,6 +176,32 @@ def has_image(space: spaces.Space) -> bool:
     return any(is_image_space(s) for s in parts)
 
 
+def normalized_columns(space: spaces.Space, keys: tuple[str, ...] | list[str] | None = None) -> np.ndarray | None:
+    """Which columns of the networks' flat rows observation normalization applies to: None for all of them (a space
+    that is not a Dict, or a Dict whose every key is normalized), else bool [D] with True on the columns of `keys`
+    (SB3's `norm_obs_keys`), by default every key but the images (`is_image_space`): an image is divided by 255 in
+    the network, never standardized (SB3's VecNormalize would make it a float Box its CNN no longer reads).
+    One-line `ArgumentError` for a key the Dict lacks, or `keys` without a Dict."""
+    if not isinstance(space, spaces.Dict):
+        if keys is not None:
+            raise ArgumentError(
+                f"normalize_obs_keys: expected null for a {type(space).__name__} observation space, got {list(keys)}"
+            )
+        return None
+    chosen = [key for key, sub in space.spaces.items() if not is_image_space(sub)] if keys is None else list(keys)
+    unknown = [key for key in chosen if key not in space.spaces]
+    if unknown:
+        raise ArgumentError(
+            f"normalize_obs_keys: expected keys of the observation space {list(space.keys())}, got {unknown}"
+        )
+    if set(chosen) == set(space.spaces):
+        return None
+    columns = np.zeros(encoded_dim(space), bool)
+    for part in layout(space):
+        columns[part.encoded] = part.key in chosen
+    return columns
+
+
 def flatten_single(space: spaces.Space, obs: Any) -> np.ndarray:
     """Flattens ONE observation (no batch axis) of `space` to float32 [D]."""
     batched: dict[str, np.ndarray] | np.ndarray

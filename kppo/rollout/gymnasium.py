@@ -251,7 +251,7 @@ def collect_host_rollout(
         None if buf.features is None else tf.constant(buf.features),
         tf.constant(final_obs),
         tf.constant(final_index),
-        tf.constant(network_input(stepped.obs_stats, stepped.obs, settings.normalize_obs)),
+        tf.constant(network_input(stepped.obs_stats, stepped.obs, settings.normalize_obs, settings.norm_columns)),
         state.return_stats,
         state.discounted_return,
         tuple(tf.constant(m) for m in state.memory),
@@ -308,7 +308,7 @@ def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSett
     """The host rollout's loop (`collect_host_rollout`): (the state after the last step, its `_Buffers`)."""
     actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
-    normalize_obs = settings.normalize_obs
+    normalize_obs, columns = settings.normalize_obs, settings.norm_columns
     obs_dtype = np.uint8 if state.obs.dtype == np.uint8 and not normalize_obs else np.float32  # images stay bytes
     buf = _Buffers(num_steps, num_envs, dim, obs_dtype, dist, dist.mask_size if masks else 0)
     starts = np.ones(num_envs, bool) if state.episode_start is None else state.episode_start
@@ -317,7 +317,7 @@ def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSett
     space = vec_env.action_space
     noise = None
     for t in range(num_steps):
-        norm_obs = network_input(stats, obs, normalize_obs)
+        norm_obs = network_input(stats, obs, normalize_obs, columns)
         latent, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
         features = actor_features(weights, latent)
         if weights.extractor is not None:
@@ -343,7 +343,9 @@ def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSett
         starts = done
         buf.reward[t], buf.terminated[t], buf.truncated[t] = step.reward, step.terminated, step.truncated
         if step.truncated.any():  # final values are read only where truncated
-            buf.add_final(t, step.truncated, network_input(stats, step.final_obs[step.truncated], normalize_obs))
+            buf.add_final(
+                t, step.truncated, network_input(stats, step.final_obs[step.truncated], normalize_obs, columns)
+            )
         if ended:
             buf.episode_return[t, done], buf.episode_length[t, done] = ep_return[done], ep_length[done]
         proceed = on_step is None or on_step(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from kppo.core import normalization
 from kppo._tf import tf
@@ -24,6 +24,7 @@ class RolloutSettings(NamedTuple):
     normalize_reward: bool
     sde_sample_freq: int = -1  # gSDE: redraw the exploration noise every N steps (-1: at the rollout start only)
     action_masks: bool = False  # act with the env's action masks (`VecEnv.action_mask`) and store them
+    norm_columns: Any = None  # host rollouts: bool [D], the columns normalize_obs applies to (None: all)
 
 
 #: The longest TF-native evaluation episode, for tasks without a time limit (MinAtar's): the evaluation is one

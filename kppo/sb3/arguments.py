@@ -357,11 +357,12 @@ def sb3_config(
     args: dict[str, Any],
     n_envs: int,
     action_space: gym.spaces.Space,
-    normalize: tuple[bool, bool],
+    normalize: dict[str, Any],
     policy_fields: dict[str, Any],
 ) -> Config:
     """The Config of `kppo.PPO`: its constructor arguments `args` (starting values of schedules), the env's
-    `n_envs` and action space, VecNormalize's (norm_obs, norm_reward) and `policy_config`'s fields; SB3's update
+    `n_envs` and action space, VecNormalize's settings (`normalize`: normalize_obs, normalize_reward,
+    normalize_obs_keys) and `policy_config`'s fields; SB3's update
     (`SB3_UPDATE`)."""
     if args["use_sde"] and not isinstance(action_space, gym.spaces.Box):
         raise ValueError(
@@ -393,8 +394,7 @@ def sb3_config(
         seed=args["seed"],
         use_sde=args["use_sde"],
         sde_sample_freq=args["sde_sample_freq"] if args["sde_sample_freq"] > 0 else -1,
-        normalize_obs=normalize[0],
-        normalize_reward=normalize[1],
+        **normalize,
         **policy_fields,
         **SB3_UPDATE,
     )

@@ -233,7 +233,7 @@ class PPO(BaseAlgorithm):
         )
 
     def _make_config(
-        self, n_envs: int, action_space: gym.spaces.Space, normalize: tuple[bool, bool], fields: dict
+        self, n_envs: int, action_space: gym.spaces.Space, normalize: dict[str, Any], fields: dict
     ) -> Config:
         args = dict(
             self._ppo_args,
@@ -288,18 +288,22 @@ class PPO(BaseAlgorithm):
         self._spaces = (self._runner.observation_space, self._runner.action_space)
         self._policy = None
 
-    def _normalization(self, env: Any) -> tuple[bool, bool]:
-        """(normalize_obs, normalize_reward): a VecNormalize's settings; else the trained model's; else off."""
+    def _normalization(self, env: Any) -> dict[str, Any]:
+        """Config's normalize_obs, normalize_reward and normalize_obs_keys: a VecNormalize's settings; else the
+        trained model's; else off."""
         if isinstance(env, VecNormalize):
             if env.norm_reward and env.gamma != self._ppo_args["gamma"]:
                 raise ValueError(
                     f"VecNormalize.gamma: kppo scales rewards with PPO's gamma "
                     f"({self._ppo_args['gamma']}), got {env.gamma}"
                 )
-            return env.norm_obs, env.norm_reward
+            return dict(
+                normalize_obs=env.norm_obs, normalize_reward=env.norm_reward, normalize_obs_keys=env.norm_obs_keys
+            )
         if self.agent is not None and self.config is not None:
-            return self.config.normalize_obs, self.config.normalize_reward
-        return False, False
+            names = ("normalize_obs", "normalize_reward", "normalize_obs_keys")
+            return {name: getattr(self.config, name) for name in names}
+        return dict(normalize_obs=False, normalize_reward=False)
 
     def _device_scope(self):
         return tf.device(self.device) if self.device else contextlib.nullcontext()
@@ -476,6 +480,7 @@ class PPO(BaseAlgorithm):
                 self.config.normalize_obs,
                 *self._model_spaces(),
                 self.config.action_masks,
+                self.config.normalize_obs_keys,
             )
         return self._policy
 

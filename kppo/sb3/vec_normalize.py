@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, cast
 
 import numpy as np
+import gymnasium as gym
 from gymnasium.vector import VectorEnv
 
 from kppo._tf import tf
@@ -46,8 +47,10 @@ class VecNormalize(VecEnvWrapper):
     """SB3's `VecNormalize(venv, training, norm_obs, norm_reward, clip_obs, clip_reward, gamma, epsilon,
     norm_obs_keys)` for `kppo.PPO` (see the module docstring).
 
-    kppo normalizes with fixed constants (clip 10, epsilon 1e-8) and every observation key, and scales rewards with
-    PPO's `gamma`: other values are a one-line ValueError rather than a silent difference.
+    kppo normalizes with fixed constants (clip 10, epsilon 1e-8), and scales rewards with PPO's `gamma`: other values
+    are a one-line ValueError rather than a silent difference. A Dict's `norm_obs_keys` are normalized (SB3's
+    default, None, is every key; kppo's is every key but the images: SB3 would turn a normalized image into a float
+    Box that its CombinedExtractor flattens instead of convolving).
     """
 
     def __init__(
@@ -76,13 +79,16 @@ class VecNormalize(VecEnvWrapper):
         ):
             if float(value) != fixed:
                 raise ValueError(f"{name}: kppo normalizes with {fixed:g}, got {value!r}")
-        if norm_obs_keys is not None:
+        if norm_obs_keys is not None and not isinstance(venv.observation_space, gym.spaces.Dict):
             raise ValueError(
-                f"norm_obs_keys: kppo normalizes every observation key, expected None, got {norm_obs_keys!r}"
+                f"norm_obs_keys: expected None for a {type(venv.observation_space).__name__} observation space (keys "
+                f"are a Dict's), got {norm_obs_keys!r}"
             )
         super().__init__(venv)
         self.training, self.norm_obs, self.norm_reward = bool(training), bool(norm_obs), bool(norm_reward)
         self.clip_obs, self.clip_reward, self.gamma, self.epsilon = float(clip_obs), float(clip_reward), gamma, epsilon
+        #: A Dict's normalized keys (None: every key but the images, `kppo.gym_envs.spaces.normalized_columns`).
+        self.norm_obs_keys = None if norm_obs_keys is None else tuple(norm_obs_keys)
         self.loaded: tuple[Any, Any] | None = None  # (obs moments, return moments) read by `load`
         self.model: Any = None  # the kppo.PPO using this env (set by PPO)
 
@@ -131,6 +137,7 @@ class VecNormalize(VecEnvWrapper):
             "norm_obs": self.norm_obs,
             "norm_reward": self.norm_reward,
             "gamma": self.gamma,
+            "norm_obs_keys": None if self.norm_obs_keys is None else list(self.norm_obs_keys),
         }
         Path(path).write_text(json.dumps({"format": FORMAT, **settings, **stats}, indent=2))
 
@@ -149,7 +156,14 @@ class VecNormalize(VecEnvWrapper):
                 f"load_path: expected a file written by kppo.VecNormalize.save (format {FORMAT!r}), "
                 f"got {str(load_path)!r}"
             )
-        wrapper = VecNormalize(venv, data["training"], data["norm_obs"], data["norm_reward"], gamma=data["gamma"])
+        wrapper = VecNormalize(
+            venv,
+            data["training"],
+            data["norm_obs"],
+            data["norm_reward"],
+            gamma=data["gamma"],
+            norm_obs_keys=data.get("norm_obs_keys"),  # absent in files of earlier versions
+        )
         wrapper.loaded = cast(
             tuple[Any, Any],
             tuple(

@@ -58,6 +58,7 @@ class PPOResult:
             self.observation_space,
             self.action_space,
             self.config.action_masks,
+            self.config.normalize_obs_keys,
         )
 
     @property
@@ -122,6 +123,7 @@ class TrainingModel:
                 self.runner.observation_space,
                 self.runner.action_space,
                 self.config.action_masks,
+                self.config.normalize_obs_keys,
             )
             policy.seed = self.config.seed
             policy.predict_calls = 0 if self._policy is None else self._policy.predict_calls

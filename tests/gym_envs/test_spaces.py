@@ -78,3 +78,15 @@ def test_multi_dimensional_discrete_actions_are_refused_in_one_line(space):
     with pytest.raises(ValueError, match=r"expected a 1-D .* flatten it") as err:
         kppo.gym_envs.spaces.check_action_space(space)
     assert "\n" not in str(err.value)
+
+
+def test_normalized_columns_leave_a_dicts_images_out():
+    from kppo.gym_envs.spaces import normalized_columns
+
+    image, vector = gym.spaces.Box(0, 255, (2, 2, 1), np.uint8), gym.spaces.Box(-1, 1, (3,))
+    np.testing.assert_array_equal(normalized_columns(gym.spaces.Dict(a=image, b=vector)), [False] * 4 + [True] * 3)
+    assert normalized_columns(gym.spaces.Dict(a=vector, b=gym.spaces.Discrete(2))) is None  # every key: all columns
+    assert normalized_columns(gym.spaces.Dict(a=image, b=vector), ["a", "b"]) is None  # asked for: the image too
+    assert normalized_columns(image) is None  # a lone image Box: normalize_obs standardizes it, as SB3's VecNormalize
+    with pytest.raises(ValueError, match=r"^normalize_obs_keys: expected null for a Box observation space, got \['a'\]$"):
+        normalized_columns(vector, ["a"])

@@ -1,11 +1,13 @@
 """`kppo.VecNormalize`: SB3's normalization wrapper, with the statistics kept (and saved, frozen, exported) by the
 model."""
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import kppo
 from kppo import PPO, VecNormalize, make_vec_env
+from kppo._tf import tf
 
 FAST = dict(n_steps=32, batch_size=32, n_epochs=1, seed=0, policy_kwargs=dict(net_arch=[16]))
 
@@ -70,7 +72,7 @@ def test_exports_bake_the_statistics_in(tmp_path):
         (dict(clip_obs=5.0), "clip_obs: kppo normalizes with 10, got 5.0"),
         (dict(clip_reward=1.0), "clip_reward: kppo normalizes with 10, got 1.0"),
         (dict(epsilon=1e-4), "epsilon: kppo normalizes with 1e-08, got 0.0001"),
-        (dict(norm_obs_keys=["a"]), "norm_obs_keys: kppo normalizes every observation key"),
+        (dict(norm_obs_keys=["a"]), r"^norm_obs_keys: expected None for a Box observation space \(keys are a Dict's\)"),
     ],
 )
 def test_settings_kppo_does_not_support_are_named(kwargs, message):
@@ -87,3 +89,59 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     bad.write_bytes(b"\x80\x04not json")
     with pytest.raises(ValueError, match=r"load_path: expected a JSON file written by VecNormalize.save"):
         VecNormalize.load(bad, make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+
+
+class Dashboard(gym.Env):
+    """A camera frame, a speed vector and a gear: random every step."""
+
+    observation_space = gym.spaces.Dict(
+        {
+            "camera": gym.spaces.Box(0, 255, (8, 8, 1), np.uint8),
+            "gear": gym.spaces.Box(0.0, 50.0, (1,), np.float32),
+            "speed": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+        }
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, True, {}
+
+
+def test_images_in_a_dict_are_never_standardized_and_norm_obs_keys_choose_the_rest(tmp_path):
+    """The default: every key but the images; SB3's `norm_obs_keys` narrow it. The rollout's camera columns hold the
+    raw bytes (the CNN divides them by 255), the others the normalized values; the exported artifact agrees."""
+    for keys, normalized in ((None, ("gear", "speed")), (["speed"], ("speed",))):
+        env = VecNormalize(make_vec_env(Dashboard, n_envs=2, seed=0), norm_reward=False, norm_obs_keys=keys)
+        model = PPO("MultiInputPolicy", env, n_steps=16, batch_size=32, n_epochs=1, seed=0).learn(32)
+        assert model.config.normalize_obs_keys == (None if keys is None else tuple(keys))
+        columns = model._get_policy().obs_scaling.columns  # camera 64, gear 1, speed 2: the Dict's key order
+        np.testing.assert_array_equal(columns, [False] * 64 + [("gear" in normalized)] + [True, True])
+        obs = model.rollout_buffer.observations.reshape(32, -1)
+        assert np.all(obs[:, :64] == np.round(obs[:, :64])) and obs[:, :64].max() > 200  # bytes, not z-scores
+        assert np.abs(obs[:, 64]).max() <= 10 if "gear" in normalized else obs[:, 64].max() > 10
+        frame = Dashboard().reset(seed=3)[0]
+        policy = model._get_policy()
+        flat = policy._batched(frame)[0]
+        mean, var = policy.obs_scaling.mean, policy.obs_scaling.var
+        want = np.where(columns, np.clip((flat - mean) / np.sqrt(var + 1e-8), -10, 10), flat)
+        np.testing.assert_allclose(policy.normalize(tf.constant(flat)).numpy(), want, rtol=1e-6, atol=1e-6)
+        exported = kppo.export(model, tmp_path / f"{keys}.tflite")
+        assert exported.metadata["parity"]["max_error"] == 0.0
+        env.save(tmp_path / "vecnormalize.json")
+        assert VecNormalize.load(tmp_path / "vecnormalize.json", make_vec_env(Dashboard, n_envs=1)).norm_obs_keys == (
+            None if keys is None else tuple(keys)
+        )
+        model.save(tmp_path / "model")
+        loaded = PPO.load(tmp_path / "model")
+        np.testing.assert_array_equal(loaded._get_policy().obs_scaling.columns, columns)
+
+
+def test_norm_obs_keys_name_keys_of_the_dict():
+    env = VecNormalize(make_vec_env(Dashboard, n_envs=1, seed=0), norm_obs_keys=["sped"])
+    with pytest.raises(ValueError, match=r"^normalize_obs_keys: expected keys of the observation space \['camera', "):
+        PPO("MultiInputPolicy", env, n_steps=16, batch_size=16, seed=0)

@@ -21,6 +21,7 @@ from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.spaces import normalized_columns
 from kppo.agent.numpy_actor import make_numpy_actor
 from kppo.rollout.gymnasium import (
     HostRolloutState,
@@ -153,7 +154,8 @@ class HostRunner(Runner):
         )
         self.config, self.eval_metrics_fn = config, eval_metrics_fn
         self.schedule = schedule if schedule is not None else schedule_variables(config, strategy)
-        self.settings = rollout_settings(config)
+        columns = normalized_columns(vec_env.observation_space, config.normalize_obs_keys)
+        self.settings = rollout_settings(config)._replace(norm_columns=columns)
         self.finish_fn = tf.function(
             lambda *a: finish_rollout(agent, self.settings, *a), jit_compile=config.jit_rollout, autograph=False
         )
@@ -205,7 +207,9 @@ class HostRunner(Runner):
                 self.eval_source, config.num_eval_envs, vectorization=config.vectorization, seed=config.seed + 1
             )
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None
-        actor = make_numpy_actor(self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.lstm)
+        actor = make_numpy_actor(
+            self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.lstm, self.settings.norm_columns
+        )
         result, trajectory = evaluation_episodes(
             self.eval_env,
             actor,
