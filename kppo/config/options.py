@@ -86,8 +86,8 @@ class Config:
     learning_rate: float = _f(2.5e-4, "Adam learning rate (Adam eps is 1e-5).")
     adam_style: str = _f(
         "keras",
-        "'keras': Adam's eps added to sqrt(v) before the bias correction (Keras, optax); "
-        "'torch': after it (torch.optim.Adam, Stable-Baselines3).",
+        "'keras': Adam's eps added to sqrt(v) before the bias correction (Keras); "
+        "'torch': after it (torch.optim.Adam, Stable-Baselines3, optax's scale_by_adam).",
     )
     optimizer: str = _f(
         "adam",

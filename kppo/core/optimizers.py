@@ -1,10 +1,12 @@
 """Adam as Keras computes it, or as torch computes it (Stable-Baselines3's optimizer); torch's RMSprop and SGD and
 SB3's RMSpropTFLike (`optimizer_class` of SB3's policies) computed as torch computes them.
 
-The two differ only in where epsilon enters. Keras (and optax) step by lr * sqrt(1 - b2^t) / (1 - b1^t) * m /
+The two differ only in where epsilon enters. Keras steps by lr * sqrt(1 - b2^t) / (1 - b1^t) * m /
 (sqrt(v) + eps); torch.optim.Adam by lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), i.e. Keras' formula
 with eps scaled by sqrt(1 - b2^t). On the first step (b2 = 0.999) Keras moves a weight by lr * g / (|g| + 31.6 eps),
-torch by lr * g / (|g| + eps): for eps = 1e-5 and |g| = 1.6e-3, Keras' step is 0.84x torch's.
+torch by lr * g / (|g| + eps): for eps = 1e-5 and |g| = 1.6e-3, Keras' step is 0.84x torch's. optax's
+`scale_by_adam` (purejaxrl, rex, gymnax-blines) is torch's order: m_hat / (sqrt(v_hat) + eps), both moments
+bias-corrected first.
 
 The others, with g the gradient plus torch's L2 term `weight_decay * w` (torch adds it to the gradient, also for
 Adam; Keras' `weight_decay` is decoupled, AdamW-style, so it is not used here), rho = `alpha`, mu = `momentum`:
