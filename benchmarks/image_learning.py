@@ -14,6 +14,8 @@ Settings (host path: gymnasium envs stepped in Python, DummyVecEnv on both sides
                 VecNormalize(norm_obs=False, norm_reward=True, gamma=0.99) on both sides: the image is not
                 standardized, it is divided by 255 as SB3 decides for a uint8 Box(0, 255) image (normalize_images
                 left at its default, True, on both sides).
+  doorkey_codes doorkey with normalize_images=False on both sides: MiniGrid's view holds object, colour and state
+                codes (0-10), not pixels; divided by 255 they reach the CNN as values below 0.04.
   minatar       MinAtar Breakout ("MinAtar/Breakout-v1" of the minatar package, its bool grid cast to float32
                 Box(0, 1) by cnn_speed.py's ObservationWrapper on both sides), 8 envs, cnn_speed.py's MinAtar setting:
                 PPO("CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, policy_kwargs=dict(net_arch=[],
@@ -79,6 +81,16 @@ SETTINGS = {
         zoo=0.96,
         label="MiniGrid DoorKey-5x5, ImgObsWrapper 7x7x3, SmallCNN + pi/vf [64, 64], RL-Zoo MiniGrid PPO",
     ),
+    "doorkey_codes": dict(
+        env_id="MiniGrid-DoorKey-5x5-v0",
+        family="minigrid",
+        n_envs=8,
+        steps=100_000,
+        ppo=MINIGRID_PPO,
+        zoo=0.96,
+        normalize_images=False,
+        label="MiniGrid DoorKey-5x5 as doorkey, normalize_images=False (the view's object codes 0-10 read as they are)",
+    ),
     "empty_random": dict(
         env_id="MiniGrid-Empty-Random-5x5-v0",
         family="minigrid",
@@ -133,6 +145,7 @@ def policy_kwargs_of(setting: dict, extractor_class) -> dict:
             net_arch=dict(pi=[64, 64], vf=[64, 64]),
             features_extractor_class=extractor_class,
             features_extractor_kwargs=dict(features_dim=128),
+            normalize_images=setting.get("normalize_images", True),
         )
     return dict(
         net_arch=[],
