@@ -14,6 +14,7 @@ means with its bootstrap interval over the agents (`benchmarks/stats.py`). Resul
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -41,7 +42,7 @@ def main() -> None:
     for index, path in enumerate(args.agents):
         _, _, policy = load_trained(path)
         rng = np.random.default_rng(index)
-        sampled, _ = play(lambda obs: policy.get_action(obs, rng=rng), args.episodes, floats=True, sticky=0.0)
+        sampled, _ = play(functools.partial(policy.get_action, rng=rng), args.episodes, floats=True, sticky=0.0)
         greedy, _ = play(policy.get_action, args.episodes, floats=True, sticky=0.0)
         row = {
             "agent": str(path),

@@ -88,5 +88,6 @@ def test_normalized_columns_leave_a_dicts_images_out():
     assert normalized_columns(gym.spaces.Dict(a=vector, b=gym.spaces.Discrete(2))) is None  # every key: all columns
     assert normalized_columns(gym.spaces.Dict(a=image, b=vector), ["a", "b"]) is None  # asked for: the image too
     assert normalized_columns(image) is None  # a lone image Box: normalize_obs standardizes it, as SB3's VecNormalize
-    with pytest.raises(ValueError, match=r"^normalize_obs_keys: expected null for a Box observation space, got \['a'\]$"):
+    expected = r"^normalize_obs_keys: expected null for a Box observation space, got \['a'\]$"
+    with pytest.raises(ValueError, match=expected):
         normalized_columns(vector, ["a"])
