@@ -9,6 +9,7 @@ from kppo.envs.tasks.cartpole import CartPole, CartPoleNoVel
 from kppo.envs.tasks.minatar_asterix import Asterix, AsterixGymnax
 from kppo.envs.tasks.minatar_breakout import Breakout, BreakoutGymnax
 from kppo.envs.tasks.minatar_freeway import Freeway, FreewayGymnax
+from kppo.envs.tasks.minatar_seaquest import Seaquest, SeaquestGymnax
 from kppo.envs.tasks.minatar_space_invaders import SpaceInvaders, SpaceInvadersGymnax
 from kppo.envs.tasks.mountain_car import MountainCar, MountainCarContinuous
 from kppo.envs.tasks.pendulum import Pendulum
@@ -35,10 +36,12 @@ MINATAR_TASKS: dict[str, type[Task]] = {
     "MinAtar/Asterix-v1": Asterix,
     "MinAtar/Breakout-v1": Breakout,
     "MinAtar/Freeway-v1": Freeway,
+    "MinAtar/Seaquest-v1": Seaquest,
     "MinAtar/SpaceInvaders-v1": SpaceInvaders,
     "Asterix-MinAtar": AsterixGymnax,
     "Breakout-MinAtar": BreakoutGymnax,
     "Freeway-MinAtar": FreewayGymnax,
+    "Seaquest-MinAtar": SeaquestGymnax,
     "SpaceInvaders-MinAtar": SpaceInvadersGymnax,
 }
 """MinAtar games by the minatar package's gymnasium id (sticky actions, no time limit) and by gymnax's id (no sticky
@@ -53,10 +56,12 @@ _SHORT_NAMES = {
     "asterix_minatar": "MinAtar/Asterix-v1",
     "breakout_minatar": "MinAtar/Breakout-v1",
     "freeway_minatar": "MinAtar/Freeway-v1",
+    "seaquest_minatar": "MinAtar/Seaquest-v1",
     "space_invaders_minatar": "MinAtar/SpaceInvaders-v1",
     "asterix_minatar_gymnax": "Asterix-MinAtar",
     "breakout_minatar_gymnax": "Breakout-MinAtar",
     "freeway_minatar_gymnax": "Freeway-MinAtar",
+    "seaquest_minatar_gymnax": "Seaquest-MinAtar",
     "space_invaders_minatar_gymnax": "SpaceInvaders-MinAtar",
 }
 
