@@ -81,16 +81,6 @@ SETTINGS = {
         zoo=0.96,
         label="MiniGrid DoorKey-5x5, ImgObsWrapper 7x7x3, SmallCNN + pi/vf [64, 64], RL-Zoo MiniGrid PPO",
     ),
-    "doorkey_codes": dict(
-        env_id="MiniGrid-DoorKey-5x5-v0",
-        family="minigrid",
-        n_envs=8,
-        steps=100_000,
-        ppo=MINIGRID_PPO,
-        zoo=0.96,
-        normalize_images=False,
-        label="MiniGrid DoorKey-5x5 as doorkey, normalize_images=False (the view's object codes 0-10 read as they are)",
-    ),
     "empty_random": dict(
         env_id="MiniGrid-Empty-Random-5x5-v0",
         family="minigrid",
@@ -109,6 +99,11 @@ SETTINGS = {
         zoo=None,
         label="MinAtar Breakout, float32 10x10x4, SmallCNN, net_arch=[] (cnn_speed.py's setting)",
     ),
+}
+SETTINGS["doorkey_codes"] = {
+    **SETTINGS["doorkey"],
+    "normalize_images": False,
+    "label": "MiniGrid DoorKey-5x5 as doorkey, normalize_images=False (the view's object codes 0-10 read as they are)",
 }
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
