@@ -117,18 +117,15 @@ class Controller:
             if i != self.mask_position and not any(name in d["name"] for name in STATE_NAMES)
         )
         self._input = inputs[self.obs_position]
-        signature_inputs = self.interpreter.get_signature_runner("action").get_input_details()
-        position_of = {d["index"]: i for i, d in enumerate(inputs)}
-        entries = self.metadata.get("inputs") or []
-        #: One input per Dict key (a Dict holding an image): (metadata entry, tensor index) in the metadata's order.
-        self.key_inputs = (
-            [(entry, signature_inputs[entry["name"]]["index"]) for entry in entries] if len(entries) > 1 else []
-        )
-        #: Positions of the observation inputs among the model's inputs (one, or one per Dict key).
-        self.obs_positions = [position_of[index] for _, index in self.key_inputs] or [self.obs_position]
         self._mask = None if self.mask_position is None else inputs[self.mask_position]
         signature = self.interpreter.get_signature_runner("action")
         ins, outs = signature.get_input_details(), signature.get_output_details()
+        position_of = {d["index"]: i for i, d in enumerate(inputs)}
+        entries = self.metadata.get("inputs") or []
+        #: One input per Dict key (a Dict holding an image): (metadata entry, tensor index) in the metadata's order.
+        self.key_inputs = [(entry, ins[entry["name"]]["index"]) for entry in entries] if len(entries) > 1 else []
+        #: Positions of the observation inputs among the model's inputs (one, or one per Dict key).
+        self.obs_positions = [position_of[index] for _, index in self.key_inputs] or [self.obs_position]
         self.recurrent = STATE_NAMES[0] in ins
         #: Output positions (TFLite Micro reads outputs by position): the action's, and the state's (h, c).
         positions = {d["index"]: i for i, d in enumerate(self.interpreter.get_output_details())}
@@ -137,11 +134,7 @@ class Controller:
         self._state_in = [ins[name]["index"] for name in STATE_NAMES] if self.recurrent else []
         self._state_out = [outs[name]["index"] for name in STATE_NAMES] if self.recurrent else []
         #: Input positions of (h, c) for a recurrent artifact.
-        self.state_positions = (
-            [i for name in STATE_NAMES for i, d in enumerate(inputs) if d["index"] == ins[name]["index"]]
-            if self.recurrent
-            else []
-        )
+        self.state_positions = [position_of[ins[name]["index"]] for name in STATE_NAMES] if self.recurrent else []
         self.units = int(ins[STATE_NAMES[0]]["shape"][1]) if self.recurrent else None
         self.reset()
         #: One input row's shape: (obs_dim,), or an image's (H, W, C) / (C, H, W).

@@ -236,6 +236,7 @@ def export(
             calibration = "normalization statistics"
     obs = parity_observations(policy, max(int(parity_obs), 1000), seed, recorded)
     masks = parity_masks(policy, len(obs), seed)
+    inputs = artifact_inputs(policy)
     staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))
     try:
         saved_model = staging / "saved_model"
@@ -243,9 +244,7 @@ def export(
         _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
         if format == "saved_model":
             loaded = tf.saved_model.load(str(saved_model))
-            run = _saved_model_runner(
-                loaded, batch_size, policy.action_masks, policy.lstm is not None, artifact_inputs(policy)
-            )
+            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None, inputs)
             ops: list[str] = []
             if path.exists():
                 shutil.rmtree(path)
@@ -256,7 +255,7 @@ def export(
             )
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(blob)
-            runner = TFLiteRunner(blob, artifact_inputs(policy) if per_key(policy) else None)
+            runner = TFLiteRunner(blob, inputs)
             run, ops = (runner if policy.lstm is None else runner.step), runner.ops()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -267,7 +266,7 @@ def export(
     )
     if quantize is None:
         check_parity(parity, format)
-    metadata = _metadata(policy, config, format, quantize, batch_size, parity, len(obs), ops, path)
+    metadata = _metadata(policy, inputs, config, format, quantize, batch_size, parity, len(obs), ops, path)
     if quantize == "int8":
         assert calibration_rows is not None  # made above for int8
         metadata["calibration"] = {"source": calibration, "observations": len(calibration_rows)}
@@ -315,7 +314,9 @@ def _image_input(policy: Policy) -> dict:
     }
 
 
-def _metadata(policy: Policy, config, format, quantize, batch_size, parity, count, ops, path: Path) -> dict:
+def _metadata(
+    policy: Policy, inputs: list[ArtifactInput], config, format, quantize, batch_size, parity, count, ops, path: Path
+) -> dict:
     act = policy.action_space
     out_dtype = "float32" if isinstance(act, gym.spaces.Box) else "int32"
     out_shape = [batch_size] + ([int(np.prod(act.shape))] if act.shape else [])
@@ -335,7 +336,7 @@ def _metadata(policy: Policy, config, format, quantize, batch_size, parity, coun
             if not per_key(policy)
             else {}
         ),
-        "inputs": input_metadata(artifact_inputs(policy), batch_size),
+        "inputs": input_metadata(inputs, batch_size),
         "output": {
             "name": "action",
             "shape": out_shape,
