@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from kppo.gym_envs.make import make_vec_env as make_gym_vec_env
 from kppo.gym_envs.sb3_vec_env import DummyVecEnv, VecEnv, VecMonitor
-from kppo.gym_envs.vec_frame_stack import FrameStack, VecFrameStack, VecTransposeImage, VectorFrameStack
+from kppo.gym_envs.vec_frame_stack import FrameStack, VecFrameStack, VecTransposeImage, VectorFrameStack, shift_in
 
 
 class _Counter(gym.Env):
@@ -119,6 +119,44 @@ def test_stacks_along_the_channel_axis(space, channels_order, stacked_shape, axi
     assert stacked.observation_space.shape == stacked_shape and stacked.observation_space.dtype == space.dtype
     np.testing.assert_array_equal(stacked.observation_space.low, np.repeat(space.low, 3, axis))
     assert _check_against_naive(stacked, _counters(space), 3, axis, steps=25) >= 6
+
+
+@pytest.mark.parametrize(
+    "dtype, n_stack, channels, axis",
+    [
+        (np.uint8, 4, 1, -1),  # Atari: one 32-bit word a pixel
+        (np.uint8, 2, 1, -1),  # 16-bit words
+        (np.uint8, 4, 2, -1),  # 64-bit words, two channels an observation
+        (np.uint16, 2, 1, -1),
+        (np.float32, 2, 1, -1),  # negative and NaN bits move as they are
+        (np.float16, 4, 1, -1),
+        (np.uint8, 3, 1, -1),  # 3 bytes a pixel: the strided copy
+        (np.uint8, 4, 1, 1),  # channels first
+        (np.float32, 3, 2, 1),
+    ],
+)
+def test_shift_in_is_concatenation_of_the_newest_frames(dtype, n_stack, channels, axis):
+    rng = np.random.default_rng(0)
+    shape = (3, 5, 4, channels * n_stack) if axis == -1 else (3, channels * n_stack, 5, 4)
+    new_shape = (*shape[:-1], channels) if axis == -1 else (3, channels, 5, 4)
+    if np.issubdtype(dtype, np.floating):
+        frames, obs = rng.normal(size=shape).astype(dtype), rng.normal(size=new_shape).astype(dtype)
+        frames.flat[7] = np.nan
+    else:
+        frames = rng.integers(0, np.iinfo(dtype).max, shape, endpoint=True).astype(dtype)
+        obs = rng.integers(0, np.iinfo(dtype).max, new_shape, endpoint=True).astype(dtype)
+    before = frames.copy()
+    kept = (slice(None), slice(channels, None)) if axis == 1 else (..., slice(channels, None))
+    expected = np.concatenate((frames[kept], obs), axis=axis)
+    shifted = shift_in(frames, obs, axis % frames.ndim)
+    assert shifted.shape == expected.shape and shifted.dtype == dtype
+    np.testing.assert_array_equal(shifted.view(np.uint8), expected.view(np.uint8))  # bit for bit, NaNs included
+    np.testing.assert_array_equal(frames.view(np.uint8), before.view(np.uint8))  # the input is left as it was
+
+
+def test_stacks_two_channel_frames_as_a_naive_numpy_stack():
+    space = gym.spaces.Box(0, 255, (6, 5, 2), np.uint8)
+    assert _check_against_naive(VecFrameStack(_counters(space), 4), _counters(space), 4, -1, steps=25) >= 6
 
 
 def test_n_stack_one_is_the_observation_itself():
