@@ -11,6 +11,10 @@ Settings (host path: gymnasium envs stepped in Python, DummyVecEnv / SyncVectorE
   pong     RL-Zoo's PPO Atari setting on PongNoFrameskip-v4: make_atari_env(n_envs=8, seed=0) + VecFrameStack(4)
            (each framework's own), PPO("CnnPolicy", n_steps=128, n_epochs=4, batch_size=256, learning_rate=2.5e-4,
            clip_range=0.1, vf_coef=0.5, ent_coef=0.01): NatureCNN on both sides. Measured: 3 rollouts (3,072 steps).
+  pong_ale the same PPO with kppo stepping ale-py's threaded C++ `AtariVectorEnv("pong", 8, life_loss_info=True,
+           stack_num=4)` through `kppo.gym_envs.ale_vector.AtariVectorEnvAdapter` (channels-first stacks), SB3 its
+           make_atari_env + VecFrameStack as in `pong` (SB3 has no AtariVectorEnv path): each framework's fastest
+           host path for Atari, not the same preprocessing code (the adapter's docstring says what differs).
 
 Throughput = env steps / wall seconds of `model.learn(N, reset_num_timesteps=False)` after a warm-up
 `model.learn(<one rollout>)` that pays compilation and the first rollout. Each framework keeps its default thread
@@ -88,6 +92,12 @@ SETTINGS = {
         label="Pong (RL-Zoo Atari PPO), 8 envs x 4 frames, NatureCNN",
     ),
 }
+# The same PPO on Pong, kppo stepping ale-py's threaded C++ AtariVectorEnv (kppo's fast host path for Atari), SB3 its
+# own make_atari_env + VecFrameStack (SB3 has no AtariVectorEnv path): not the same preprocessing code (see
+# `kppo.gym_envs.ale_vector.AtariVectorEnvAdapter` for what differs from SB3's AtariWrapper).
+SETTINGS["pong_ale"] = dict(
+    SETTINGS["pong"], label="Pong (RL-Zoo Atari PPO), 8 envs x 4 frames, NatureCNN; kppo on ale-py's AtariVectorEnv"
+)
 FRAMEWORKS = ("kppo", "sb3")
 ACTING_ENVS = (1, 8, 64)
 
@@ -252,6 +262,16 @@ def worker_kppo(setting_name: str, args) -> dict:
         source = register_minatar()
         env = kppo.make_vec_env(MINATAR_ID, n_envs=n_envs, seed=0, wrapper_class=float_obs_wrapper())
         policy_kwargs = dict(net_arch=[], normalize_images=False)
+    elif setting_name == "pong_ale":
+        from ale_py.vector_env import AtariVectorEnv
+        from gymnasium.vector import AutoresetMode
+
+        from kppo.gym_envs.ale_vector import AtariVectorEnvAdapter
+
+        source = "ale_py AtariVectorEnv('pong', life_loss_info=True, stack_num=4) + kppo's AtariVectorEnvAdapter"
+        ale = AtariVectorEnv("pong", n_envs, autoreset_mode=AutoresetMode.SAME_STEP, life_loss_info=True, stack_num=4)
+        env = kppo.VecEnv(AtariVectorEnvAdapter(ale))
+        policy_kwargs = None
     else:
         source = "kppo.make_atari_env + kppo.VecFrameStack"
         env = kppo.VecFrameStack(kppo.make_atari_env(PONG_ID, n_envs=n_envs, seed=0), n_stack=4)

@@ -324,3 +324,22 @@ def test_results_kppo_ppo_runs_a_tiny_budget(tmp_path):
 def test_cnn_speed_counts_a_rollouts_image_bytes():
     cnn = _load("cnn_speed")
     assert cnn.rollout_bytes(8, 128, (84, 84, 4), 1) == 8 * 128 * 84 * 84 * 4  # 28.9 MB
+
+
+@pytest.mark.slow
+def test_cnn_floor_benchmark_bounds_the_minatar_setting():
+    (row,) = _rows(
+        _bench("cnn_floor.py", "--settings", "minatar", "--threads", "1"), "MinAtar Breakout, 8 envs, SmallCNN"
+    )
+    steps, gradient_steps, env_s, network_s, bound = row[2], int(row[3]), float(row[4]), float(row[5]), row[6]
+    assert (steps, gradient_steps) == ("8,192", 128) and env_s > 0 and network_s > 0
+    assert float(bound.replace(",", "")) == pytest.approx(8192 / (env_s + network_s), rel=0.05)  # rounded seconds
+
+
+@pytest.mark.slow
+def test_cnn_speed_worker_trains_kppo_on_ale_pys_vector_env():
+    pytest.importorskip("ale_py")
+    out = _bench("cnn_speed.py", "--worker", "kppo", "--setting", "pong_ale", "--rollouts", "1")
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["env_steps"] == 1024 and result["observation_space"] == "Box(0, 255, (4, 84, 84), uint8)"
+    assert "AtariVectorEnv" in result["env_source"] and result["extractor"] == "NatureCNN"
