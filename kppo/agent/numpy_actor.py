@@ -101,7 +101,10 @@ _COMPILED_EXTRACTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def frozen_extractor(layer) -> Callable[[np.ndarray], np.ndarray]:
     """`layer` (a features extractor: convolutions, which numpy would run slower than TensorFlow) as one compiled
     call per batch on a copy of its current weights: later training does not change it. One tf.function per layer,
-    traced once per batch shape, reads the copied weights through Keras' StatelessScope."""
+    traced once per batch shape, reads the copied weights through Keras' StatelessScope; each call goes straight to
+    that shape's concrete function, skipping the tf.function's dispatch: the same numbers, `predict` on one Pong stack
+    1.40 ms instead of 1.55-1.67 (inside a rollout, where stepping the envs evicts the weights from the cache between
+    calls, no change was measurable)."""
     values = [tf.constant(v.numpy()) for v in layer.variables]
     forward = _COMPILED_EXTRACTORS.get(layer)
     if forward is None:
@@ -111,7 +114,15 @@ def frozen_extractor(layer) -> Callable[[np.ndarray], np.ndarray]:
                 return layer(obs)
 
         forward = _COMPILED_EXTRACTORS[layer] = tf.function(run, autograph=False)
-    return lambda obs: forward(tf.constant(obs), values).numpy()
+    concrete: dict[tuple, Callable] = {}
+
+    def call(obs: np.ndarray) -> np.ndarray:
+        key = (obs.shape, obs.dtype.str)
+        if key not in concrete:
+            concrete[key] = forward.get_concrete_function(tf.TensorSpec(obs.shape, obs.dtype), values)
+        return concrete[key](tf.constant(obs), values).numpy()
+
+    return call
 
 
 def _lstm(cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ import pytest
 
 from kppo._tf import tf
 from kppo.agent.extractors import ConvTower, Preprocessed, extractor_factory
+from kppo.agent.numpy_actor import frozen_extractor
 from kppo.agent.numpy_conv import NUMPY_MAX_MACS, acting_extractor, numpy_tower, one_blas_thread, tower_macs
 
 MINATAR = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
@@ -111,3 +112,21 @@ def test_nature_cnn_and_dict_extractors_always_use_the_compiled_call():
     combined = extractor_factory("combined", space)()
     assert numpy_tower(combined) is None
     assert acting_extractor(combined, compiled) == (compiled, False)
+
+
+def test_the_frozen_compiled_extractor_equals_the_layer_at_its_snapshot_for_every_batch_shape():
+    layer = _layer("nature_cnn", CHW)
+    frozen = frozen_extractor(layer)
+    compiled = tf.function(layer, autograph=False)
+    for n in (8, 1, 8, 3):  # a shape seen before reuses its concrete function
+        obs = _flat_obs(CHW, n, seed=n)
+        got = frozen(obs)
+        assert got.dtype == np.float32 and got.shape == (n, 512)
+        np.testing.assert_allclose(got, layer(tf.constant(obs)).numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got, compiled(tf.constant(obs)).numpy())  # the layer compiled: the same bits
+    obs = _flat_obs(CHW, 8)
+    before = frozen(obs)
+    for variable in layer.trainable_variables:  # training after the snapshot
+        variable.assign(variable * 1.5)
+    np.testing.assert_array_equal(frozen(obs), before)
+    assert not np.array_equal(frozen_extractor(layer)(obs), before)  # a new snapshot reads the new weights
