@@ -127,8 +127,8 @@ class _BoxStack:
         self.space = spaces.Box(low, high, dtype=cast(Any, space.dtype))
         self.frames = np.zeros((num_envs, *self.space.shape), dtype=space.dtype)
 
-    def _cut(self, part: slice, batch: bool = True) -> tuple:
-        return (slice(None),) * (self.axis + batch) + (part,)
+    def _cut(self, part: slice) -> tuple:
+        return (slice(None),) * (self.axis + 1) + (part,)
 
     def reset(self, obs: np.ndarray, rows: np.ndarray | None) -> np.ndarray:
         newest = self._cut(slice(-self.size, None))
