@@ -3,7 +3,7 @@
 
 For each setting, in one fresh interpreter per thread setting:
   env      seconds for the setting's timed steps (MinAtar 8,192, Pong 3,072) of the same vector env with random actions
-           (kppo.make_vec_env / make_atari_env + VecFrameStack, as the benchmark builds them): no policy at all;
+           (`cnn_speed.kppo_env`, what the benchmark's kppo worker trains on): no policy at all;
   network  seconds for the timed learn's gradient steps (MinAtar 128, Pong 48, minibatches of 256) of kppo's own
            actor-critic (the `kppo.PPO("CnnPolicy", ...)` the benchmark trains): forward pass of the shared extractor,
            both heads, the gradient of the sum of their outputs with respect to every weight, in one compiled
@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 
-from cnn_speed import MINATAR_ID, PONG_ID, SETTINGS, float_obs_wrapper, register_minatar, rollout_steps
+from cnn_speed import SETTINGS, kppo_env, rollout_steps
 from machine import cpu_model, package_versions
 
 MINIBATCH = 256
@@ -35,14 +35,8 @@ MINIBATCH = 256
 def _model(setting: str):
     import kppo
 
-    if setting == "minatar":
-        register_minatar()
-        env = kppo.make_vec_env(MINATAR_ID, n_envs=8, seed=0, wrapper_class=float_obs_wrapper())
-        kwargs = dict(policy_kwargs=dict(net_arch=[], normalize_images=False))
-    else:
-        env = kppo.VecFrameStack(kppo.make_atari_env(PONG_ID, n_envs=8, seed=0), n_stack=4)
-        kwargs = {}
-    return kppo.PPO("CnnPolicy", env, seed=0, verbose=0, **kwargs, **SETTINGS[setting]["ppo"])
+    _, env, policy_kwargs = kppo_env(setting, SETTINGS[setting]["n_envs"])  # what cnn_speed.py's kppo worker trains
+    return kppo.PPO("CnnPolicy", env, policy_kwargs=policy_kwargs, seed=0, verbose=0, **SETTINGS[setting]["ppo"])
 
 
 def _env_seconds(model, steps: int) -> float:

@@ -62,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 from machine import cpu_model, package_versions
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -224,6 +225,27 @@ def measure_learn(model, setting: dict, timer: Timer, rollouts: int) -> dict:
     )
 
 
+def kppo_env(setting_name: str, n_envs: int) -> tuple[str, Any, dict | None]:
+    """(where the env comes from, the kppo vector env of `setting_name`, the CnnPolicy's policy_kwargs)."""
+    import kppo
+
+    if setting_name == "minatar":
+        source = register_minatar()
+        env = kppo.make_vec_env(MINATAR_ID, n_envs=n_envs, seed=0, wrapper_class=float_obs_wrapper())
+        return source, env, dict(net_arch=[], normalize_images=False)
+    if setting_name == "pong_ale":
+        from ale_py.vector_env import AtariVectorEnv
+        from gymnasium.vector import AutoresetMode
+
+        from kppo.gym_envs.ale_vector import AtariVectorEnvAdapter
+
+        ale = AtariVectorEnv("pong", n_envs, autoreset_mode=AutoresetMode.SAME_STEP, life_loss_info=True, stack_num=4)
+        source = "ale_py AtariVectorEnv('pong', life_loss_info=True, stack_num=4) + kppo's AtariVectorEnvAdapter"
+        return source, kppo.VecEnv(AtariVectorEnvAdapter(ale)), None
+    env = kppo.VecFrameStack(kppo.make_atari_env(PONG_ID, n_envs=n_envs, seed=0), n_stack=4)
+    return "kppo.make_atari_env + kppo.VecFrameStack", env, None
+
+
 def worker_kppo(setting_name: str, args) -> dict:
     t0 = time.perf_counter()
     import kppo
@@ -258,24 +280,7 @@ def worker_kppo(setting_name: str, args) -> dict:
 
     t1 = time.perf_counter()
     n_envs = args.n_envs or setting["n_envs"]
-    if setting_name == "minatar":
-        source = register_minatar()
-        env = kppo.make_vec_env(MINATAR_ID, n_envs=n_envs, seed=0, wrapper_class=float_obs_wrapper())
-        policy_kwargs = dict(net_arch=[], normalize_images=False)
-    elif setting_name == "pong_ale":
-        from ale_py.vector_env import AtariVectorEnv
-        from gymnasium.vector import AutoresetMode
-
-        from kppo.gym_envs.ale_vector import AtariVectorEnvAdapter
-
-        source = "ale_py AtariVectorEnv('pong', life_loss_info=True, stack_num=4) + kppo's AtariVectorEnvAdapter"
-        ale = AtariVectorEnv("pong", n_envs, autoreset_mode=AutoresetMode.SAME_STEP, life_loss_info=True, stack_num=4)
-        env = kppo.VecEnv(AtariVectorEnvAdapter(ale))
-        policy_kwargs = None
-    else:
-        source = "kppo.make_atari_env + kppo.VecFrameStack"
-        env = kppo.VecFrameStack(kppo.make_atari_env(PONG_ID, n_envs=n_envs, seed=0), n_stack=4)
-        policy_kwargs = None
+    source, env, policy_kwargs = kppo_env(setting_name, n_envs)
     model = kppo.PPO("CnnPolicy", env, policy_kwargs=policy_kwargs, seed=0, verbose=0, **setting["ppo"])
     t2 = time.perf_counter()
     rss_built = peak_rss_mb()
