@@ -51,7 +51,7 @@ _EXPORTS = {
     "VecFrameStack": "kppo.gym_envs.vec_frame_stack",
     "VecMonitor": "kppo.gym_envs.sb3_vec_env",
     "VecNormalize": "kppo.sb3.vec_normalize",
-    "VecTransposeImage": "kppo.gym_envs.vec_frame_stack",
+    "VecTransposeImage": "kppo.gym_envs.vec_transpose",
     "evaluate_policy": "kppo.gym_envs.evaluation",
     "export": "kppo.exporter.artifact",
     "make_atari_env": "kppo.gym_envs.atari",
@@ -121,7 +121,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from kppo.gym_envs.vec_frame_stack import VecFrameStack, VecTransposeImage
+    from kppo.gym_envs.vec_frame_stack import VecFrameStack
+    from kppo.gym_envs.vec_transpose import VecTransposeImage
     from kppo.gym_envs.ale_vector import AtariVectorEnvAdapter
     from kppo.gym_envs.atari import AtariWrapper, make_atari_env
     from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN

@@ -233,14 +233,22 @@ class SubprocVecEnv(VecEnv):
         super().__init__(AsyncVectorEnv(fns, context=start_method, autoreset_mode=AutoresetMode.SAME_STEP))
 
 
+def checked_venv(venv: Any, wrapper: str = "") -> VecEnv:
+    """`venv` when it is a kppo `VecEnv`, else a one-line ValueError naming the `wrapper` that was given it."""
+    if not isinstance(venv, VecEnv):
+        who = f"{wrapper} " if wrapper else ""
+        raise ValueError(
+            f"venv: {who}expected a kppo VecEnv (DummyVecEnv, SubprocVecEnv...), got {type(venv).__name__}"
+        )
+    return venv
+
+
 class VecEnvWrapper(VecEnv):
     """SB3's `VecEnvWrapper(venv)`: the SB3 API of `venv`, over `vector_env` (by default `venv`'s own); attributes
     the wrapper lacks are looked up on `venv`."""
 
     def __init__(self, venv: VecEnv, vector_env: VectorEnv | None = None):
-        if not isinstance(venv, VecEnv):
-            raise ValueError(f"venv: expected a kppo VecEnv (DummyVecEnv, SubprocVecEnv...), got {type(venv).__name__}")
-        self.venv = venv
+        self.venv = checked_venv(venv)
         super().__init__(venv.vector_env if vector_env is None else vector_env)
         self._seeds, self._options = venv._seeds, venv._options  # SB3: venv.reset() still uses venv's seed
 

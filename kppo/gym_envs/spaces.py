@@ -12,6 +12,7 @@ is a one-line `ValueError` (typed as SB3 raises it: `kppo.core.errors`).
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
@@ -167,6 +168,16 @@ def is_channels_first(shape: tuple[int, ...]) -> bool:
             f"observation_space: expected an image shape (H, W, C) or (C, H, W) whose channels are its smallest "
             f"dimension, got {tuple(shape)}; transpose it (kppo reads HWC, or CHW when the first dimension is smallest)"
         )
+    return smallest == 0
+
+
+def is_image_space_channels_first(space: spaces.Box) -> bool:
+    """SB3's `is_image_space_channels_first` as SB3's wrappers (`VecFrameStack`, `VecTransposeImage`) apply it: the
+    channels are the smallest dimension, first (CxHxW) when that is dimension 0, else last, with SB3's warning when it
+    is the middle one (`is_channels_first` refuses that shape, as kppo's CNNs cannot read it)."""
+    smallest = int(np.argmin(space.shape))
+    if smallest == 1:
+        warnings.warn("Treating image space as channels-last, while second dimension was smallest of the three.")
     return smallest == 0
 
 

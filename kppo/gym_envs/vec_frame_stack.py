@@ -1,13 +1,12 @@
-"""Stable-Baselines3's `VecFrameStack` and `VecTransposeImage` (stable_baselines3.common.vec_env.vec_frame_stack,
-.stacked_observations, .vec_transpose) on kppo's SB3-style `VecEnv` (`kppo.gym_envs.sb3_vec_env`).
+"""Stable-Baselines3's `VecFrameStack` (stable_baselines3.common.vec_env.vec_frame_stack, .stacked_observations) on
+kppo's SB3-style `VecEnv` (`kppo.gym_envs.sb3_vec_env`); its twin `VecTransposeImage` is `kppo.gym_envs.vec_transpose`.
 
-kppo trains on the gymnasium vector env under a VecEnv (`VecEnv.vector_env`), not on its SB3 API, so each wrapper
-does its work once, as a gymnasium vector wrapper over a SAME_STEP vector env (`VectorFrameStack`,
-`VectorTransposeImage`), and the VecEnv wrapper only exposes it as its `vector_env`: `kppo.PPO` trains on the
-stacked (transposed) observations the SB3 API returns, and `model.predict` takes them. A finished episode's last
-observation is stacked (transposed) too, both in gymnasium's `infos["final_obs"]` (what kppo bootstraps truncated
-episodes from) and in SB3's `infos[i]["terminal_observation"]`. `FrameStack` stacks one env's observations the same
-way, for envs a factory makes (`Config.frame_stack`).
+kppo trains on the gymnasium vector env under a VecEnv (`VecEnv.vector_env`), not on its SB3 API, so the wrapper
+does its work once, as a gymnasium vector wrapper over a SAME_STEP vector env (`VectorFrameStack`), and the VecEnv
+wrapper only exposes it as its `vector_env`: `kppo.PPO` trains on the stacked observations the SB3 API returns, and
+`model.predict` takes them. A finished episode's last observation is stacked too, both in gymnasium's
+`infos["final_obs"]` (what kppo bootstraps truncated episodes from) and in SB3's `infos[i]["terminal_observation"]`.
+`FrameStack` stacks one env's observations the same way, for envs a factory makes (`Config.frame_stack`).
 """
 
 from __future__ import annotations
@@ -25,68 +24,12 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 from kppo.core.errors import ArgumentError, ArgumentTypeError
-from kppo.gym_envs.sb3_vec_env import VecEnv, VecEnvWrapper
-from kppo.gym_envs.vector_info import same_step
+from kppo.gym_envs.sb3_vec_env import VecEnv, VecEnvWrapper, checked_venv
+from kppo.gym_envs.spaces import is_image_space, is_image_space_channels_first
+from kppo.gym_envs.vector_info import final_observations, same_step, with_final_observations
 
 ChannelsOrder = str | Mapping[str, str | None] | None
 _ORDERS = ("first", "last")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Images (SB3's common.preprocessing)
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def is_image_space(space: spaces.Space) -> bool:
-    """SB3's `is_image_space`: a 3-D uint8 Box bounded by 0 and 255."""
-    return (
-        isinstance(space, spaces.Box)
-        and len(space.shape) == 3
-        and space.dtype == np.uint8
-        and bool(np.all(space.low == 0) and np.all(space.high == 255))
-    )
-
-
-def is_image_space_channels_first(space: spaces.Box) -> bool:
-    """SB3's heuristic: the channels are the smallest dimension; first (CxHxW) when that is dimension 0, else last
-    (a warning when it is the middle one)."""
-    smallest = int(np.argmin(space.shape))
-    if smallest == 1:
-        warnings.warn("Treating image space as channels-last, while second dimension was smallest of the three.")
-    return smallest == 0
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Final observations in gymnasium's vector infos
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def final_observations(infos: dict[str, Any], ended: np.ndarray) -> dict[int, Any]:
-    """{env index: last observation of its episode} for the envs in `ended` that have one in `infos["final_obs"]`
-    (gymnasium: an object array masked by `_final_obs`; also a dense array, or a dict of them, per env in rows)."""
-    final, mask = infos.get("final_obs"), infos.get("_final_obs")
-    if final is None:
-        return {}
-    rows = {}
-    for i in np.flatnonzero(ended):
-        if mask is None or mask[i]:
-            rows[int(i)] = {key: value[i] for key, value in final.items()} if isinstance(final, dict) else final[i]
-    return rows
-
-
-def with_final_observations(infos: dict[str, Any], num_envs: int, rows: dict[int, Any]) -> dict[str, Any]:
-    """`infos` with `rows` ({env index: observation}) as gymnasium's `final_obs` (an object array, None elsewhere)
-    and `_final_obs` mask."""
-    values = np.full(num_envs, None, dtype=object)
-    mask = np.zeros(num_envs, dtype=bool)
-    for i, obs in rows.items():
-        values[i], mask[i] = obs, True
-    return {**infos, "final_obs": values, "_final_obs": mask}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Frame stacking
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def shift_in(frames: np.ndarray, obs: np.ndarray, axis: int) -> np.ndarray:
@@ -285,14 +228,6 @@ class VectorFrameStack(VectorWrapper):
         return stacked, rewards, terminated, truncated, infos
 
 
-def _checked_venv(venv: Any, wrapper: str) -> VecEnv:
-    if not isinstance(venv, VecEnv):
-        raise ValueError(
-            f"venv: {wrapper} expected a kppo VecEnv (DummyVecEnv, SubprocVecEnv...), got {type(venv).__name__}"
-        )
-    return venv
-
-
 class VecFrameStack(VecEnvWrapper):
     """SB3's `VecFrameStack(venv, n_stack, channels_order=None)`: the last `n_stack` observations of each env
     stacked along the channel axis (last for HxWxC, first for CxHxW images, see `VectorFrameStack`), zeros at
@@ -300,110 +235,9 @@ class VecFrameStack(VecEnvWrapper):
     a stack per key, `channels_order` a str or a mapping key -> order)."""
 
     def __init__(self, venv: VecEnv, n_stack: int, channels_order: ChannelsOrder = None):
-        venv = _checked_venv(venv, "VecFrameStack")
+        venv = checked_venv(venv, "VecFrameStack")
         super().__init__(venv, VectorFrameStack(venv.vector_env, n_stack, channels_order))
         self.n_stack = int(n_stack)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Transposing images
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def transpose_space(space: spaces.Box, key: str = "") -> spaces.Box:
-    """An HxWxC image space as CxHxW (SB3's `VecTransposeImage.transpose_space`)."""
-    where = f"observation_space[{key!r}]" if key else "observation_space"
-    if not is_image_space(space):
-        raise ArgumentError(f"{where}: expected an image (a 3-D uint8 Box in 0..255), got {space}")
-    if is_image_space_channels_first(space):
-        raise ArgumentError(f"{where}: expected channels last (HxWxC) to transpose, got shape {space.shape}")
-    return spaces.Box(np.transpose(space.low, (2, 0, 1)), np.transpose(space.high, (2, 0, 1)), dtype=np.uint8)
-
-
-def transpose_image(image: np.ndarray) -> np.ndarray:
-    """An HxWxC image, or a batch NxHxWxC, as CxHxW (NxCxHxW), contiguous."""
-    image = np.asarray(image)
-    return np.ascontiguousarray(np.moveaxis(image, -1, -3))
-
-
-class VectorTransposeImage(VectorWrapper):
-    """A gymnasium vector wrapper turning HxWxC image observations into CxHxW (a Dict's image keys; final
-    observations too): what `VecTransposeImage` exposes as its `vector_env`. `env` in SAME_STEP autoreset mode."""
-
-    def __init__(self, env: VectorEnv):
-        env = same_step(env)
-        super().__init__(env)
-        space = env.single_observation_space
-        if isinstance(space, spaces.Dict):
-            self.image_space_keys = [key for key, sub in space.spaces.items() if is_image_space(sub)]
-            self.single_observation_space = spaces.Dict(
-                OrderedDict(
-                    (key, transpose_space(cast(spaces.Box, sub), key) if key in self.image_space_keys else sub)
-                    for key, sub in space.spaces.items()
-                )
-            )
-        else:
-            self.image_space_keys = []
-            self.single_observation_space = transpose_space(cast(spaces.Box, space))
-        self.observation_space = batch_space(self.single_observation_space, env.num_envs)
-
-    def transpose_observations(self, obs: Any) -> Any:
-        """Observations (one env's or a batch) with their images as CxHxW."""
-        if isinstance(obs, dict):
-            return {
-                key: transpose_image(value) if key in self.image_space_keys else value for key, value in obs.items()
-            }
-        return transpose_image(obs)
-
-    def reset(self, *, seed: Any = None, options: dict | None = None) -> tuple[Any, dict]:
-        """Resets the vector env; the observations as CxHxW."""
-        obs, infos = self.env.reset(seed=seed, options=options)
-        return self.transpose_observations(obs), infos
-
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
-        """Steps the vector env; the observations and finished episodes' last observations as CxHxW."""
-        obs, rewards, terminated, truncated, infos = self.env.step(actions)
-        ended = np.asarray(terminated, bool) | np.asarray(truncated, bool)
-        if ended.any() and "final_obs" in infos:
-            finals = final_observations(infos, ended)
-            rows = {i: self.transpose_observations(final) for i, final in finals.items()}
-            infos = with_final_observations(infos, self.num_envs, rows)
-        return self.transpose_observations(obs), rewards, terminated, truncated, infos
-
-
-class VecTransposeImage(VecEnvWrapper):
-    """SB3's `VecTransposeImage(venv, skip=False)`: image observations from HxWxC to CxHxW (a Dict's image keys;
-    `terminal_observation` too), for programs written for PyTorch's channels-first convolutions; `skip=True`
-    leaves them as they are. kppo's CNNs are channels last (NHWC) and take CxHxW images as well, so kppo needs no
-    transposition: this wrapper is for SB3 code that asks for it."""
-
-    def __init__(self, venv: VecEnv, skip: bool = False):
-        venv = _checked_venv(venv, "VecTransposeImage")
-        space = venv.observation_space
-        if not (is_image_space(space) or isinstance(space, spaces.Dict)):
-            raise ArgumentError(f"observation_space: expected an image or a Dict observation space, got {space}")
-        self.skip = bool(skip)
-        super().__init__(venv, None if self.skip else VectorTransposeImage(venv.vector_env))
-        self.image_space_keys = [] if self.skip else cast(VectorTransposeImage, self.vector_env).image_space_keys
-
-    transpose_space = staticmethod(transpose_space)
-    transpose_image = staticmethod(transpose_image)
-
-    def transpose_observations(self, observations: Any) -> Any:
-        """SB3's method: `observations` with their images as CxHxW (unchanged when `skip`)."""
-        if self.skip:
-            return observations
-        return cast(VectorTransposeImage, self.vector_env).transpose_observations(observations)
-
-
-__all__ = [
-    "FrameStack",
-    "VecFrameStack",
-    "VecTransposeImage",
-    "VectorFrameStack",
-    "VectorTransposeImage",
-    "final_observations",
-    "is_image_space",
-    "is_image_space_channels_first",
-    "with_final_observations",
-]
+__all__ = ["FrameStack", "VecFrameStack", "VectorFrameStack", "shift_in"]

@@ -1,6 +1,8 @@
 """What kppo reads from gymnasium vector envs besides observations and rewards: the sub-envs' time limit and id; the
 auto-reset mode (gymnasium's default NEXT_STEP re-created as SAME_STEP: `same_step`); per-env info dicts (one sub-env's
-entries; Stable-Baselines3's per-env infos of a step). The checks on envs are `kppo.gym_envs.checks`."""
+entries; Stable-Baselines3's per-env infos of a step); the final observations of finished episodes in a step's infos
+(read per env, written back by the wrappers that change observations). The checks on envs are
+`kppo.gym_envs.checks`."""
 
 from __future__ import annotations
 
@@ -207,3 +209,31 @@ def sb3_info(
     info.setdefault("episode", episode)
     info["TimeLimit.truncated"] = truncated
     return info
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Final observations in gymnasium's vector infos
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def final_observations(infos: dict[str, Any], ended: np.ndarray) -> dict[int, Any]:
+    """{env index: last observation of its episode} for the envs in `ended` that have one in `infos["final_obs"]`
+    (gymnasium: an object array masked by `_final_obs`; also a dense array, or a dict of them, per env in rows)."""
+    final, mask = infos.get("final_obs"), infos.get("_final_obs")
+    if final is None:
+        return {}
+    rows = {}
+    for i in np.flatnonzero(ended):
+        if mask is None or mask[i]:
+            rows[int(i)] = {key: value[i] for key, value in final.items()} if isinstance(final, dict) else final[i]
+    return rows
+
+
+def with_final_observations(infos: dict[str, Any], num_envs: int, rows: dict[int, Any]) -> dict[str, Any]:
+    """`infos` with `rows` ({env index: observation}) as gymnasium's `final_obs` (an object array, None elsewhere)
+    and `_final_obs` mask."""
+    values = np.full(num_envs, None, dtype=object)
+    mask = np.zeros(num_envs, dtype=bool)
+    for i, obs in rows.items():
+        values[i], mask[i] = obs, True
+    return {**infos, "final_obs": values, "_final_obs": mask}
