@@ -38,6 +38,7 @@ from kppo.core.optimizers import initial_adam_state
 from kppo.core.types import Batch
 from kppo.training.runners.base import update_settings
 from kppo.update.ppo import functional_update, ppo_update
+from kppo.update.schedules import Schedules
 from machine import cpu_model
 
 
@@ -69,13 +70,16 @@ def main() -> None:
     config = Config(num_epochs=args.epochs, num_minibatches=args.minibatches)
     agent = make_agent(config, 4, gym.spaces.Discrete(2))
     settings = update_settings(config)
-    data, key, lr = batch(args.rows, 4), tf.constant([1, 2], tf.int32), tf.constant(2.5e-4)
+    data, key = batch(args.rows, 4), tf.constant([1, 2], tf.int32)
+    schedules = Schedules(tf.constant(2.5e-4), tf.constant(config.clip_range), tf.constant(config.clip_range_vf))
     variables = agent.variables
 
-    keras_update = tf.function(lambda b, k: ppo_update(agent, settings, b, k), jit_compile=args.jit, autograph=False)
+    keras_update = tf.function(
+        lambda b, k: ppo_update(agent, settings, b, k, schedules), jit_compile=args.jit, autograph=False
+    )
 
     def tensor_update(params, adam, b, k):
-        return functional_update(agent, settings, config.adam_style, params, adam, b, k, lr)
+        return functional_update(agent, settings, config.adam_style, params, adam, b, k, schedules)
 
     tensor_call = tf.function(tensor_update, jit_compile=args.jit, autograph=False)
     params = [tf.convert_to_tensor(v) for v in variables]

@@ -57,7 +57,8 @@ from kppo.training.plan import Plan
 from kppo.training.train import run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy
-from kppo.training.runners import Runner, ScheduleVariables, Start, make_runner
+from kppo.training.runners import Runner, Start, make_runner
+from kppo.update.schedules import Schedules
 from kppo.sb3.arguments import (
     Schedule,
     extractor_fields,
@@ -266,21 +267,15 @@ class PPO(BaseAlgorithm):
         except BaseException:
             vec_env.close()
             raise
-        self._clip_var = tf.Variable(self.clip_range, trainable=False, name="clip_range")
-        self._clip_vf_var = (
-            None
-            if self.clip_range_vf is None
-            else tf.Variable(self.clip_range_vf, trainable=False, name="clip_range_vf")
-        )
+        self._schedules = self._schedules_now(self._current_lr, self.clip_range, self.clip_range_vf)
         if isinstance(env, VecNormalize):
             env.model = self
             start = start._replace(count_reset=env.training)
             if env.loaded is not None:  # VecNormalize.load: its statistics, as SB3
                 obs_stats, return_stats = env.loaded_moments()
                 start = start._replace(obs_stats=obs_stats, return_stats=return_stats)
-        schedule = ScheduleVariables(self._clip_var, self._clip_vf_var)
-        with self._device_scope():
-            self._runner = make_runner(vec_env, self.config, None, start, schedule)
+        with self._device_scope():  # the update reads the schedules `_apply_schedules` set before each rollout
+            self._runner = make_runner(vec_env, self.config, None, start, lambda iteration: self._schedules)
         self.runner_state = self._runner.state
         self.agent = self._runner.agent
         self.env = self._runner.env
@@ -411,24 +406,29 @@ class PPO(BaseAlgorithm):
         return self
 
     def _clip_now(self) -> float:
-        return float(self._clip_var.numpy()) if self._runner is not None else self.clip_range
+        return float(self._schedules.clip_range) if self._runner is not None else self.clip_range
 
     def _clip_vf_now(self) -> float | None:
-        if self._runner is not None and self._clip_vf_var is not None:
-            return float(self._clip_vf_var.numpy())
+        if self._runner is not None and self._schedules.clip_range_vf is not None:
+            return float(self._schedules.clip_range_vf)
         return self.clip_range_vf
+
+    @staticmethod
+    def _schedules_now(learning_rate: float, clip_range: float, clip_range_vf: float | None) -> Schedules:
+        """Host values as the update reads them (float32 tensors: a new value does not retrace the update)."""
+        values = (learning_rate, clip_range, clip_range_vf)
+        return Schedules(*[None if x is None else tf.constant(float(x), tf.float32) for x in values])
 
     def _apply_schedules(self, progress_remaining: float) -> None:
         """SB3's schedules, evaluated before every rollout (the loop's `schedule` hook)."""
         if self._lr_schedule is not None:
             self._current_lr = float(self._lr_schedule(progress_remaining))
-        assert self.agent is not None  # called by `learn`, which needs the runner
-        self.agent.optimizer.learning_rate.assign(self._current_lr)
-        if self._clip_schedule is not None:
-            self._clip_var.assign(float(self._clip_schedule(progress_remaining)))
+        now = self._schedules
+        clip = float(self._clip_schedule(progress_remaining)) if self._clip_schedule is not None else now.clip_range
+        clip_vf = now.clip_range_vf
         if self._clip_vf_schedule is not None:
-            assert self._clip_vf_var is not None  # made with the schedule, for clip_range_vf
-            self._clip_vf_var.assign(float(self._clip_vf_schedule(progress_remaining)))
+            clip_vf = float(self._clip_vf_schedule(progress_remaining))
+        self._schedules = self._schedules_now(self._current_lr, clip, clip_vf)
 
     def _log(self, diag: Diagnostics, iteration: int, progress: Progress, start: tuple[float, int]) -> None:
         """One SB3 logger dump: the metrics of this iteration under SB3's keys (`kppo.training.metrics.METRICS`), with

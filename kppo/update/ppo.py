@@ -1,13 +1,20 @@
 """The PPO update: epochs x shuffled minibatches, global-norm clipping, Adam, target-KL early stop; and the PPO
-iteration around it (keys, schedule, rollout, update, diagnostics: `iteration_step`), written once for every runner.
+iteration around it (keys, schedules, rollout, update, diagnostics: `iteration_step`) and the loop over iterations
+(`drive`), each written once for every runner.
 
 Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_shuffle`); the minibatch index table
 [epochs * minibatches, minibatch_size] is built once per update, so no slice has tensor bounds.
+
+The minibatch loop (`minibatch_loop`) has the modes the runners need: "graph" (a `tf.while_loop` that leaves at a
+target-KL stop), "members" (the same loop with one trip count for every population member: after a stop the rest are
+computed and dropped), "unrolled" (a Python loop traced into the caller's graph: MirroredStrategy allows no
+all-reduce inside a `tf.while_loop`) and "host" (a Python loop run eagerly, which reads each step's KL decision on
+the host). Every mode sums the same `UpdateStats` and applies the one target-KL test, `kl_within`.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo.core import losses
@@ -16,7 +23,9 @@ from kppo.agent.agent import Agent, actor_critic, with_weights
 from kppo.core.distribute import clip_and_scale, minibatch_moments
 from kppo.core.tf_loops import merge_leading, tie_to_members
 from kppo.core.optimizers import AdamState, adam_step
+from kppo.rollout.gymnasium import RolloutStopped
 from kppo.update.recurrent import replay_sequences, replay_window, rotated_indices, rows, sequences
+from kppo.update.schedules import ScheduleFn, Schedules, with_schedules
 from kppo.core.types import Batch, Diagnostics, LossInfo, Rollout, RunnerState
 
 
@@ -75,6 +84,23 @@ def minibatch_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatche
     return tf.reshape(perms, [num_epochs * num_minibatches, size // num_minibatches])
 
 
+def update_indices(settings: UpdateSettings, size: int, key: tf.Tensor) -> tf.Tensor:
+    """The update's minibatch rows: shuffled permutations, or sb3-contrib's rotated windows (recurrent rows)."""
+    draw = rotated_indices if settings.rotated_steps else minibatch_indices
+    return draw(key, size, settings.num_epochs, settings.num_minibatches)
+
+
+def gather(batch: Batch, indices: tf.Tensor, k) -> Batch:
+    """Minibatch `k` of the update (row `k` of `indices`)."""
+    return tf.nest.map_structure(lambda x: tf.gather(x, tf.gather(indices, k)), batch)
+
+
+def kl_within(approx_kl, target_kl: float):
+    """SB3's target-KL test, the one every path applies before a gradient step: whether the minibatch's approx KL
+    before the step is within 1.5 * target_kl (a NaN KL is not: the step is skipped). Tensors or host floats."""
+    return approx_kl <= 1.5 * target_kl
+
+
 def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
     """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences, or one window
     of rows (`settings.rotated_steps`)."""
@@ -104,52 +130,68 @@ def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[t
     )
 
 
+def minibatch_gradients(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[LossInfo, list, tf.Tensor]:
+    """One minibatch's loss info, its gradients clipped by global norm (all-reduced first under tf.distribute:
+    `kppo.core.distribute.clip_and_scale`) and the pre-clip global norm."""
+    variables = agent.variables
+    with tf.GradientTape() as tape:
+        loss, info = minibatch_loss(agent, settings, mb)
+    clipped, grad_norm = clip_and_scale(tape.gradient(loss, variables), settings.max_grad_norm)
+    return info, clipped, grad_norm
+
+
 def minibatch_step(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[LossInfo, tf.Tensor, tf.Tensor]:
-    """Gradient of one minibatch, clipped by global norm and applied unless target KL is exceeded. Under
-    tf.distribute the gradients are all-reduced before the clip (`kppo.core.distribute.clip_and_scale`).
+    """Gradient of one minibatch, clipped by global norm and applied unless target KL is exceeded.
 
     Returns (loss info, pre-clip global gradient norm, bool applied). The KL test uses the approx KL of this
     minibatch before the step (SB3: https://github.com/DLR-RM/stable-baselines3/blob/master/stable_baselines3/ppo/ppo.py).
     """
+    info, clipped, grad_norm = minibatch_gradients(agent, settings, mb)
     variables = agent.variables
-    with tf.GradientTape() as tape:
-        loss, info = minibatch_loss(agent, settings, mb)
-    grads = tape.gradient(loss, variables)
-    clipped, grad_norm = clip_and_scale(grads, settings.max_grad_norm)  # all-reduce first under tf.distribute
     if settings.target_kl is None:
         agent.optimizer.apply_gradients(zip(clipped, variables))
         return info, grad_norm, tf.constant(True)
-    apply = info.approx_kl <= 1.5 * settings.target_kl
 
     def _apply():
         agent.optimizer.apply_gradients(zip(clipped, variables))
         return tf.constant(True)
 
-    return info, grad_norm, tf.cond(apply, _apply, lambda: tf.constant(False))
+    return info, grad_norm, tf.cond(kl_within(info.approx_kl, settings.target_kl), _apply, lambda: tf.constant(False))
 
 
-def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf.Tensor, early_exit: bool):
-    """Epochs x minibatches of `step(carry, minibatch, stopped) -> (carry, info, grad norm, applied)`; after a target-KL
-    violation no more minibatches count. `early_exit` leaves the loop there; otherwise (a loop with the same trip count
-    for every member of a population, as vectorization needs) the remaining minibatches are computed and dropped."""
-    size = batch.obs.shape[0]
-    draw = rotated_indices if settings.rotated_steps else minibatch_indices
-    indices = draw(key, size, settings.num_epochs, settings.num_minibatches)
-    total = settings.num_epochs * settings.num_minibatches
+def add_stats(stats: UpdateStats, info: LossInfo, grad_norm, applied, counts=True) -> UpdateStats:
+    """The update's sums after one minibatch (`counts`: it was computed before any target-KL stop)."""
+    return UpdateStats(
+        loss=tf.nest.map_structure(lambda a, b: a + tf.where(counts, b, 0.0), stats.loss, info),
+        grad_norm=stats.grad_norm + tf.where(counts, grad_norm, 0.0),
+        minibatches=stats.minibatches + tf.cast(counts, tf.int32),
+        steps=stats.steps + tf.cast(applied, tf.int32),
+    )
+
+
+MINIBATCH_MODES = ("graph", "members", "unrolled", "host")
+
+
+def minibatch_loop(step: Callable, carry: Any, total: int, mode: str = "graph") -> tuple[Any, UpdateStats]:
+    """`total` minibatches of `step(carry, k, stopped) -> (carry, info, grad norm, applied)`; after a step that was not
+    applied (the target-KL stop) no more minibatches count. `mode` (module docstring): "graph" and "host" leave the
+    loop there, "members" computes and drops the rest, "unrolled" never stops (its step has no KL test)."""
+    if mode in ("unrolled", "host"):
+        stats = zero_stats()
+        for k in range(total):
+            carry, info, grad_norm, applied = step(carry, tf.constant(k), False)
+            stats = add_stats(stats, info, grad_norm, applied)
+            if mode == "host" and not bool(applied):
+                break
+        return carry, stats
+    early_exit = mode == "graph"
 
     def cond(k, carry, stats, stopped):
         return tf.logical_and(k < total, tf.logical_not(stopped)) if early_exit else k < total
 
     def body(k, carry, stats, stopped):
-        mb = tf.nest.map_structure(lambda x: tf.gather(x, indices[k]), batch)
-        carry, info, grad_norm, applied = step(carry, mb, stopped)
-        counts = tf.logical_not(stopped)
-        stats = UpdateStats(
-            loss=tf.nest.map_structure(lambda a, b: a + tf.where(counts, b, 0.0), stats.loss, info),
-            grad_norm=stats.grad_norm + tf.where(counts, grad_norm, 0.0),
-            minibatches=stats.minibatches + tf.cast(counts, tf.int32),
-            steps=stats.steps + tf.cast(applied, tf.int32),
-        )
+        carry, info, grad_norm, applied = step(carry, k, stopped)
+        stats = add_stats(stats, info, grad_norm, applied, tf.logical_not(stopped))
         return k + 1, carry, stats, tf.logical_or(stopped, tf.logical_not(applied))
 
     start = (tf.constant(0), carry, zero_stats(), tf.constant(False))
@@ -157,15 +199,21 @@ def _minibatch_loop(step, carry, settings: UpdateSettings, batch: Batch, key: tf
     return carry, stats
 
 
-def ppo_update(agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Tensor) -> UpdateStats:
-    """All epochs and minibatches of one PPO update on the agent's variables; stops early after a target-KL
-    violation."""
+def ppo_update(
+    agent: Agent, settings: UpdateSettings, batch: Batch, key: tf.Tensor, schedules: Schedules | None = None
+) -> UpdateStats:
+    """All epochs and minibatches of one PPO update on the agent's variables, with this iteration's `schedules` (the
+    learning rate assigned to the optimizer); stops early after a target-KL violation."""
+    if schedules is not None:
+        agent.optimizer.learning_rate.assign(schedules.learning_rate)
+        settings = with_schedules(settings, schedules)
+    indices = update_indices(settings, batch.obs.shape[0], key)
 
-    def step(carry, mb, stopped):
+    def step(carry, k, stopped):
         del stopped  # the loop has exited by then
-        return (carry, *minibatch_step(agent, settings, mb))
+        return (carry, *minibatch_step(agent, settings, gather(batch, indices, k)))
 
-    _, stats = _minibatch_loop(step, (), settings, batch, key, early_exit=True)
+    _, stats = minibatch_loop(step, (), settings.num_epochs * settings.num_minibatches)
     return stats
 
 
@@ -177,15 +225,18 @@ def functional_update(
     adam: AdamState,
     batch: Batch,
     key: tf.Tensor,
-    learning_rate: tf.Tensor,
+    schedules: Schedules,
 ) -> tuple[tuple[list, AdamState], UpdateStats]:
     """`ppo_update` on weights held as tensors (`params`, in `agent.variables` order) with Adam as a function
     (`kppo.core.optimizers.adam_step`): what a population vectorizes over its members. Computes what `ppo_update`
-    computes on one device; every minibatch is computed (see `_minibatch_loop`).
+    computes on one device; every minibatch is computed (`minibatch_loop`'s "members" mode).
     Returns ((params, Adam state), stats)."""
+    settings = with_schedules(settings, schedules)
+    indices = update_indices(settings, batch.obs.shape[0], key)
 
-    def step(carry, mb, stopped):
+    def step(carry, k, stopped):
         params, adam = carry
+        mb = gather(batch, indices, k)
         with tf.GradientTape() as tape:
             tape.watch(params)
             loss, info = with_weights(agent, params, lambda: minibatch_loss(agent, settings, mb))
@@ -193,15 +244,16 @@ def functional_update(
         clipped, grad_norm = tf.clip_by_global_norm(grads, settings.max_grad_norm)
         applied = tf.logical_not(stopped)
         if settings.target_kl is not None:
-            applied = tf.logical_and(applied, info.approx_kl <= 1.5 * settings.target_kl)
-        new = adam_step(adam_style, params, clipped, adam, learning_rate)
+            applied = tf.logical_and(applied, kl_within(info.approx_kl, settings.target_kl))
+        new = adam_step(adam_style, params, clipped, adam, schedules.learning_rate)
         carry = tf.nest.map_structure(lambda a, b: tf.where(applied, a, b), new, (params, adam))
         return carry, info, grad_norm, applied
 
-    return _minibatch_loop(step, (list(params), adam), settings, batch, key, early_exit=False)
+    total = settings.num_epochs * settings.num_minibatches
+    return minibatch_loop(step, (list(params), adam), total, mode="members")
 
 
-# The iteration: one PPO iteration around any rollout and any update, written once for every runner.
+# The iteration: one PPO iteration around any rollout and any update, and the loop over iterations, written once.
 
 
 def zero_diagnostics() -> Diagnostics:
@@ -209,6 +261,7 @@ def zero_diagnostics() -> Diagnostics:
 
 
 def add_diagnostics(total: Diagnostics | None, diag: Diagnostics) -> Diagnostics:
+    """The one diagnostics sum: a call's diagnostics are its iterations' sums."""
     return diag if total is None else tf.nest.map_structure(tf.add, total, diag)
 
 
@@ -240,29 +293,64 @@ def diagnostics(rollout: Rollout, stats: UpdateStats, lr: tf.Tensor) -> Diagnost
     return with_update(rollout_diagnostics(rollout), stats, lr)
 
 
-def start_iteration(learning_rate_fn: Callable, collect: Callable, state: RunnerState):
-    """The first half of a training iteration: keys, schedule, rollout + GAE.
+class Iterations(NamedTuple):
+    """What a call of n iterations returns (`drive`, `Runner.run_iterations`)."""
 
-    Returns (state after the iteration, Rollout, the update's key, learning rate).
-    """
+    state: Any  # the runner state after the completed iterations (host path: at the stop, if stopped)
+    diagnostics: Diagnostics | None  # summed over the completed iterations; None when none completed
+    completed: int  # iterations completed (rollout and update)
+    stopped: bool = False  # the step hook stopped a rollout (no update for it)
+
+
+def start_iteration(schedule_fn: ScheduleFn, collect: Callable, state: RunnerState):
+    """The first half of an iteration (what each replica runs under a strategy): keys, schedules, rollout + GAE.
+
+    Returns (state after the iteration, Rollout, the update's key, Schedules)."""
     key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
-    lr = learning_rate_fn(state.iteration)
+    schedules = schedule_fn(state.iteration)
     rollout_state, rollout = collect(state.rollout, key_rollout)
-    return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, lr
+    return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, schedules
 
 
 def iteration_step(
-    learning_rate_fn: Callable, collect: Callable, update: Callable, state: RunnerState
+    schedule_fn: ScheduleFn,
+    collect: Callable,
+    update: Callable,
+    state: RunnerState,
 ) -> tuple[RunnerState, Diagnostics]:
-    """One training iteration: keys -> schedule -> rollout + GAE -> update -> diagnostics. The same function runs
-    inside the native runner's compiled loop and eagerly in the host runner; the replicated runner runs
-    `start_iteration` on every replica and its cross-replica update between (MirroredStrategy allows no all-reduce
-    inside a tf.while_loop); a population member runs `start_iteration` and `functional_update`.
+    """One training iteration: keys -> schedules -> rollout + GAE -> update -> diagnostics. Runs inside the native
+    runner's compiled loop, eagerly in the host runner and per member inside a population's vectorized program; under
+    a tf.distribute strategy each replica runs `start_iteration` and the replicas' update runs between (MirroredStrategy
+    allows no all-reduce inside a tf.while_loop, so the update cannot run inside the replicas' function).
 
     Args:
-        learning_rate_fn: `iteration -> learning rate` (`kppo.training.runners.base.make_learning_rate_fn`).
+        schedule_fn: `iteration -> Schedules` (`kppo.update.schedules`).
         collect: `(rollout state, key) -> (rollout state, Rollout)` (`kppo.rollout`).
-        update: `(Rollout, key) -> UpdateStats` (`ppo_update` on the flattened rollout, compiled or not).
+        update: `(Rollout, key, Schedules) -> UpdateStats` (`ppo_update` on the flattened rollout, compiled or not).
     """
-    state, rollout, key_update, lr = start_iteration(learning_rate_fn, collect, state)
-    return state, diagnostics(rollout, update(rollout, key_update), lr)
+    state, rollout, key_update, schedules = start_iteration(schedule_fn, collect, state)
+    stats = update(rollout, key_update, schedules)
+    return state, diagnostics(rollout, stats, schedules.learning_rate)
+
+
+def drive(iteration: Callable, carry: Any, n, zeros: Diagnostics | None = None) -> Iterations:
+    """The loop over iterations, written once: n calls of `iteration(carry) -> (carry, Diagnostics)`, their
+    diagnostics summed. With `zeros` (the accumulator's zero, e.g. with a member axis) in-graph as a `tf.while_loop`
+    (n may be a tensor, so a shorter last call does not retrace); without, in Python, where a step hook that stops
+    the rollout (`RolloutStopped`, the one stop path of callbacks) ends the call at that step, before its update."""
+    if zeros is not None:
+
+        def body(i, carry, total):
+            carry, diag = iteration(carry)
+            return i + 1, carry, add_diagnostics(total, diag)
+
+        _, carry, total = tf.while_loop(lambda i, *_: i < n, body, (tf.constant(0), carry, zeros))
+        return Iterations(carry, total, n)
+    total, completed = None, 0
+    for _ in range(int(n)):
+        try:
+            carry, diag = iteration(carry)
+        except RolloutStopped as stop:
+            return Iterations(carry._replace(rollout=stop.state), total, completed, stopped=True)
+        total, completed = add_diagnostics(total, diag), completed + 1
+    return Iterations(carry, total, completed)

@@ -1,10 +1,12 @@
-"""The PPO iteration (`kppo.update.ppo.iteration_step`) and its diagnostics."""
+"""The PPO iteration (`kppo.update.ppo.iteration_step`), the loop over iterations (`drive`) and their diagnostics."""
 
 import pytest
 
 from kppo._tf import tf
 from kppo.core.types import LossInfo, Rollout, RunnerState, Trajectory
-from kppo.update.ppo import UpdateStats, diagnostics, iteration_step, rollout_diagnostics, with_update
+from kppo.rollout.gymnasium import RolloutStopped
+from kppo.update.ppo import UpdateStats, diagnostics, drive, iteration_step, rollout_diagnostics, with_update
+from kppo.update.schedules import Schedules
 
 
 def _rollout():
@@ -46,14 +48,19 @@ def test_iteration_step_splits_keys_schedules_collects_updates_and_counts():
         seen["collect_key"] = key.numpy().tolist()
         return rollout_state + 1, _rollout()
 
-    def update(rollout, key):
+    def update(rollout, key, schedules):
         seen["update_key"] = key.numpy().tolist()
+        seen["clip_range"] = float(schedules.clip_range)
         return UpdateStats(LossInfo(*[tf.constant(0.0)] * 6), tf.constant(0.0), tf.constant(1), tf.constant(1))
 
     state = RunnerState(tf.constant(0), tf.constant([1, 2]), tf.constant(5))
-    new_state, diag = iteration_step(lambda it: tf.cast(it, tf.float32) * 1e-4, collect, update, state)
+
+    def schedule_fn(iteration):  # computed once per iteration, from the iteration before its rollout
+        return Schedules(tf.cast(iteration, tf.float32) * 1e-4, tf.cast(iteration, tf.float32) * 0.01)
+
+    new_state, diag = iteration_step(schedule_fn, collect, update, state)
     key, key_rollout, key_update = tf.random.experimental.stateless_split(tf.constant([1, 2]), 3).numpy().tolist()
-    assert seen == {"collect_key": key_rollout, "update_key": key_update}
+    assert seen == {"collect_key": key_rollout, "update_key": key_update, "clip_range": pytest.approx(0.05)}
     assert new_state.key.numpy().tolist() == key and int(new_state.iteration) == 6 and int(new_state.rollout) == 1
     assert float(diag.learning_rate) == pytest.approx(5e-4)
 
@@ -66,3 +73,32 @@ def test_rollout_diagnostics_then_the_update_equal_the_diagnostics_of_both():
     assert float(partial.policy_loss) == 0.0 and float(partial.minibatch_steps) == 0.0  # the update's fields zero
     both, split = diagnostics(_rollout(), stats, tf.constant(1e-3)), with_update(partial, stats, tf.constant(1e-3))
     assert [float(x) for x in both] == [float(x) for x in split]
+
+
+def _counting_iteration(stop_at=None):
+    def iteration(state):
+        if stop_at is not None and int(state.iteration) == stop_at:
+            raise RolloutStopped(state.rollout + 100)  # the rollout state at the stopping step
+        diag = diagnostics(_rollout(), UpdateStats(LossInfo(*[tf.constant(1.0)] * 6), 1.0, 1, 1), 1e-3)
+        return state._replace(iteration=state.iteration + 1, rollout=state.rollout + 1), diag
+
+    return iteration
+
+
+def test_drive_sums_the_diagnostics_of_n_iterations_in_python_and_in_graph():
+    state = RunnerState(tf.constant(0), tf.constant([1, 2]), tf.constant(0))
+    eager = drive(_counting_iteration(), state, 3)
+    graph = tf.function(lambda s: drive(_counting_iteration(), s, tf.constant(3), rollout_diagnostics(_rollout())))
+    in_graph = graph(state)
+    assert eager.completed == 3 and not eager.stopped and int(eager.state.iteration) == 3
+    assert float(eager.diagnostics.policy_loss) == 3.0 and float(eager.diagnostics.episodes) == 3.0
+    assert int(in_graph.state.iteration) == 3
+    assert float(in_graph.diagnostics.policy_loss) == 3.0  # its zeros (here: a rollout's partial diagnostics) + 3
+    assert float(in_graph.diagnostics.episodes) == 4.0
+
+
+def test_a_stopped_rollout_ends_the_python_drive_at_its_step_before_the_update():
+    state = RunnerState(tf.constant(0), tf.constant([1, 2]), tf.constant(0))
+    result = drive(_counting_iteration(stop_at=2), state, 5)
+    assert result.stopped and result.completed == 2 and float(result.diagnostics.policy_loss) == 2.0
+    assert int(result.state.iteration) == 2 and int(result.state.rollout) == 102  # the rollout state at the stop

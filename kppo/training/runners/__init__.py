@@ -19,16 +19,16 @@ from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.envs.base import VecEnv
 from kppo.gym_envs.make import make_preprocessed_env
-from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, ScheduleVariables, StepHook
+from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, StepHook
 from kppo.training.runners.host import HostRunner, Start
 from kppo.training.runners.native import make_native_runner
 from kppo.training.runners.replicated import make_replicated_runner
+from kppo.update.schedules import ScheduleFn
 
 __all__ = [
     "EvalMetricsFn",
     "Iterations",
     "Runner",
-    "ScheduleVariables",
     "Start",
     "StepHook",
     "make_runner",
@@ -82,7 +82,7 @@ def make_runner(
     config: Config,
     eval_metrics_fn: EvalMetricsFn | None = None,
     start: Start | None = None,
-    schedule: ScheduleVariables | None = None,
+    schedule: ScheduleFn | None = None,
 ) -> Runner:
     """The runner for `env` (default: `config.env`); `start` and `schedule` apply to the host runner only."""
     env = config.env if env is None else env

@@ -1,5 +1,6 @@
-"""The runner interface, and what every runner builds the same way from a Config: schedules, rollout and update
-settings, root keys. The training iteration every runner runs is `kppo.update.ppo.iteration_step`.
+"""The runner interface, and what every runner builds the same way from a Config: rollout and update settings, root
+keys. The training iteration every runner runs is `kppo.update.ppo.iteration_step`, its schedules
+`kppo.update.schedules`.
 
 A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
 replicated under tf.distribute) and exposes `run_iterations(state, n, on_step) -> Iterations` and
@@ -9,12 +10,12 @@ interface.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-from typing import Any, NamedTuple
+from typing import Any
 from collections.abc import Callable
 
 import gymnasium as gym
+import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.agent import Agent
@@ -22,18 +23,10 @@ from kppo.config.options import Config
 from kppo.rollout.gymnasium import StepHook
 from kppo.rollout.native import RolloutSettings
 from kppo.core.types import Batch, Diagnostics, EvalTrajectory, Rollout, RunnerState
-from kppo.update.ppo import UpdateSettings, flatten
+from kppo.update.ppo import Iterations, UpdateSettings, flatten
+from kppo.update.schedules import ScheduleFn, is_constant
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
-
-
-class Iterations(NamedTuple):
-    """What `Runner.run_iterations` returns."""
-
-    state: Any  # the runner state after the completed iterations (host path: at the stop, if stopped)
-    diagnostics: Diagnostics | None  # summed over the completed iterations; None when none completed
-    completed: int  # iterations completed (rollout and update)
-    stopped: bool = False  # the step hook stopped a rollout (no update for it)
 
 
 class Runner:
@@ -46,6 +39,10 @@ class Runner:
     steps_on_host: bool = False
     #: the tf.distribute strategy the state is distributed over, or None
     strategy: Any = None
+    #: `iteration -> Schedules`, what every iteration's update reads; `config_schedules`: it is the Config's own
+    config: Config
+    schedule_fn: ScheduleFn
+    config_schedules: bool = True
 
     def __init__(
         self, agent: Agent, state: Any, observation_space: gym.spaces.Space, action_space: gym.spaces.Space, env: Any
@@ -71,18 +68,26 @@ class Runner:
     def close(self) -> None:
         """Closes the envs the runner made."""
 
+    def schedule_value(self, name: str, state: Any) -> Any:
+        """The last iteration's scheduled `name` (a `Schedules` field), as reported (`train/learning_rate`,
+        `train/clip_range`): the Config's number itself while its schedule is constant and the Config schedules the
+        run, else `schedule_fn` at the state's last iteration (a population: per member)."""
+        if self.config_schedules and is_constant(self.config, name):
+            return getattr(self.config, name)
+        value = np.asarray(getattr(self.schedule_fn(last_iteration(self.view(state))), name))
+        return float(value) if value.ndim == 0 else value
+
     def clip_range(self, state: Any) -> Any:
         """The last iteration's clip range (a population: per member)."""
-        raise NotImplementedError
+        return self.schedule_value("clip_range", state)
 
     def view(self, state: Any) -> RunnerState:
         """One replica's (or member's) runner state: what metrics, evaluation and checkpoints read."""
         return state
 
     def learning_rate(self, state: Any) -> Any:
-        """The last iteration's learning rate (default: the optimizer's)."""
-        del state
-        return float(self.agent.optimizer.learning_rate.numpy())
+        """The last iteration's learning rate (a population: per member)."""
+        return self.schedule_value("learning_rate", state)
 
     def with_state(self, state: Any) -> Runner:
         """The same runner starting from `state` (a resume, or SB3's `learn` continuing)."""
@@ -91,74 +96,9 @@ class Runner:
         return runner
 
 
-class ScheduleVariables(NamedTuple):
-    """The clip ranges the update reads from variables: set from the host before every iteration (SB3 schedules),
-    or by `make_learning_rate_fn` from `Config.clip_schedule` (`schedule_variables`)."""
-
-    clip_range: tf.Variable
-    clip_range_vf: tf.Variable | None
-
-
-#: The scheduled values: Config field -> the field naming its schedule (one of `kppo.config.options.SCHEDULES`).
-SCHEDULED = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule"}
-
-
-def scheduled(config: Config, name: str, iteration, base=None) -> tf.Tensor:
-    """`config.<name>` (or `base`: a population member's own value) at `iteration` (0-based) under its schedule
-    (`SCHEDULED[name]`): the one formula of every scheduled value on every runner.
-
-    Linear: value * (1 - iteration / num_iterations), i.e. RL-Zoo's `lin_<value>` (value * progress_remaining) at
-    SB3's progress_remaining = 1 - steps / total_timesteps with the steps done before the iteration's rollout, where
-    kppo's SB3 facade evaluates SB3 schedules too. SB3's own `learn` counts the rollout just collected
-    (`_update_current_progress_remaining` after `collect_rollouts`): one rollout later, 1 - (iteration + 1) /
-    num_iterations."""
-    base = tf.constant(getattr(config, name), tf.float32) if base is None else base
-    if getattr(config, SCHEDULED[name]) == "constant":
-        return base
-    frac = 1.0 - tf.cast(iteration, tf.float32) / float(config.num_iterations)
-    return base * frac
-
-
-def learning_rate(config: Config, iteration, base=None) -> tf.Tensor:
-    """The learning rate at `iteration` (`scheduled`)."""
-    return scheduled(config, "learning_rate", iteration, base)
-
-
-def clip_range(config: Config, iteration, base=None) -> tf.Tensor:
-    """The clip range at `iteration` (`scheduled`)."""
-    return scheduled(config, "clip_range", iteration, base)
-
-
 def last_iteration(state: RunnerState) -> tf.Tensor:
     """The index of the state's last completed iteration (0 before the first)."""
     return tf.maximum(state.iteration - 1, 0)
-
-
-def schedule_variables(config: Config, strategy=None) -> ScheduleVariables | None:
-    """The clip-range variable the update reads when `config.clip_schedule` anneals it (created in `strategy`'s
-    scope, if given); None for a constant clip range, which the update reads as a number."""
-    if config.clip_schedule == "constant":
-        return None
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        return ScheduleVariables(tf.Variable(config.clip_range, trainable=False, name="clip_range"), None)
-
-
-def make_learning_rate_fn(
-    config: Config, agent: Agent, lr_set_outside: bool = False, schedule: ScheduleVariables | None = None
-) -> Callable:
-    """`iteration -> learning rate` for `iteration_step`: the config's schedules assigned to the variables the update
-    reads (the optimizer's learning rate; `schedule.clip_range` too, when given); or, when the host sets them itself
-    (`lr_set_outside`: SB3 schedules), the optimizer's current learning rate."""
-    variable = agent.optimizer.learning_rate
-
-    def assign_schedules(iteration):
-        lr = learning_rate(config, iteration)
-        variable.assign(lr)
-        if schedule is not None:
-            schedule.clip_range.assign(clip_range(config, iteration))
-        return lr
-
-    return (lambda iteration: tf.convert_to_tensor(variable)) if lr_set_outside else assign_schedules
 
 
 def rollout_settings(config: Config) -> RolloutSettings:
@@ -178,17 +118,13 @@ def update_batch(config: Config, rollout: Rollout) -> Batch:
     return flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated")
 
 
-def update_settings(config: Config, schedule: ScheduleVariables | None = None) -> UpdateSettings:
-    """The update's settings; with `schedule`, the clip ranges are its variables (read by the compiled update)."""
-    clip_range, clip_range_vf = config.clip_range, config.clip_range_vf
-    if schedule is not None:
-        clip_range = schedule.clip_range
-        clip_range_vf = config.clip_range_vf if schedule.clip_range_vf is None else schedule.clip_range_vf
+def update_settings(config: Config) -> UpdateSettings:
+    """The update's settings (the scheduled ones are replaced by each iteration's `Schedules`)."""
     return UpdateSettings(
         config.num_epochs,
         config.num_minibatches,
-        clip_range,
-        clip_range_vf,
+        config.clip_range,
+        config.clip_range_vf,
         config.vf_clip_mode,
         config.ent_coef,
         config.vf_coef,

@@ -25,7 +25,6 @@ from kppo.gym_envs.spaces import normalized_columns
 from kppo.agent.numpy_actor import make_numpy_actor
 from kppo.rollout.gymnasium import (
     HostRolloutState,
-    RolloutStopped,
     collect_host_rollout,
     evaluation_episodes,
     finish_rollout,
@@ -34,18 +33,16 @@ from kppo.training.runners.base import (
     EvalMetricsFn,
     Iterations,
     Runner,
-    ScheduleVariables,
     jit_update,
-    make_learning_rate_fn,
     rollout_settings,
     root_keys,
-    schedule_variables,
     update_batch,
     update_settings,
 )
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import Moments, RunnerState
-from kppo.update.ppo import add_diagnostics, iteration_step, ppo_update
+from kppo.update.ppo import drive, iteration_step, ppo_update
+from kppo.update.schedules import ScheduleFn, config_schedules
 
 
 class Start(NamedTuple):
@@ -118,9 +115,8 @@ class HostRunner(Runner):
     Args:
         env: a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
         start: trained networks and statistics to continue from (default: a new agent from `config.seed`).
-        schedule: clip-range variables the host sets before every iteration (SB3 schedules); the learning rate is
-            then also set from the host, on the optimizer. Default: the config's schedules
-            (`schedule_variables`, assigned by `make_learning_rate_fn`).
+        schedule: `iteration -> Schedules` evaluated on the host before every iteration (SB3's schedules, which the
+            facade evaluates from `progress_remaining`). Default: the config's schedules (`config_schedules`).
     """
 
     steps_on_host = True
@@ -131,7 +127,7 @@ class HostRunner(Runner):
         config: Config,
         eval_metrics_fn: EvalMetricsFn | None = None,
         start: Start | None = None,
-        schedule: ScheduleVariables | None = None,
+        schedule: ScheduleFn | None = None,
     ):
         vec_env = (
             env
@@ -153,7 +149,8 @@ class HostRunner(Runner):
             vec_env,
         )
         self.config, self.eval_metrics_fn = config, eval_metrics_fn
-        self.schedule = schedule if schedule is not None else schedule_variables(config, strategy)
+        self.schedule_fn = schedule if schedule is not None else config_schedules(config)
+        self.config_schedules = schedule is None
         columns = normalized_columns(vec_env.observation_space, config.normalize_obs_keys)
         self.settings = rollout_settings(config)._replace(norm_columns=columns)
         self.finish_fn = tf.function(
@@ -162,43 +159,33 @@ class HostRunner(Runner):
         self.last_rollout: Any = None  # the last rollout the update trained on (SB3's `rollout_buffer` reads it)
         update = self._make_update(strategy)
 
-        def remembering(rollout, key):
+        def remembering(rollout, key, schedules):
             self.last_rollout = rollout
-            return update(rollout, key)
+            return update(rollout, key, schedules)
 
         self.update = remembering
-        self.learning_rate_fn = make_learning_rate_fn(
-            config, agent, lr_set_outside=schedule is not None, schedule=self.schedule
-        )
         self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
         self.eval_masks: MaskReader | None = None
 
     def _make_update(self, strategy) -> Callable:
-        """`(Rollout, key) -> UpdateStats`: the compiled update on one device, or sharded over the replicas."""
+        """`(Rollout, key, Schedules) -> UpdateStats`: the compiled update on one device, or sharded over the
+        replicas."""
         config, agent = self.config, self.agent
         if strategy is not None:
-            return make_sharded_update(agent, config, strategy, self.schedule)
-        upd = update_settings(config, self.schedule)
+            return make_sharded_update(agent, config, strategy)
+        upd = update_settings(config)
         compiled = tf.function(
-            lambda b, k: ppo_update(agent, upd, b, k), jit_compile=jit_update(config, True), autograph=False
+            lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_compile=jit_update(config, True), autograph=False
         )
-        return lambda rollout, key: compiled(update_batch(config, rollout), key)
+        return lambda rollout, key, schedules: compiled(update_batch(config, rollout), key, schedules)
 
     def run_iterations(self, state: RunnerState, n: int, on_step=None) -> Iterations:
-        total, completed = None, 0
-
         def collect(rollout_state, key):
             return collect_host_rollout(
                 self.env, self.agent, self.settings, self.finish_fn, rollout_state, key, on_step, self.masks
             )
 
-        for _ in range(n):
-            try:
-                state, diag = iteration_step(self.learning_rate_fn, collect, self.update, state)
-            except RolloutStopped as stop:
-                return Iterations(state._replace(rollout=stop.state), total, completed, stopped=True)
-            total, completed = add_diagnostics(total, diag), completed + 1
-        return Iterations(state, total, completed)
+        return drive(lambda st: iteration_step(self.schedule_fn, collect, self.update, st), state, n)
 
     def evaluation_round(self, obs_stats, round_index, total_steps, diag):
         config = self.config
@@ -227,7 +214,3 @@ class HostRunner(Runner):
         self.env.close()
         if self.eval_env is not None:
             self.eval_env.close()
-
-    def clip_range(self, state) -> float:
-        del state  # the variable holds the last iteration's value
-        return float(self.schedule.clip_range.numpy()) if self.schedule is not None else self.config.clip_range

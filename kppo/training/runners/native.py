@@ -19,19 +19,16 @@ from kppo.training.runners.base import (
     EvalMetricsFn,
     Iterations,
     Runner,
-    clip_range,
     jit_update,
-    last_iteration,
-    make_learning_rate_fn,
     maybe_compile,
     rollout_settings,
     root_keys,
-    schedule_variables,
     update_batch,
     update_settings,
 )
 from kppo.core.types import RunnerState
-from kppo.update.ppo import iteration_step, ppo_update, zero_diagnostics
+from kppo.update.ppo import drive, iteration_step, ppo_update, zero_diagnostics
+from kppo.update.schedules import config_schedules
 
 
 def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]:
@@ -86,22 +83,17 @@ def build_native(env: str | VecEnv, config: Config) -> NativeParts:
 def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
     """Compiled `(runner_state, n) -> (runner_state, summed Diagnostics)` running n iterations (n is a tensor, so
     a shorter last call does not retrace)."""
-    schedule = schedule_variables(config)  # a scheduled clip range: a variable assigned each iteration
-    settings, upd = rollout_settings(config), update_settings(config, schedule)
+    settings, upd = rollout_settings(config), update_settings(config)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
-    update = maybe_compile(lambda b, k: ppo_update(agent, upd, b, k), jit_update(config, on_host=False))
-    learning_rate_fn = make_learning_rate_fn(config, agent, schedule=schedule)
+    update = maybe_compile(lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_update(config, on_host=False))
+    schedule_fn = config_schedules(config)
+
+    def iteration(state: RunnerState):
+        return iteration_step(schedule_fn, collect, lambda r, k, s: update(update_batch(config, r), k, s), state)
 
     def run_iterations(state: RunnerState, num_iterations: tf.Tensor):
-        def body(i, state, total):
-            state, diag = iteration_step(
-                learning_rate_fn, collect, lambda r, k: update(update_batch(config, r), k), state
-            )
-            return i + 1, state, tf.nest.map_structure(tf.add, total, diag)
-
-        start = (tf.constant(0), state, zero_diagnostics())  # a zero accumulator: one traced iteration, not two
-        _, state, total = tf.while_loop(lambda i, *_: i < num_iterations, body, start)
-        return state, total
+        done = drive(iteration, state, num_iterations, zero_diagnostics())  # a zero accumulator: one traced iteration
+        return done.state, done.diagnostics
 
     return tf.function(run_iterations, autograph=False)
 
@@ -133,6 +125,7 @@ class NativeRunner(Runner):
             parts.agent, parts.state, parts.train_env.observation_space, parts.train_env.action_space, parts.train_env
         )
         self.parts, self.config = parts, config
+        self.schedule_fn = config_schedules(config)
         self.iterations_fn = iterations_fn  # (state, n) -> (state, summed Diagnostics)
         self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config, eval_metrics_fn)
 
@@ -152,11 +145,6 @@ class NativeRunner(Runner):
             tf.constant(0, tf.int64),
             zero_diagnostics(),
         )
-
-    def clip_range(self, state) -> float:
-        if self.config.clip_schedule == "constant":
-            return self.config.clip_range  # the number itself, not its float32
-        return float(clip_range(self.config, last_iteration(self.view(state))))
 
 
 def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:

@@ -14,8 +14,6 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 from collections.abc import Callable
 
-import numpy as np
-
 from kppo import envs as envs_lib
 from kppo._tf import tf
 from kppo.agent.agent import Agent, make_agent, with_weights
@@ -24,18 +22,11 @@ from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluation_episodes
-from kppo.training.runners.base import (
-    Iterations,
-    Runner,
-    clip_range,
-    last_iteration,
-    learning_rate,
-    rollout_settings,
-    update_settings,
-)
+from kppo.training.runners.base import Iterations, Runner, rollout_settings, update_settings
 from kppo.training.runners.native import NativeParts, build_native, native_observation_dim
 from kppo.core.types import EvalResult, RunnerState
-from kppo.update.ppo import diagnostics, flatten, functional_update, start_iteration, zero_diagnostics
+from kppo.update.ppo import drive, flatten, functional_update, iteration_step, zero_diagnostics
+from kppo.update.schedules import config_schedules, with_values
 
 
 class MemberValues(NamedTuple):
@@ -182,44 +173,40 @@ def make_member_iterations(population: Population) -> Callable:
     config, agent, env = population.configs[0], population.template.agent, population.template.train_env
     weights = population.weights
 
-    def member_iteration(elems):  # one member's iteration: what iteration_step computes, on tensor weights
+    def member_iteration(elems):  # one member's iteration_step, on tensor weights
         (params, adam, state), values = elems
-        rollout_kw = rollout_settings(config)._replace(gamma=values.gamma, gae_lambda=values.gae_lambda)
-        update_kw = update_settings(config)._replace(
-            clip_range=clip_range(config, state.iteration, values.clip_range),  # the member's, scheduled
-            ent_coef=values.ent_coef,
-            vf_coef=values.vf_coef,
-            max_grad_norm=values.max_grad_norm,
+        rollout_kw, update_kw = (
+            with_values(rollout_settings(config), values),
+            with_values(update_settings(config), values),
         )
+        trained = {}
 
         def collect(rollout_state, key):
             return with_weights(agent, params, lambda: collect_rollout(env, agent, rollout_kw, rollout_state, key))
 
-        with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
-            lr = learning_rate(config, state.iteration, values.learning_rate)
-            state, rollout, key_update, lr = start_iteration(lambda _: lr, collect, state)
-            (params, adam), stats = functional_update(
-                agent, update_kw, config.adam_style, params, adam, flatten(rollout), key_update, lr
+        def update(rollout, key, schedules):
+            (trained["params"], trained["adam"]), stats = functional_update(
+                agent, update_kw, config.adam_style, params, adam, flatten(rollout), key, schedules
             )
-        return (params, adam, state), diagnostics(rollout, stats, lr)
+            return stats
+
+        with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
+            state, diag = iteration_step(config_schedules(config, values), collect, update, state)
+        return (trained["params"], trained["adam"], state), diag
 
     def run(state, n):
         # The loop over iterations stays outside the vectorized map: vectorizing a loop that contains loops makes
         # tf.vectorized_map build TensorArrays XLA cannot compile, and converts the inner loops twice (slower tracing).
-        def body(i, params, adam, state, total):
-            (params, adam, state), diag = tf.vectorized_map(
-                member_iteration, ((params, adam, state), population.values)
-            )
-            return i + 1, params, adam, state, tf.nest.map_structure(tf.add, total, diag)
+        def iteration(carry):
+            carry, diag = tf.vectorized_map(member_iteration, (carry, population.values))
+            return carry, diag
 
         count = len(population.configs)
         zeros = tf.nest.map_structure(lambda x: tf.fill([count], x), zero_diagnostics())
-        params, adam = weights.read()
-        _, params, adam, state, total = tf.while_loop(
-            lambda i, *_: i < n, body, (tf.constant(0), params, adam, state, zeros)
-        )
+        done = drive(iteration, (*weights.read(), state), n, zeros)
+        params, adam, state = done.state
         weights.assign(params, adam)
-        return state, total
+        return state, done.diagnostics
 
     return tf.function(run, jit_compile=config.jit_rollout, autograph=False)
 
@@ -276,6 +263,7 @@ class PopulationRunner(Runner):
             template.train_env,
         )
         self.population, self.config = population, population.configs[0]
+        self.schedule_fn, self.config_schedules = config_schedules(self.config, population.values), False
         self.iterations_fn, self.evaluation_fn = make_member_iterations(population), make_member_evaluation(population)
 
     def run_iterations(self, state, n, on_step=None) -> Iterations:
@@ -293,15 +281,8 @@ class PopulationRunner(Runner):
     def warmup(self) -> None:
         self.evaluation_fn(self.population.state.rollout.obs_stats, self._eval_keys(0))
 
-    def clip_range(self, state) -> np.ndarray:  # the last iteration's, per member
-        return clip_range(self.config, last_iteration(self.view(state)), self.population.values.clip_range).numpy()
-
     def view(self, state) -> RunnerState:
         return state._replace(iteration=state.iteration[0])
-
-    def learning_rate(self, state) -> np.ndarray:  # the last iteration's, per member
-        iteration = last_iteration(self.view(state))
-        return learning_rate(self.config, iteration, self.population.values.learning_rate).numpy()
 
 
 def make_population_runner(env: str | VecEnv, configs: list[Config]) -> tuple[Runner, Population]:

@@ -24,26 +24,28 @@ from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import (
     EvalMetricsFn,
     Runner,
-    ScheduleVariables,
-    make_learning_rate_fn,
     maybe_compile,
     rollout_settings,
     root_keys,
-    schedule_variables,
     update_settings,
 )
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
-from kppo.core.types import Diagnostics, Rollout, RunnerState
+from kppo.core.types import Rollout, RunnerState
 from kppo.update.ppo import (
     UpdateStats,
+    drive,
     flatten,
+    gather,
+    kl_within,
+    minibatch_gradients,
     minibatch_indices,
+    minibatch_loop,
     minibatch_step,
     rollout_diagnostics,
     start_iteration,
     with_update,
-    zero_stats,
 )
+from kppo.update.schedules import Schedules, config_schedules, with_schedules
 
 
 def shard_size(config: Config, strategy) -> int:
@@ -84,53 +86,43 @@ def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts
 
 
 class ReplicaUpdate(NamedTuple):
-    """The distributed update over per-replica (batch, indices): `unrolled` is traced into a caller's tf.function
-    (all epochs x minibatches as separate `strategy.run` calls); `with_kl_stop` runs them from the host and stops
-    at SB3's target-KL test. Both return the update's sums (`UpdateStats`; every minibatch computed is applied)."""
+    """The distributed update over per-replica (batch, indices) with this iteration's `Schedules`: `unrolled` is traced
+    into a caller's tf.function (all epochs x minibatches as separate `strategy.run` calls: `minibatch_loop`'s
+    "unrolled" mode); `with_kl_stop` runs them from the host ("host" mode) and stops at SB3's target-KL test. Both
+    return the update's sums (`UpdateStats`)."""
 
     unrolled: Callable
     with_kl_stop: Callable
 
 
-def make_replica_update(
-    agent: Agent, config: Config, strategy, schedule: ScheduleVariables | None = None
-) -> ReplicaUpdate:
-    """The update over the replicas; with `schedule`, the clip ranges are its variables (`update_settings`)."""
-    upd = update_settings(config, schedule)._replace(target_kl=None)  # the KL stop is decided outside the replicas
+def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate:
+    """The update over the replicas (the learning rate assigned to the mirrored optimizer before the minibatches)."""
+    upd = update_settings(config)._replace(target_kl=None)  # the KL stop is decided outside the replicas
     steps = config.num_epochs * config.num_minibatches
     mean = tf.distribute.ReduceOp.MEAN
 
     def reduce(nest):
         return tf.nest.map_structure(lambda x: strategy.reduce(mean, x, axis=None), nest)
 
-    def gather(batch, indices, k):
-        return tf.nest.map_structure(lambda x: tf.gather(x, tf.gather(indices, k)), batch)
-
     # One function per replica, called (not inlined) by each unrolled step with k as a tensor: the step is traced
     # and graph-optimized once per replica instead of epochs x minibatches times (2 CPU replicas, fixed CartPole
     # setting: first call 18.5 s -> 10.6 s, measured).
     @tf.function(autograph=False, experimental_attributes={"_noinline": True})
-    def replica_minibatch(batch, indices, k):
-        info, grad_norm, _ = minibatch_step(agent, upd, gather(batch, indices, k))
+    def replica_minibatch(batch, indices, k, schedules):
+        info, grad_norm, _ = minibatch_step(agent, with_schedules(upd, schedules), gather(batch, indices, k))
         return info, grad_norm
 
-    def add(stats: UpdateStats, info, grad_norm) -> UpdateStats:
-        return UpdateStats(
-            tf.nest.map_structure(tf.add, stats.loss, info),
-            stats.grad_norm + grad_norm,
-            stats.minibatches + 1,
-            stats.steps + 1,
-        )
+    def unrolled(batch, indices, schedules: Schedules) -> UpdateStats:
+        agent.optimizer.learning_rate.assign(schedules.learning_rate)
 
-    def unrolled(batch, indices) -> UpdateStats:
-        stats = zero_stats()
-        for k in range(steps):  # unrolled on purpose (see the module docstring)
-            info, grad_norm = strategy.run(replica_minibatch, args=(batch, indices, tf.constant(k)))
-            stats = add(stats, reduce(info), reduce(grad_norm))
-        return stats
+        def step(carry, k, stopped):
+            info, grad_norm = reduce(strategy.run(replica_minibatch, args=(batch, indices, k, schedules)))
+            return carry, info, grad_norm, True
+
+        return minibatch_loop(step, (), steps, mode="unrolled")[1]  # unrolled on purpose (the module docstring)
 
     minibatch_call = tf.function(
-        lambda b, i, k: reduce(strategy.run(replica_minibatch, args=(b, i, k))), autograph=False
+        lambda b, i, k, s: reduce(strategy.run(replica_minibatch, args=(b, i, k, s))), autograph=False
     )
 
     def replica_kl(batch, indices, k):  # the KL only: no collective inside (they clash across functions, measured)
@@ -142,61 +134,61 @@ def make_replica_update(
         lambda b, i, k: strategy.reduce(mean, strategy.run(replica_kl, args=(b, i, k)), axis=None), autograph=False
     )
 
-    kl_limit = 1.5 * (config.target_kl or 0.0)  # with_kl_stop runs only when target_kl is set
+    def replica_probe(batch, indices, k, schedules):  # a minibatch computed, not applied (the one that stops)
+        info, _, grad_norm = minibatch_gradients(agent, with_schedules(upd, schedules), gather(batch, indices, k))
+        return info, grad_norm
 
-    def with_kl_stop(batch, indices) -> UpdateStats:
-        stats = zero_stats()
-        for k in range(steps):
-            k = tf.constant(k)
-            if float(kl_call(batch, indices, k)) > kl_limit:
-                break
-            stats = add(stats, *minibatch_call(batch, indices, k))
-        return stats
+    probe_call = tf.function(lambda b, i, k, s: reduce(strategy.run(replica_probe, args=(b, i, k, s))), autograph=False)
+
+    def with_kl_stop(batch, indices, schedules: Schedules) -> UpdateStats:
+        agent.optimizer.learning_rate.assign(schedules.learning_rate)
+
+        def step(carry, k, stopped):
+            if kl_within(float(kl_call(batch, indices, k)), config.target_kl):
+                return (carry, *minibatch_call(batch, indices, k, schedules), True)
+            return (carry, *probe_call(batch, indices, k, schedules), False)  # counted as on one device
+
+        return minibatch_loop(step, (), steps, mode="host")[1]
 
     return ReplicaUpdate(unrolled, with_kl_stop)
 
 
 def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, strategy, view) -> Callable:
-    """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host."""
+    """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host
+    (`drive`'s Python mode), each one compiled call (or, with target_kl, a compiled rollout and the host's
+    minibatch loop)."""
     settings = rollout_settings(config)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
-    schedule = schedule_variables(config, strategy)  # a scheduled clip range: a mirrored variable set each iteration
-    replica_update = make_replica_update(agent, config, strategy, schedule)
-    learning_rate_fn = make_learning_rate_fn(config, agent, schedule=schedule)  # assigned on the host
+    replica_update = make_replica_update(agent, config, strategy)
+    schedule_fn = config_schedules(config)  # evaluated on the host, passed into the compiled iteration
 
-    def replica_rollout(state: RunnerState, lr):
-        state, rollout, key_update, _ = start_iteration(lambda iteration: lr, collect, state)
+    def replica_rollout(state: RunnerState, schedules):
+        state, rollout, key_update, _ = start_iteration(lambda iteration: schedules, collect, state)
         batch = flatten(rollout)
         indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
         return state, batch, indices, rollout_diagnostics(rollout)
 
-    def rollout(state, lr):
-        agent.optimizer.learning_rate.assign(lr)
+    def rollout(state, schedules):
         base = view(state).rollout
-        state, batch, indices, partial = strategy.run(replica_rollout, args=(state, lr))
+        state, batch, indices, partial = strategy.run(replica_rollout, args=(state, schedules))
         partial = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), partial)
         return merge_normalization(strategy, base.obs_stats, base.return_stats, state), batch, indices, partial
 
-    @tf.function(autograph=False)
-    def iteration(state, lr):
-        state, batch, indices, partial = rollout(state, lr)
-        return state, with_update(partial, replica_update.unrolled(batch, indices), lr)
+    def iteration(update: Callable, rollout_fn: Callable) -> Callable:
+        def run(state, schedules):
+            state, batch, indices, partial = rollout_fn(state, schedules)
+            return state, with_update(partial, update(batch, indices, schedules), schedules.learning_rate)
 
-    rollout_call = tf.function(rollout, autograph=False)
+        return run
 
-    def iteration_with_kl_stop(state, lr) -> tuple[RunnerState, Diagnostics]:
-        state, batch, indices, partial = rollout_call(state, lr)
-        return state, with_update(partial, replica_update.with_kl_stop(batch, indices), lr)
-
-    run_iteration = iteration if config.target_kl is None else iteration_with_kl_stop
+    if config.target_kl is None:  # the whole iteration in one compiled call
+        run_iteration = tf.function(iteration(replica_update.unrolled, rollout), autograph=False)
+    else:  # the rollout compiled, the minibatch loop on the host
+        run_iteration = iteration(replica_update.with_kl_stop, tf.function(rollout, autograph=False))
 
     def run_iterations(state, num_iterations):
-        total = None
-        for _ in range(int(num_iterations)):
-            lr = learning_rate_fn(int(view(state).iteration))
-            state, diag = run_iteration(state, tf.cast(lr, tf.float32))
-            total = diag if total is None else tf.nest.map_structure(tf.add, total, diag)
-        return state, total
+        done = drive(lambda st: run_iteration(st, schedule_fn(int(view(st).iteration))), state, num_iterations)
+        return done.state, done.diagnostics
 
     return run_iterations
 
@@ -221,12 +213,12 @@ def make_replicated_runner(
     return ReplicatedRunner(build_replicated(env, config, strategy), config, strategy, eval_metrics_fn)
 
 
-def make_sharded_update(agent: Agent, config: Config, strategy, schedule: ScheduleVariables | None = None) -> Callable:
-    """The gymnasium path's update under `strategy`: `(Rollout, key) -> UpdateStats` on a rollout collected on the
-    host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
-    minibatch permutation (key folded with r). With `schedule`, the clip ranges are its variables."""
+def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
+    """The gymnasium path's update under `strategy`: `(Rollout, key, Schedules) -> UpdateStats` on a rollout collected
+    on the host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
+    minibatch permutation (key folded with r)."""
     shard = shard_size(config, strategy)
-    replica_update = make_replica_update(agent, config, strategy, schedule)
+    replica_update = make_replica_update(agent, config, strategy)
 
     def replica_shard(rollout, key):
         replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
@@ -238,9 +230,9 @@ def make_sharded_update(agent: Agent, config: Config, strategy, schedule: Schedu
     shard_call = tf.function(lambda *args: strategy.run(replica_shard, args=args), autograph=False)
     unrolled_call = tf.function(replica_update.unrolled, autograph=False)
 
-    def update(rollout: Rollout, key) -> UpdateStats:
+    def update(rollout: Rollout, key, schedules: Schedules) -> UpdateStats:
         batch, indices = shard_call(rollout, key)
         run = unrolled_call if config.target_kl is None else replica_update.with_kl_stop
-        return run(batch, indices)
+        return run(batch, indices, schedules)
 
     return update

@@ -1,22 +1,18 @@
 """What every runner shares (`kppo.training.runners.base`): schedules and settings."""
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 import kppo
 from kppo._tf import tf
-from kppo.agent.agent import make_agent
 from kppo.training.runners import make_runner
-from kppo.training.runners.base import (
-    ScheduleVariables,
-    clip_range,
-    learning_rate,
-    make_learning_rate_fn,
-    schedule_variables,
-    update_settings,
-)
+from kppo.training.runners.base import update_settings
 from kppo.training.runners.population import make_population_runner
+from kppo.update.schedules import Schedules, schedules_at, with_schedules
+
+
+def _learning_rate(config, iteration):
+    return float(schedules_at(config, iteration).learning_rate)
 
 
 def test_linear_learning_rate_is_sb3s_progress_remaining_at_the_rollout_start():
@@ -24,19 +20,8 @@ def test_linear_learning_rate_is_sb3s_progress_remaining_at_the_rollout_start():
         learning_rate=1e-3, lr_schedule="linear", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1
     )
     # 4 iterations: 1e-3 * (1 - i / 4)
-    np.testing.assert_allclose([float(learning_rate(config, i)) for i in range(4)], [1e-3, 7.5e-4, 5e-4, 2.5e-4])
-    assert float(learning_rate(config.replace(lr_schedule="constant"), 3)) == pytest.approx(1e-3)
-
-
-def test_the_learning_rate_fn_assigns_the_schedule_or_reads_the_host_value():
-    config = kppo.Config(
-        learning_rate=1e-3, num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1, num_hidden_units=4
-    )
-    agent = make_agent(config, 3, gym.spaces.Discrete(2))
-    assert float(make_learning_rate_fn(config, agent)(2)) == pytest.approx(5e-4)
-    assert float(agent.optimizer.learning_rate.numpy()) == pytest.approx(5e-4)  # assigned for the update
-    agent.optimizer.learning_rate.assign(7e-4)  # what a host schedule sets
-    assert float(make_learning_rate_fn(config, agent, lr_set_outside=True)(2)) == pytest.approx(7e-4)
+    np.testing.assert_allclose([_learning_rate(config, i) for i in range(4)], [1e-3, 7.5e-4, 5e-4, 2.5e-4])
+    assert _learning_rate(config.replace(lr_schedule="constant"), 3) == pytest.approx(1e-3)
 
 
 def test_a_linear_clip_range_is_annealed_as_the_learning_rate_is():
@@ -44,24 +29,20 @@ def test_a_linear_clip_range_is_annealed_as_the_learning_rate_is():
         clip_range=0.2, clip_schedule="linear", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1
     )
     # 4 iterations: 0.2 * (1 - i / 4), RL-Zoo's lin_0.2 at progress_remaining 1, 0.75, 0.5, 0.25
-    np.testing.assert_allclose([float(clip_range(config, i)) for i in range(4)], [0.2, 0.15, 0.1, 0.05], rtol=1e-6)
-    assert float(clip_range(config.replace(clip_schedule="constant"), 3)) == pytest.approx(0.2)
-    member = tf.constant([0.2, 0.1])  # a population's own values
-    np.testing.assert_allclose(clip_range(config, 2, member).numpy(), [0.1, 0.05], rtol=1e-6)
-    assert float(learning_rate(config, 3)) == pytest.approx(2.5e-4 * 0.25)  # the default lr_schedule is linear
+    clips = [float(schedules_at(config, i).clip_range) for i in range(4)]
+    np.testing.assert_allclose(clips, [0.2, 0.15, 0.1, 0.05], rtol=1e-6)
+    assert float(schedules_at(config.replace(clip_schedule="constant"), 3).clip_range) == pytest.approx(0.2)
+    members = Schedules(tf.constant([1e-3, 2e-3]), tf.constant([0.2, 0.1]))  # a population's own values
+    np.testing.assert_allclose(schedules_at(config, 2, members).clip_range.numpy(), [0.1, 0.05], rtol=1e-6)
+    assert _learning_rate(config, 3) == pytest.approx(2.5e-4 * 0.25)  # the default lr_schedule is linear
 
 
-def test_the_learning_rate_fn_assigns_a_scheduled_clip_range_to_its_variable():
-    config = kppo.Config(
-        clip_schedule="linear", clip_range=0.2, num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1
-    )
-    assert schedule_variables(config.replace(clip_schedule="constant")) is None  # the update reads the number
-    schedule = schedule_variables(config)
-    assert schedule is not None and schedule.clip_range_vf is None  # clip_range_vf is not scheduled
-    agent = make_agent(config, 3, gym.spaces.Discrete(2))
-    make_learning_rate_fn(config, agent, schedule=schedule)(2)
-    assert float(schedule.clip_range.numpy()) == pytest.approx(0.1)  # 0.2 * (1 - 2 / 4)
-    assert update_settings(config, schedule).clip_range is schedule.clip_range
+def test_the_update_reads_each_iterations_schedules_in_place_of_the_configs_numbers():
+    config = kppo.Config(clip_range=0.2, clip_range_vf=0.5, clip_schedule="linear", total_timesteps=16 * 128 * 4)
+    settings = with_schedules(update_settings(config), schedules_at(config, 2))
+    assert float(settings.clip_range) == pytest.approx(0.1) and float(settings.clip_range_vf) == 0.5
+    assert update_settings(config).clip_range == 0.2  # the settings keep the Config's number
+    assert schedules_at(config.replace(clip_range_vf=None), 0).clip_range_vf is None  # no value clipping
 
 
 SCHEDULED = dict(
@@ -97,14 +78,6 @@ def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_on_every_runner
     runner.close()
     np.testing.assert_allclose(used, want, rtol=1e-6)
     np.testing.assert_allclose(reported, want, rtol=1e-6)
-
-
-def test_update_settings_read_scheduled_clip_ranges_from_variables():
-    config = kppo.Config(clip_range=0.2, clip_range_vf=0.5)
-    assert update_settings(config).clip_range == 0.2
-    clip = tf.Variable(0.1)
-    settings = update_settings(config, ScheduleVariables(clip, None))
-    assert settings.clip_range is clip and settings.clip_range_vf == 0.5
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,76 @@
+"""The scheduled values of a PPO iteration, computed once per iteration and passed in (`Schedules`): the one formula
+of every Config schedule (`schedules_at`), and where the update reads them (`with_schedules`).
+
+Every runner gets its schedules the same way: the iteration calls a schedule function `iteration -> Schedules`
+(`config_schedules`: the Config's schedules in-graph; a population passes each member's own values as the bases;
+the SB3 facade passes its host-evaluated callables) and hands the result to the update, which assigns the learning
+rate to its optimizer (or steps a functional Adam with it) and reads the other fields in place of the settings'.
+A new scheduled value is a field here, a `SCHEDULED` entry and a Config field: no runner changes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+from kppo._tf import tf
+from kppo.config.options import Config
+
+
+class Schedules(NamedTuple):
+    """One iteration's scheduled values, float32 scalars (a population member's own, inside its program)."""
+
+    learning_rate: Any
+    clip_range: Any
+    clip_range_vf: Any = None  # None: no value clipping (the update's settings say so too)
+
+
+#: The scheduled values: Config field -> the field naming its schedule (one of `kppo.config.options.SCHEDULES`).
+SCHEDULED = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule"}
+
+ScheduleFn = Callable[[Any], Schedules]
+
+
+def scheduled(config: Config, name: str, iteration, base=None) -> tf.Tensor:
+    """`config.<name>` (or `base`: a population member's own value) at `iteration` (0-based) under its schedule
+    (`SCHEDULED[name]`): the one formula of every scheduled value on every runner.
+
+    Linear: value * (1 - iteration / num_iterations), i.e. RL-Zoo's `lin_<value>` (value * progress_remaining) at
+    SB3's progress_remaining = 1 - steps / total_timesteps with the steps done before the iteration's rollout, where
+    kppo's SB3 facade evaluates SB3 schedules too. SB3's own `learn` counts the rollout just collected
+    (`_update_current_progress_remaining` after `collect_rollouts`): one rollout later, 1 - (iteration + 1) /
+    num_iterations."""
+    base = tf.constant(getattr(config, name), tf.float32) if base is None else base
+    if getattr(config, SCHEDULED[name]) == "constant":
+        return base
+    frac = 1.0 - tf.cast(iteration, tf.float32) / float(config.num_iterations)
+    return base * frac
+
+
+def schedules_at(config: Config, iteration, bases: Any = None) -> Schedules:
+    """Every scheduled value at `iteration`; `bases` (any object with some of `SCHEDULED`'s names as attributes, e.g. a
+    population's member values) replaces the Config's numbers it names."""
+    values = {name: scheduled(config, name, iteration, getattr(bases, name, None)) for name in SCHEDULED}
+    clip_vf = None if config.clip_range_vf is None else tf.constant(config.clip_range_vf, tf.float32)
+    return Schedules(**values, clip_range_vf=clip_vf)
+
+
+def config_schedules(config: Config, bases: Any = None) -> ScheduleFn:
+    """`iteration -> Schedules`: the Config's schedules (`schedules_at`)."""
+    return lambda iteration: schedules_at(config, iteration, bases)
+
+
+def is_constant(config: Config, name: str) -> bool:
+    return getattr(config, SCHEDULED[name]) == "constant"
+
+
+def with_values(settings: Any, values: Any) -> Any:
+    """`settings` (a NamedTuple) with every field that `values` (a NamedTuple) has too replaced by its value: a
+    population member's own hyperparameters, or an iteration's schedules."""
+    return settings._replace(**{name: getattr(values, name) for name in values._fields if name in settings._fields})
+
+
+def with_schedules(settings: Any, schedules: Schedules) -> Any:
+    """The update's settings (`kppo.update.ppo.UpdateSettings`) with this iteration's scheduled values in place of
+    the Config's (every `Schedules` field the settings have; the learning rate goes to the optimizer)."""
+    return with_values(settings, schedules)
