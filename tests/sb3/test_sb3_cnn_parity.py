@@ -157,7 +157,7 @@ def test_one_update_of_kppo_cnn_policy_equals_sb3s():
     agent = model.agent
     assert (model.config.adam_style, model.config.advantage_std_ddof) == ("torch", 1)
     assign(agent_pairs(agent, DATA, "shared"))
-    settings = update_settings(model.config, None)
+    settings = update_settings(model.config)
     step = tf.function(lambda mb: minibatch_step(agent, settings, mb), autograph=False)
     obs = DATA["update:obs"].reshape(len(DATA["update:obs"]), -1)
     actions = DATA["update:actions"].reshape((len(obs), *agent.dist.action_shape))

@@ -82,7 +82,7 @@ def test_one_update_of_kppo_recurrent_ppo_equals_sb3_contribs():
     model = _model(data)
     assert (model.config.adam_style, model.config.advantage_std_ddof) == ("torch", 1)
     _set_weights(model.agent, data)
-    settings = update_settings(model.config, None)
+    settings = update_settings(model.config)
     assert settings.rotated_steps == 32  # sb3-contrib's minibatches: windows of consecutive env-major rows
     step = tf.function(lambda mb: minibatch_step(model.agent, settings, mb), autograph=False)
     rows, size = _rows(data), int(data["batch_size"])

@@ -40,7 +40,7 @@ def _model(task: str, data) -> kppo.PPO:
 
 def _update(agent, config, data) -> list:
     """SB3's minibatches in SB3's order through kppo's minibatch step; returns the loss infos and gradient norms."""
-    settings = update_settings(config, None)
+    settings = update_settings(config)
     step = tf.function(lambda mb: minibatch_step(agent, settings, mb), autograph=False)
     actions = data["actions"].reshape((len(data["obs"]), *agent.dist.action_shape))
     batch = Batch(
