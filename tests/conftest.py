@@ -1,6 +1,6 @@
 """Shared fixtures: `variant` runs a pure function eagerly, under tf.function, and under XLA (rlax's all_variants);
-`pfor_conversions` lists the function bodies tf.vectorized_map converts; `clip_spy` makes the PPO loss report the
-clip range it used.
+`pfor_conversions` lists the function bodies tf.vectorized_map converts; `schedule_spy` makes the PPO loss report
+the clip range and entropy coefficient it used.
 
 tests/replicated needs 2 logical CPU devices, configured before TensorFlow initializes, so it runs only in its own
 process: tests/test_distribute.py starts `python -m pytest tests/replicated/...` with KPPO_REPLICATED=1."""
@@ -39,15 +39,17 @@ def pfor_conversions(monkeypatch):
 
 
 @pytest.fixture
-def clip_spy(monkeypatch):
-    """Every PPO loss reports the clip range it was computed with as its clip_fraction, so an iteration's
-    `Diagnostics.clip_fraction` (the mean over its minibatches) is the clip range its update used."""
+def schedule_spy(monkeypatch):
+    """Every PPO loss reports the clip range it was computed with as its clip_fraction and its entropy coefficient as
+    its approx_kl, so an iteration's `Diagnostics.clip_fraction` and `approx_kl` (means over its minibatches) are the
+    scheduled values its update used."""
     from kppo.core import losses
 
     ppo_loss = losses.ppo_loss
 
-    def spy(*args, clip_range, **kwargs):
-        loss, info = ppo_loss(*args, clip_range=clip_range, **kwargs)
-        return loss, info._replace(clip_fraction=tf.zeros_like(info.clip_fraction) + tf.cast(clip_range, tf.float32))
+    def spy(*args, clip_range, ent_coef, **kwargs):
+        loss, info = ppo_loss(*args, clip_range=clip_range, ent_coef=ent_coef, **kwargs)
+        clip, ent = (tf.zeros_like(info.clip_fraction) + tf.cast(x, tf.float32) for x in (clip_range, ent_coef))
+        return loss, info._replace(clip_fraction=clip, approx_kl=ent)
 
     monkeypatch.setattr(losses, "ppo_loss", spy)

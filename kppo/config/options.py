@@ -10,6 +10,7 @@ Vocabulary (kppo name <- rex name <- Stable-Baselines3 name):
     clip_range, clip_range_vf      <- CLIP_EPS (clips values too) <- clip_range, clip_range_vf
     clip_schedule                  <- -                          <- clip_range (a schedule, RL-Zoo's lin_X)
     ent_coef, vf_coef, max_grad_norm <- ENT_COEF, VF_COEF, MAX_GRAD_NORM <- same
+    ent_schedule                   <- -                          <- ent_coef (a schedule, as learning_rate)
     num_hidden_layers, num_hidden_units, activation, kernel_init
                                    <- NUM_HIDDEN_LAYERS, NUM_HIDDEN_UNITS, HIDDEN_ACTIVATION, KERNEL_INIT_TYPE
     state_independent_std, log_std_init, squash <- STATE_INDEPENDENT_STD, -, SQUASH <- -, log_std_init, squash_output
@@ -51,7 +52,7 @@ KERNEL_INITS = (
     "xavier_uniform",
     "torch_default",
 )
-SCHEDULES = ("constant", "linear")  # lr_schedule, clip_schedule (kppo.training.runners.base.scheduled)
+SCHEDULES = ("constant", "linear")  # lr_schedule, clip_schedule, ent_schedule (kppo.update.schedules.scheduled)
 DISTRIBUTE = ("none", "mirrored", "multi_worker", "tpu")
 VF_CLIP_MODES = ("max", "clipped")
 ENV_BACKENDS = ("auto", "native", "gymnasium")
@@ -132,6 +133,11 @@ class Config:
     normalize_advantage: bool = _f(True, "Normalize advantages per minibatch (mean 0, std 1).")
     advantage_std_ddof: int = _f(0, "Advantage normalization's std: 0 population (purejaxrl, CleanRL), 1 sample (SB3).")
     ent_coef: float = _f(0.01, "Entropy bonus coefficient.")
+    ent_schedule: str = _f(
+        "constant",
+        "'linear' anneals ent_coef to 0 over the run as lr_schedule anneals the learning rate (RL-Zoo's "
+        "lin_<ent_coef>, kppo.PPO's ent_coef schedule); 'constant' keeps it.",
+    )
     vf_coef: float = _f(0.5, "Value loss coefficient (value loss = mean squared error, as SB3).")
     # --- networks ---
     num_hidden_layers: int = _f(2, "Hidden layers in each of the actor and critic towers.")
@@ -389,7 +395,7 @@ def _validate(c: Config) -> None:
     _check(c.checkpoint_every >= 0, "checkpoint_every", "an integer >= 0", c.checkpoint_every)
     _check(c.num_hidden_layers >= 0, "num_hidden_layers", "an integer >= 0", c.num_hidden_layers)
     _check(c.learning_rate > 0, "learning_rate", "a positive number", c.learning_rate)
-    for name in ("lr_schedule", "clip_schedule"):
+    for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
         _check(getattr(c, name) in SCHEDULES, name, f"one of {SCHEDULES}", getattr(c, name))
     _check(0 <= c.gamma <= 1, "gamma", "a number in [0, 1]", c.gamma)
     _check(0 <= c.gae_lambda <= 1, "gae_lambda", "a number in [0, 1]", c.gae_lambda)

@@ -51,7 +51,7 @@ _SB3_NAMES = {
 
 
 #: RL-Zoo's `lin_<value>` (a linear schedule from value to 0) -> the value and its schedule field.
-_ZOO_SCHEDULES = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule"}
+_ZOO_SCHEDULES = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule", "ent_coef": "ent_schedule"}
 
 
 def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]) -> dict[str, Any]:
@@ -60,7 +60,8 @@ def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]
     Special cases: rex `ANNEAL_LR` (bool) -> `lr_schedule`; rex `NORMALIZE_ENV` and SB3/zoo `normalize` -> both
     `normalize_obs` and `normalize_reward`; rex `CLIP_EPS` also sets `clip_range_vf` (rex clips values with it)
     unless `clip_range_vf` is given; SB3 `batch_size` (minibatch size) -> `num_minibatches`; RL-Zoo's
-    `learning_rate: lin_2.5e-4` and `clip_range: lin_0.1` -> the value with `lr_schedule` / `clip_schedule` "linear".
+    `learning_rate: lin_2.5e-4`, `clip_range: lin_0.1` and `ent_coef: lin_0.01` -> the value with `lr_schedule` /
+    `clip_schedule` / `ent_schedule` "linear".
 
     Raises:
         ValueError: a key that is no spelling of any option, or the same option given twice.

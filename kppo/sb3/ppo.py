@@ -11,10 +11,11 @@ SB3 argument -> kppo:
 
     learning_rate (float | schedule)  -> Config.learning_rate; a schedule f(progress_remaining) is evaluated on the
                                          host before every rollout (as SB3)
-    n_steps, n_epochs, gamma, gae_lambda, normalize_advantage, ent_coef, vf_coef, max_grad_norm, target_kl
+    n_steps, n_epochs, gamma, gae_lambda, normalize_advantage, vf_coef, max_grad_norm, target_kl
                                       -> num_steps, num_epochs, gamma, gae_lambda, ... (same meaning)
+    ent_coef (float | schedule)       -> ent_coef; a schedule is evaluated as learning_rate's (kppo's extension)
     batch_size                        -> num_minibatches = n_steps * n_envs // batch_size
-    clip_range (float | schedule)     -> clip_range (a tf.Variable when scheduled)
+    clip_range (float | schedule)     -> clip_range; a schedule is evaluated as learning_rate's
     clip_range_vf (None | float | schedule) -> clip_range_vf with vf_clip_mode="clipped" (SB3's formula)
     policy_kwargs: net_arch           -> actor_hidden_units / critic_hidden_units
                    activation_fn      -> activation (a Keras activation or its name)
@@ -121,7 +122,7 @@ class PPO(BaseAlgorithm):
         clip_range: float | Schedule = 0.2,
         clip_range_vf: float | Schedule | None = None,
         normalize_advantage: bool = True,
-        ent_coef: float = 0.0,
+        ent_coef: float | Schedule = 0.0,
         vf_coef: float = 0.5,
         max_grad_norm: float = 0.5,
         use_sde: bool = False,
@@ -154,6 +155,7 @@ class PPO(BaseAlgorithm):
         self.tensorboard_log = tensorboard_log
         self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
         self.clip_range, self._clip_schedule = split_schedule(clip_range, "clip_range")
+        ent_coef, self._ent_schedule = split_schedule(ent_coef, "ent_coef")
         self._clip_vf_schedule = None
         self.clip_range_vf = None
         if clip_range_vf is not None:
@@ -267,7 +269,7 @@ class PPO(BaseAlgorithm):
         except BaseException:
             vec_env.close()
             raise
-        self._schedules = self._schedules_now(self._current_lr, self.clip_range, self.clip_range_vf)
+        self._schedules = self._schedules_now(self._current_lr, self.clip_range, self.ent_coef, self.clip_range_vf)
         if isinstance(env, VecNormalize):
             env.model = self
             start = start._replace(count_reset=env.training)
@@ -414,21 +416,30 @@ class PPO(BaseAlgorithm):
         return self.clip_range_vf
 
     @staticmethod
-    def _schedules_now(learning_rate: float, clip_range: float, clip_range_vf: float | None) -> Schedules:
+    def _schedules_now(
+        learning_rate: float, clip_range: float, ent_coef: float, clip_range_vf: float | None
+    ) -> Schedules:
         """Host values as the update reads them (float32 tensors: a new value does not retrace the update)."""
-        values = (learning_rate, clip_range, clip_range_vf)
-        return Schedules(*[None if x is None else tf.constant(float(x), tf.float32) for x in values])
+        values = dict(
+            learning_rate=learning_rate, clip_range=clip_range, ent_coef=ent_coef, clip_range_vf=clip_range_vf
+        )
+        return Schedules(**{k: None if x is None else tf.constant(float(x), tf.float32) for k, x in values.items()})
 
     def _apply_schedules(self, progress_remaining: float) -> None:
         """SB3's schedules, evaluated before every rollout (the loop's `schedule` hook)."""
         if self._lr_schedule is not None:
             self._current_lr = float(self._lr_schedule(progress_remaining))
         now = self._schedules
-        clip = float(self._clip_schedule(progress_remaining)) if self._clip_schedule is not None else now.clip_range
-        clip_vf = now.clip_range_vf
-        if self._clip_vf_schedule is not None:
-            clip_vf = float(self._clip_vf_schedule(progress_remaining))
-        self._schedules = self._schedules_now(self._current_lr, clip, clip_vf)
+
+        def at(schedule: Schedule | None, current: Any) -> Any:
+            return current if schedule is None else float(schedule(progress_remaining))
+
+        self._schedules = self._schedules_now(
+            self._current_lr,
+            at(self._clip_schedule, now.clip_range),
+            at(self._ent_schedule, now.ent_coef),
+            at(self._clip_vf_schedule, now.clip_range_vf),
+        )
 
     def _log(self, diag: Diagnostics, iteration: int, progress: Progress, start: tuple[float, int]) -> None:
         """One SB3 logger dump: the metrics of this iteration under SB3's keys (`kppo.training.metrics.METRICS`), with

@@ -18,15 +18,17 @@ from kppo.config.options import Config
 
 
 class Schedules(NamedTuple):
-    """One iteration's scheduled values, float32 scalars (a population member's own, inside its program)."""
+    """One iteration's scheduled values, float32 scalars (a population member's own, inside its program);
+    `clip_range_vf` is scheduled only by the SB3 facade (SB3's `clip_range_vf` schedule)."""
 
     learning_rate: Any
     clip_range: Any
+    ent_coef: Any
     clip_range_vf: Any = None  # None: no value clipping (the update's settings say so too)
 
 
 #: The scheduled values: Config field -> the field naming its schedule (one of `kppo.config.options.SCHEDULES`).
-SCHEDULED = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule"}
+SCHEDULED = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule", "ent_coef": "ent_schedule"}
 
 ScheduleFn = Callable[[Any], Schedules]
 

@@ -243,6 +243,11 @@ def test_rl_zoos_linear_schedules_read_as_the_value_and_its_schedule():
         Config.from_dict({"learning_rate": "lin_x"})
     with pytest.raises(ValueError, match="option 'clip_schedule' given twice"):
         Config.from_dict({"clip_range": "lin_0.1", "clip_schedule": "constant"})
+    c = Config.from_yaml("ent_coef: lin_0.01\n")  # the entropy coefficient's schedule, spelled the same way
+    assert (c.ent_coef, c.ent_schedule) == (0.01, "linear")
+    assert Config.from_yaml(c.to_yaml()) == c
+    with pytest.raises(ValueError, match="ent_schedule: expected one of"):
+        Config(ent_schedule="cosine")
 
 
 def test_sb3_batch_size_must_divide_the_rollout():

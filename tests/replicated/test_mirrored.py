@@ -211,7 +211,7 @@ def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
 
 
 @pytest.mark.parametrize("backend", ["tf", "gymnasium"])
-def test_the_replicated_update_at_iteration_k_uses_the_scheduled_clip_range(backend, clip_spy):
+def test_the_replicated_update_at_iteration_k_uses_the_scheduled_clip_range_and_ent_coef(backend, schedule_spy):
     from kppo.training.runners import make_runner
 
     config = kppo.Config(
@@ -220,6 +220,8 @@ def test_the_replicated_update_at_iteration_k_uses_the_scheduled_clip_range(back
         env_backend=backend,
         clip_range=0.2,
         clip_schedule="linear",
+        ent_coef=0.01,
+        ent_schedule="linear",
         num_envs=4,
         num_steps=8,
         num_epochs=1,
@@ -231,16 +233,18 @@ def test_the_replicated_update_at_iteration_k_uses_the_scheduled_clip_range(back
         jit_rollout=False,  # faster to build
     )
     runner = make_runner("CartPole-v1", config)
-    state, used, reported = runner.state, [], []
+    state, used, reported, entropy_coefs = runner.state, [], [], []
     for _ in range(4):  # one iteration a call: a call's diagnostics are that iteration's
         result = runner.run_iterations(state, 1)
         state = result.state
-        used.append(float(result.diagnostics.clip_fraction))  # the clip range the replicas' losses used (`clip_spy`)
+        used.append(float(result.diagnostics.clip_fraction))  # the clip range the replicas' losses used
+        entropy_coefs.append(float(result.diagnostics.approx_kl))  # their entropy coefficient (`schedule_spy`)
         reported.append(runner.clip_range(state))
     runner.close()
     want = [0.2, 0.15, 0.1, 0.05]  # 0.2 * (1 - k / 4) at iteration k
     np.testing.assert_allclose(used, want, rtol=1e-6)
     np.testing.assert_allclose(reported, want, rtol=1e-6)
+    np.testing.assert_allclose(entropy_coefs, [0.01, 0.0075, 0.005, 0.0025], rtol=1e-6)
 
 
 def test_num_envs_that_do_not_split_into_replica_shards_are_named():

@@ -69,6 +69,15 @@ def test_accepts_every_sb3_argument():
     assert model.num_timesteps == 256
 
 
+def test_an_ent_coef_schedule_is_evaluated_before_every_rollout_as_the_learning_rate(schedule_spy, monkeypatch):
+    model = PPO("MlpPolicy", _cartpole(), n_steps=32, batch_size=32, n_epochs=1, ent_coef=lambda p: 0.02 * p, seed=0)
+    assert model.ent_coef == 0.02 and model.config.ent_coef == 0.02  # the value at progress_remaining 1, as SB3's
+    used, log = [], model._log
+    monkeypatch.setattr(model, "_log", lambda diag, *args: (used.append(float(diag.approx_kl)), log(diag, *args)))
+    model.learn(4 * 64)  # 4 rollouts of 2 envs x 32 steps: progress_remaining 1, 0.75, 0.5, 0.25 before each
+    np.testing.assert_allclose(used, [0.02, 0.015, 0.01, 0.005], rtol=1e-6)  # what each update's loss used
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

@@ -32,15 +32,26 @@ def test_a_linear_clip_range_is_annealed_as_the_learning_rate_is():
     clips = [float(schedules_at(config, i).clip_range) for i in range(4)]
     np.testing.assert_allclose(clips, [0.2, 0.15, 0.1, 0.05], rtol=1e-6)
     assert float(schedules_at(config.replace(clip_schedule="constant"), 3).clip_range) == pytest.approx(0.2)
-    members = Schedules(tf.constant([1e-3, 2e-3]), tf.constant([0.2, 0.1]))  # a population's own values
+    members = Schedules(tf.constant([1e-3, 2e-3]), tf.constant([0.2, 0.1]), tf.constant([0.0, 0.02]))  # own values
     np.testing.assert_allclose(schedules_at(config, 2, members).clip_range.numpy(), [0.1, 0.05], rtol=1e-6)
+    np.testing.assert_allclose(schedules_at(config, 2, members).ent_coef.numpy(), [0.0, 0.02])  # ent: constant
     assert _learning_rate(config, 3) == pytest.approx(2.5e-4 * 0.25)  # the default lr_schedule is linear
+
+
+def test_a_linear_ent_coef_is_annealed_as_the_learning_rate_is():
+    config = kppo.Config(ent_coef=0.01, ent_schedule="linear", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4)
+    ents = [float(schedules_at(config, i).ent_coef) for i in range(4)]
+    np.testing.assert_allclose(ents, [0.01, 0.0075, 0.005, 0.0025], rtol=1e-6)
+    assert float(schedules_at(config.replace(ent_schedule="constant"), 3).ent_coef) == pytest.approx(0.01)
+    members = Schedules(tf.constant([1e-3, 1e-3]), tf.constant([0.2, 0.2]), tf.constant([0.0, 0.02]))
+    np.testing.assert_allclose(schedules_at(config, 2, members).ent_coef.numpy(), [0.0, 0.01], rtol=1e-6)
 
 
 def test_the_update_reads_each_iterations_schedules_in_place_of_the_configs_numbers():
     config = kppo.Config(clip_range=0.2, clip_range_vf=0.5, clip_schedule="linear", total_timesteps=16 * 128 * 4)
-    settings = with_schedules(update_settings(config), schedules_at(config, 2))
+    settings = with_schedules(update_settings(config.replace(ent_schedule="linear")), schedules_at(config, 2))
     assert float(settings.clip_range) == pytest.approx(0.1) and float(settings.clip_range_vf) == 0.5
+    assert float(settings.ent_coef) == pytest.approx(0.01)  # ent_schedule "constant" in `config`
     assert update_settings(config).clip_range == 0.2  # the settings keep the Config's number
     assert schedules_at(config.replace(clip_range_vf=None), 0).clip_range_vf is None  # no value clipping
 
@@ -48,6 +59,8 @@ def test_the_update_reads_each_iterations_schedules_in_place_of_the_configs_numb
 SCHEDULED = dict(
     clip_range=0.2,
     clip_schedule="linear",
+    ent_coef=0.01,
+    ent_schedule="linear",
     num_envs=4,
     num_steps=8,
     total_timesteps=4 * 8 * 4,
@@ -61,7 +74,7 @@ SCHEDULED = dict(
 
 
 @pytest.mark.parametrize("kind", ["native", "host", "population"])
-def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_on_every_runner(kind, clip_spy):
+def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_and_ent_coef_on_every_runner(kind, schedule_spy):
     config = kppo.Config(**SCHEDULED, env_backend="gymnasium" if kind == "host" else "auto")
     if kind == "population":  # members with their own clip ranges, both scheduled
         runner, _ = make_population_runner("CartPole-v1", config.sweep(clip_range=[0.2, 0.1]).members([0]))
@@ -69,15 +82,19 @@ def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_on_every_runner
     else:
         runner = make_runner("CartPole-v1", config)
         want = np.array([0.2, 0.15, 0.1, 0.05])  # 0.2 * (1 - k / 4) at iteration k
-    state, used, reported = runner.state, [], []
+    state, used, reported, entropy_coefs = runner.state, [], [], []
     for _ in range(4):  # one iteration a call: a call's diagnostics are that iteration's
         result = runner.run_iterations(state, 1)
         state = result.state
         used.append(np.asarray(result.diagnostics.clip_fraction))
+        entropy_coefs.append(np.asarray(result.diagnostics.approx_kl))
         reported.append(runner.clip_range(state))  # what `train/clip_range` reports after the call
     runner.close()
     np.testing.assert_allclose(used, want, rtol=1e-6)
     np.testing.assert_allclose(reported, want, rtol=1e-6)
+    ent_want = 0.01 * (1 - np.arange(4) / 4)  # RL-Zoo's lin_0.01 at iteration k
+    per_member = ent_want.reshape(-1, *[1] * (want.ndim - 1))  # a population's members share it here
+    np.testing.assert_allclose(entropy_coefs, np.broadcast_to(per_member, want.shape), rtol=1e-6)
 
 
 @pytest.mark.parametrize(
