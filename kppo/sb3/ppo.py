@@ -71,6 +71,8 @@ from kppo.sb3.arguments import (
 )
 from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.base_class import BaseAlgorithm
+from kppo.sb3.from_sb3 import model_from_sb3
+from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
 from kppo.sb3.vec_normalize import VecNormalize
 
 _POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
@@ -151,6 +153,7 @@ class PPO(BaseAlgorithm):
         self.seed = int(cast(int, np.random.SeedSequence().entropy) % 2**31) if seed is None else int(seed)
         self.device = tf_device(device)
         self.tensorboard_log = tensorboard_log
+        self.sb3_version: str | None = None  # the Stable-Baselines3 version of a loaded SB3 save
         self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
         self.clip_range, self._clip_schedule = split_schedule(clip_range, "clip_range")
         self._clip_vf_schedule = None
@@ -549,10 +552,13 @@ class PPO(BaseAlgorithm):
         **kwargs: Any,
     ) -> PPO:
         """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
-        agent directory); `env` (optional) must have the saved spaces. Nothing is unpickled: a model saved with a
+        agent directory; or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.sb3_save`); `env`
+        (optional) must have the saved spaces. Nothing is unpickled: a model saved with a
         user's Keras `features_extractor_class` needs it again as `custom_objects={"features_extractor_class": cls}`
         (its name is all the file holds); `print_system_info` is accepted and ignored."""
         del print_system_info, force_reset
+        if is_sb3_save(path):  # a zip Stable-Baselines3 wrote: read without torch, nothing unpickled
+            return model_from_sb3(cls, read_sb3_save(path), env, device, kwargs)
         path = agent_dir(path)
         _, metadata, _, _ = checkpoint.read_metadata(path)
         saved = metadata.get("extra", {}).get("sb3")
