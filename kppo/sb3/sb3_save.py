@@ -135,8 +135,22 @@ def is_sb3_save(path: str | Path | IO[bytes]) -> bool:
             finally:
                 path.seek(position)
     except (zipfile.BadZipFile, OSError, ValueError):
+        return _looks_like_sb3(path)
+    if "config.yaml" in names or "metadata.json" in names:
+        return False  # kppo's own save
+    return ("data" in names and "policy.pth" in names) or _looks_like_sb3(path)
+
+
+def _looks_like_sb3(path: str | Path | IO[bytes]) -> bool:
+    """A file that is not a complete zip but holds SB3's member names (a truncated save): `read_sb3_save` then
+    says what is wrong with it."""
+    if not isinstance(path, (str, Path)):
         return False
-    return "data" in names and "config.yaml" not in names and "metadata.json" not in names
+    try:
+        head = Path(path).read_bytes()[: 1 << 20]
+    except OSError:
+        return False
+    return head.startswith(b"PK") and (b"_stable_baselines3_version" in head or b"policy.pth" in head)
 
 
 def _member(archive: zipfile.ZipFile, name: str, source: str) -> bytes:
@@ -251,6 +265,12 @@ def read_sb3_save(path: str | Path | IO[bytes]) -> SB3Save:
             f"{source}: expected an SB3 save (a zip file), got a file that is not a complete zip"
         ) from None
     with archive:
+        listed = archive.namelist()
+        if "data" not in listed or "policy.pth" not in listed:  # a truncated save can open as its inner zip
+            raise ValueError(
+                f"{source}: expected an SB3 save listing 'data' and 'policy.pth', got a zip listing "
+                f"{listed[:4]}{' ...' if len(listed) > 4 else ''} (a truncated or damaged file)"
+            )
         version = _member(archive, "_stable_baselines3_version", source).decode("utf-8", "replace").strip()
         if not re.fullmatch(r"2\.\d+\.\d+\S*", version):
             raise NotSupportedError(f"{source}: saved by Stable-Baselines3 {version!r}; kppo reads saves of SB3 2.x")
