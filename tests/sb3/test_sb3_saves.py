@@ -114,3 +114,19 @@ def test_the_exported_artifact_equals_sb3_from_raw_observations(case, tmp_path):
             _close(got, data["actions"])
         else:
             assert np.abs(got - data["actions"]).max() <= 0.01 * 4.0
+
+
+def test_the_cli_exports_and_evaluates_sb3_saves(tmp_path, capsys):
+    from kppo.cli.main import main
+
+    out = tmp_path / "p.tflite"
+    args = ["export", str(SAVED / "pendulum_vecnorm.zip"), "--vecnormalize", str(SAVED / "pendulum_vecnorm.pkl")]
+    assert main([*args, "--out", str(out), "--batch-size", "0"]) == 0
+    data = _data("pendulum_vecnorm")
+    _close(np.asarray(TFLiteRunner(out)(data["obs"].astype(np.float32))).reshape(-1, 1), data["actions"])
+    assert main(["eval", str(SAVED / "cartpole.zip"), "--env", "CartPole-v1", "--episodes", "1"]) == 0
+    assert "CartPole-v1:" in capsys.readouterr().out
+    assert main(["eval", str(SAVED / "cartpole.zip")]) == 2
+    assert main(["export", str(SAVED / "dqn.zip")]) == 2
+    err = capsys.readouterr().err
+    assert "--env: expected a gymnasium id" in err and "holds a DQN model" in err
