@@ -175,9 +175,9 @@ class _Machine:
         n = int(op[-1])
         if len(self.stack) < n:
             raise self.refuse(f"builds a tuple of {n} from a shorter stack")
-        items = tuple(self.stack[len(self.stack) - n :])
+        last = tuple(self.stack[len(self.stack) - n :])
         del self.stack[len(self.stack) - n :]
-        self.stack.append(items)
+        self.stack.append(last)
 
     def append(self, op: str, arg: Any) -> None:
         items = [self.pop()] if op == "APPEND" else self.pop_mark()

@@ -185,7 +185,7 @@ def build_space(record: Any, source: str) -> gym.spaces.Space:
     kind, state = record.cls.name, record.state
     if kind == "Box":
         low, high = _array(state.get("low"), source, "Box.low"), _array(state.get("high"), source, "Box.high")
-        dtype = state.get("dtype")
+        dtype: Any = state.get("dtype")
         return gym.spaces.Box(low, high, tuple(state.get("_shape", low.shape)), dtype)
     if kind == "Discrete":
         return gym.spaces.Discrete(int(state["n"]), start=int(state.get("start", 0)))
@@ -294,4 +294,6 @@ def read_sb3_save(path: str | Path | IO[bytes]) -> SB3Save:
         if isinstance(data.get(k), dict) and ":serialized:" in data[k]
     }
     kwargs = _policy_kwargs(data, source)
-    return SB3Save(source, version, algorithm, policy, policy_class, plain, schedules, kwargs, *spaces, state_dict)
+    return SB3Save(
+        source, version, algorithm, policy, policy_class, plain, schedules, kwargs, spaces[0], spaces[1], state_dict
+    )

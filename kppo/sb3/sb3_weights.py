@@ -37,7 +37,8 @@ class _Reader:
     """Takes tensors out of a state_dict by name, remembering which it used."""
 
     def __init__(self, state_dict: dict[str, np.ndarray], source: str):
-        self.state_dict, self.source, self.used = state_dict, source, set()
+        self.state_dict, self.source = state_dict, source
+        self.used: set[str] = set()
 
     def take(self, name: str) -> np.ndarray:
         if name not in self.state_dict:
@@ -160,8 +161,8 @@ def _check_left_over(reader: _Reader) -> None:
     for name in sorted(set(reader.state_dict) - reader.used):
         head, _, suffix = name.partition(".")
         twin = used_by_suffix.get(suffix)
-        alias = head.endswith("features_extractor") and twin is not None
-        if not (alias and np.array_equal(reader.state_dict[name], reader.state_dict[twin])):
+        alias = twin is not None and head.endswith("features_extractor")
+        if twin is None or not (alias and np.array_equal(reader.state_dict[name], reader.state_dict[twin])):
             left.append(name)
     if left:
         raise ValueError(

@@ -187,7 +187,7 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
         gamma=data["gamma"],
         norm_obs_keys=data.get("norm_obs_keys"),  # absent in files of earlier versions
     )
-    stats = tuple(
+    from_json: tuple[Any, ...] = tuple(
         None
         if data[k] is None
         else RunningMeanStd(
@@ -195,4 +195,4 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
         )
         for k in ("obs_rms", "ret_rms")
     )
-    return settings, cast(tuple[Any, Any], stats)
+    return settings, cast(tuple[Any, Any], from_json)

@@ -87,7 +87,7 @@ def read_vec_normalize(path: str | Path) -> tuple[dict[str, Any], Statistics, St
     state = obj.state
     if not isinstance(state, dict) or "obs_rms" not in state or "ret_rms" not in state:
         raise ValueError(f"{source}: expected SB3's VecNormalize state with obs_rms and ret_rms, got {describe(state)}")
-    settings = {key: state.get(key, default) for key, default in SETTINGS.items()}
+    settings: dict[str, Any] = {key: state.get(key, default) for key, default in SETTINGS.items()}
     for key in ("clip_obs", "clip_reward", "gamma", "epsilon"):
         settings[key] = float(settings[key])
     for key in ("training", "norm_obs", "norm_reward"):
