@@ -156,13 +156,15 @@ def sb3_pairs(agent: Agent, state_dict: dict[str, np.ndarray], source: str) -> P
 
 def _check_left_over(reader: _Reader) -> None:
     """Tensors not used must be aliases of used ones (SB3 registers one extractor under several names)."""
-    used_by_suffix = {name.split(".", 1)[1]: name for name in reader.used if "features_extractor." in name}
+    twins: dict[str, list[str]] = {}
+    for name in reader.used:
+        if "features_extractor." in name:
+            twins.setdefault(name.split(".", 1)[1], []).append(name)
     left = []
     for name in sorted(set(reader.state_dict) - reader.used):
         head, _, suffix = name.partition(".")
-        twin = used_by_suffix.get(suffix)
-        alias = twin is not None and head.endswith("features_extractor")
-        if twin is None or not (alias and np.array_equal(reader.state_dict[name], reader.state_dict[twin])):
+        candidates = twins.get(suffix, []) if head.endswith("features_extractor") else []
+        if not any(np.array_equal(reader.state_dict[name], reader.state_dict[twin]) for twin in candidates):
             left.append(name)
     if left:
         raise ValueError(

@@ -130,3 +130,38 @@ def test_the_cli_exports_and_evaluates_sb3_saves(tmp_path, capsys):
     assert main(["export", str(SAVED / "dqn.zip")]) == 2
     err = capsys.readouterr().err
     assert "--env: expected a gymnasium id" in err and "holds a DQN model" in err
+
+
+@pytest.mark.parametrize("kind", ["shared", "separate"])
+def test_the_weight_map_reads_nature_cnn_rows_and_separate_extractors(kind):
+    """`tests/fixtures/sb3/cnn.npz` holds SB3 CnnPolicy state_dicts under torch names on 36x44x3 images (a 1x2 last
+    feature map, so torch's CHW flatten and kppo's HWC differ), shared and separate: `sb3_pairs` maps both."""
+    from kppo.sb3.sb3_weights import assign_sb3_weights
+    from tests.helpers.sb3_cnn import BlockImageEnv, cnn_data
+
+    data = cnn_data()
+    state_dict = {k[len(kind) + 1 :]: v for k, v in data.items() if k.startswith(f"{kind}.")}
+    if kind == "shared":  # SB3's state_dict names the one extractor three times; the fixture keeps it once
+        for alias in ("pi_features_extractor", "vf_features_extractor"):
+            state_dict.update(
+                {
+                    k.replace("features_extractor", alias): v
+                    for k, v in list(state_dict.items())
+                    if k.startswith("features_extractor.")
+                }
+            )
+    else:
+        state_dict.update(
+            {
+                k.replace("pi_features_extractor", "features_extractor"): v
+                for k, v in list(state_dict.items())
+                if k.startswith("pi_features_extractor.")
+            }
+        )
+    kwargs = None if kind == "shared" else dict(share_features_extractor=False)
+    model = kppo.PPO("CnnPolicy", kppo.make_vec_env(BlockImageEnv, n_envs=1, seed=0), policy_kwargs=kwargs, seed=0)
+    assign_sb3_weights(model.agent, state_dict, "cnn.npz")
+    obs = tf.constant(data["obs_hwc"].reshape(len(data["obs_hwc"]), -1))
+    _close(model.agent.actor(obs).numpy(), data[f"{kind}:logits"])
+    _close(model.agent.critic(obs).numpy().reshape(-1), data[f"{kind}:values"])
+    model.env.close()
