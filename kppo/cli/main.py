@@ -4,6 +4,8 @@
     kppo train pendulum --set learning_rate=3e-4 --seed 1 --out runs/p1
     kppo eval runs/p1 --episodes 20             # or an artifact: kppo eval runs/p1/policy.tflite
     kppo export runs/p1 --format tflite --quantize int8
+    kppo export model.zip --vecnormalize vec_normalize.pkl --quantize int8 --out p.tflite   # an SB3 save
+    kppo eval model.zip --env CartPole-v1       # an SB3 save: --env names its env
     kppo train cartpole --seeds 0-7 --sweep learning_rate=3e-4,1e-3   # 16 agents in one compiled program
 
 A run directory holds config.yaml, agent/ (networks, optimizer and statistics; no pickle), metrics.csv,
@@ -262,6 +264,15 @@ def cmd_eval(args) -> int:
     target = Path(args.target)
     if target.is_dir() and (target / "agent").is_dir():
         target = target / "agent"
+    sb3_model = _sb3_model(target, args.vecnormalize) if target.suffix != ".tflite" else None
+    if sb3_model is not None:  # a zip Stable-Baselines3 saved: it names no env
+        if not args.env:
+            raise ValueError("--env: expected a gymnasium id for an SB3 save (SB3's zip names no env)")
+        returns = _gym_returns(sb3_model.policy, args.env, args.episodes, args.seed, sb3_model._model_spaces())
+        print(f"{args.env}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
+        return 0
+    if args.vecnormalize:
+        raise ValueError("--vecnormalize: only for a zip Stable-Baselines3 saved (kppo's runs hold their statistics)")
     if not target.is_dir() and target.suffix != ".tflite":  # a model saved as a zip (kppo.PPO.save, SB3's habit)
         from kppo.agent.archive import agent_dir
 
@@ -300,23 +311,43 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def _sb3_model(path: Path, vecnormalize: str | None):
+    """The kppo model of a zip Stable-Baselines3 saved (its class from the save), with `vecnormalize`'s statistics
+    frozen in; None for anything else."""
+    import kppo
+    from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
+
+    if not is_sb3_save(path):
+        return None
+    model = getattr(kppo, read_sb3_save(path).algorithm).load(path)
+    if vecnormalize:
+        model.use_vec_normalize(vecnormalize)
+    return model
+
+
 def cmd_export(args) -> int:
     import kppo
     from kppo.agent.checkpoint import read_metadata
     from kppo.cli.runs import writable_dir
 
-    source = Path(args.run)
-    if (source / "agent").is_dir():
-        source = source / "agent"
-    unfinished = _is_unfinished_run(source)
-    if not unfinished:
-        read_metadata(source)  # the one-line error for a directory that is neither an agent nor a run
+    source: Any = Path(args.run)
     quantize = None if args.quantize in (None, "none", "float32") else args.quantize
     default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
-    out = Path(args.out) if args.out else Path(args.run) / default
+    sb3_model = _sb3_model(source, args.vecnormalize)
+    if sb3_model is None and args.vecnormalize:
+        raise ValueError("--vecnormalize: only for a zip Stable-Baselines3 saved (kppo's runs hold their statistics)")
+    if (source / "agent").is_dir():
+        source = source / "agent"
+    unfinished = sb3_model is None and _is_unfinished_run(source)
+    if sb3_model is None and not unfinished:
+        read_metadata(source)  # the one-line error for a directory that is neither an agent nor a run
+    beside = Path(args.run).with_name(f"{Path(args.run).stem}_{default}") if sb3_model is not None else None
+    out = Path(args.out) if args.out else (beside or Path(args.run) / default)
     writable_dir(out.parent, "--out")
     if unfinished:
         source = _load_unfinished_run(source)
+    if sb3_model is not None:
+        source = sb3_model
     exported = kppo.export(
         source, out, format=args.format, quantize=quantize, batch_size=None if args.batch_size == 0 else args.batch_size
     )
@@ -355,17 +386,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run from its latest checkpoint")
     train.set_defaults(func=cmd_train)
     ev = sub.add_parser("eval", help="closed-loop episodes of a run, agent directory or .tflite artifact")
-    ev.add_argument("target", metavar="RUN_DIR|ARTIFACT")
+    ev.add_argument("target", metavar="RUN_DIR|ARTIFACT|SB3_ZIP")
     ev.add_argument("--episodes", type=int, default=10)
     ev.add_argument("--env", help="gymnasium id (default: the training env)")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--vecnormalize", metavar="PKL", help="an SB3 save's vec_normalize.pkl (its statistics)")
     ev.set_defaults(func=cmd_eval)
     ex = sub.add_parser("export", help="export a run's agent as TFLite or SavedModel")
-    ex.add_argument("run", metavar="RUN_DIR")
+    ex.add_argument("run", metavar="RUN_DIR|SB3_ZIP")
     ex.add_argument("--format", choices=["tflite", "saved_model"], default="tflite")
     ex.add_argument("--quantize", choices=["none", "float16", "dynamic", "int8"], default="none")
     ex.add_argument("--batch-size", type=int, default=1, help="fixed input batch (0: dynamic)")
     ex.add_argument("--out")
+    ex.add_argument("--vecnormalize", metavar="PKL", help="an SB3 save's vec_normalize.pkl: its statistics baked in")
     ex.set_defaults(func=cmd_export)
     return parser
 

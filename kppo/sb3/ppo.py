@@ -73,7 +73,10 @@ from kppo.sb3.arguments import (
 )
 from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.base_class import BaseAlgorithm
-from kppo.sb3.vec_normalize import VecNormalize
+from kppo.sb3.from_sb3 import model_from_sb3
+from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
+from kppo.sb3.vec_normalize import VecNormalize, read_statistics
+from kppo.gym_envs.spaces import flat_dim
 
 _POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 #: SB3's message for `predict((obs, info))`.
@@ -153,6 +156,7 @@ class PPO(BaseAlgorithm):
         self.seed = int(cast(int, np.random.SeedSequence().entropy) % 2**31) if seed is None else int(seed)
         self.device = tf_device(device)
         self.tensorboard_log = tensorboard_log
+        self.sb3_version: str | None = None  # the Stable-Baselines3 version of a loaded SB3 save
         self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
         self.clip_range, self._clip_schedule = split_schedule(clip_range, "clip_range")
         ent_coef, self._ent_schedule = split_schedule(ent_coef, "ent_coef")
@@ -474,6 +478,40 @@ class PPO(BaseAlgorithm):
             return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
         return self._loaded_stats
 
+    def use_vec_normalize(self, vec_normalize: VecNormalize | str | Path) -> None:
+        """kppo: freezes a VecNormalize's observation statistics into this model's policy without an env (what
+        `kppo export model.zip --vecnormalize vec_normalize.pkl` does): a wrapper `VecNormalize.load` returned, or
+        the file itself (kppo's JSON or SB3's `vec_normalize.pkl`, read as data). `predict` and `kppo.export` then
+        take raw observations. A model with an env takes `VecNormalize.load(path, venv)` as its env instead."""
+        if self._runner is not None:
+            raise ValueError(
+                "vec_normalize: expected a model without an env (this one has one: pass VecNormalize.load(path, "
+                "venv) to set_env instead)"
+            )
+        if self.agent is None or self.config is None:
+            raise ValueError("vec_normalize: the model has no networks yet; load() it first")
+        if isinstance(vec_normalize, VecNormalize):
+            settings = dict(norm_obs=vec_normalize.norm_obs, norm_reward=vec_normalize.norm_reward)
+            loaded = vec_normalize.loaded or (vec_normalize.obs_rms, vec_normalize.ret_rms)
+        else:
+            settings, loaded = read_statistics(vec_normalize)
+        obs_rms, ret_rms = loaded
+        size = flat_dim(self._model_spaces()[0])
+        if obs_rms is None or int(np.size(obs_rms.mean)) != size:
+            raise ValueError(
+                f"vec_normalize: expected statistics of the model's {size} observation values, got "
+                f"{'none' if obs_rms is None else int(np.size(obs_rms.mean))}"
+            )
+        self.config = self.config.replace(normalize_obs=settings["norm_obs"], normalize_reward=settings["norm_reward"])
+        obs_stats = Moments(*(tf.constant(np.asarray(x), tf.float32) for x in obs_rms))
+        ret_stats = (
+            self._statistics()[1]
+            if ret_rms is None
+            else Moments(*(tf.constant(np.asarray(x), tf.float32) for x in ret_rms))
+        )
+        self._loaded_stats = (obs_stats, ret_stats)
+        self._policy = None
+
     def _statistics(self) -> tuple[Moments, Moments]:
         """`statistics()` of a model with networks (running or loaded)."""
         stats = self.statistics()
@@ -560,10 +598,13 @@ class PPO(BaseAlgorithm):
         **kwargs: Any,
     ) -> PPO:
         """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
-        agent directory); `env` (optional) must have the saved spaces. Nothing is unpickled: a model saved with a
+        agent directory; or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.sb3_save`); `env`
+        (optional) must have the saved spaces. Nothing is unpickled: a model saved with a
         user's Keras `features_extractor_class` needs it again as `custom_objects={"features_extractor_class": cls}`
         (its name is all the file holds); `print_system_info` is accepted and ignored."""
         del print_system_info, force_reset
+        if is_sb3_save(path):  # a zip Stable-Baselines3 wrote: read without torch, nothing unpickled
+            return model_from_sb3(cls, read_sb3_save(path), env, device, kwargs)
         path = agent_dir(path)
         _, metadata, _, _ = checkpoint.read_metadata(path)
         saved = metadata.get("extra", {}).get("sb3")

@@ -5,8 +5,9 @@ frozen for `predict` and evaluation, saved with `PPO.save`, baked into exported 
 only carries SB3's settings to `PPO` (`norm_obs` -> `normalize_obs`, `norm_reward` -> `normalize_reward`) and passes
 raw observations and rewards through: `model.predict` takes raw observations, so `evaluate_policy(model, env)` and
 callbacks work on the wrapped env as in SB3. Its `obs_rms` / `ret_rms` show the model's statistics once a model uses
-it; `save`/`load` write and read them as JSON (never a pickle), and a loaded wrapper given to `PPO(...)`,
-`PPO.load(..., env=...)` or `set_env` sets the model's statistics, as SB3's `VecNormalize.load` does.
+it; `save`/`load` write and read them as JSON (never a pickle; `load` also reads SB3's `vec_normalize.pkl`, as
+data), and a loaded wrapper given to `PPO(...)`, `PPO.load(..., env=...)` or `set_env` sets the model's statistics,
+as SB3's `VecNormalize.load` does (`PPO.use_vec_normalize` freezes them into a model without an env).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from kppo._tf import tf
 from kppo.core.normalization import CLIP, EPSILON
 from kppo.core.types import Moments
 from kppo.gym_envs.sb3_vec_env import VecEnv, VecEnvWrapper
+from kppo.gym_envs.spaces import flat_dim
+from kppo.sb3.vec_normalize_pickle import is_pickle, read_vec_normalize
 
 FORMAT = "kppo.VecNormalize/1"
 
@@ -143,38 +146,53 @@ class VecNormalize(VecEnvWrapper):
 
     @staticmethod
     def load(load_path: str | Path, venv: VecEnv | VectorEnv) -> VecNormalize:
-        """A wrapper around `venv` with the settings and statistics `save` wrote (JSON only; nothing is executed)."""
-        try:
-            data = json.loads(Path(load_path).read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        """A wrapper around `venv` with the settings and statistics of `load_path`: a JSON file `save` wrote, or
+        the `vec_normalize.pkl` Stable-Baselines3's `VecNormalize.save` wrote (read as data by
+        `kppo.sb3.vec_normalize_pickle`: nothing is unpickled or executed). The statistics must fit `venv`'s
+        observations."""
+        settings, loaded = read_statistics(load_path)
+        wrapper = VecNormalize(venv, **settings)
+        obs_rms = loaded[0]
+        if obs_rms is not None and int(np.size(obs_rms.mean)) != flat_dim(wrapper.observation_space):
             raise ValueError(
-                f"load_path: expected a JSON file written by VecNormalize.save, could not read "
-                f"{str(load_path)!r} ({type(err).__name__})"
-            ) from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ValueError(
-                f"load_path: expected a file written by kppo.VecNormalize.save (format {FORMAT!r}), "
-                f"got {str(load_path)!r}"
+                f"load_path: {str(load_path)!r} holds statistics of {int(np.size(obs_rms.mean))} observation values, "
+                f"expected {flat_dim(wrapper.observation_space)} (venv's {wrapper.observation_space})"
             )
-        wrapper = VecNormalize(
-            venv,
-            data["training"],
-            data["norm_obs"],
-            data["norm_reward"],
-            gamma=data["gamma"],
-            norm_obs_keys=data.get("norm_obs_keys"),  # absent in files of earlier versions
-        )
-        wrapper.loaded = cast(
-            tuple[Any, Any],
-            tuple(
-                None
-                if data[k] is None
-                else RunningMeanStd(
-                    np.asarray(data[k]["mean"], np.float32),
-                    np.asarray(data[k]["var"], np.float32),
-                    float(data[k]["count"]),
-                )
-                for k in ("obs_rms", "ret_rms")
-            ),
-        )
+        wrapper.loaded = loaded
         return wrapper
+
+
+def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, Any]]:
+    """(VecNormalize's constructor settings, (obs_rms, ret_rms) as float32 `RunningMeanStd`) of a file `save`
+    wrote (JSON) or SB3's `vec_normalize.pkl`; one-line ValueErrors otherwise."""
+    if is_pickle(load_path):
+        settings, obs, ret = read_vec_normalize(load_path)
+        stats = tuple(RunningMeanStd(s.mean.astype(np.float32), s.var.astype(np.float32), s.count) for s in (obs, ret))
+        return settings, cast(tuple[Any, Any], stats)
+    try:
+        data = json.loads(Path(load_path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(
+            f"load_path: expected a JSON file written by kppo.VecNormalize.save or SB3's vec_normalize.pkl, could "
+            f"not read {str(load_path)!r} ({type(err).__name__})"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(
+            f"load_path: expected a file written by kppo.VecNormalize.save (format {FORMAT!r}), got {str(load_path)!r}"
+        )
+    settings = dict(
+        training=data["training"],
+        norm_obs=data["norm_obs"],
+        norm_reward=data["norm_reward"],
+        gamma=data["gamma"],
+        norm_obs_keys=data.get("norm_obs_keys"),  # absent in files of earlier versions
+    )
+    from_json: tuple[Any, ...] = tuple(
+        None
+        if data[k] is None
+        else RunningMeanStd(
+            np.asarray(data[k]["mean"], np.float32), np.asarray(data[k]["var"], np.float32), float(data[k]["count"])
+        )
+        for k in ("obs_rms", "ret_rms")
+    )
+    return settings, cast(tuple[Any, Any], from_json)

@@ -29,6 +29,15 @@ def _script(path: Path) -> str:
 SLOW = {"populations", "recurrent-and-masks", "distributed", "images"}
 
 
+#: Files a guide's code reads, copied into its working directory: (source under the repository, name there).
+GUIDE_FILES = {
+    "sb3": [
+        ("tests/fixtures/sb3/saved/pendulum_vecnorm.zip", "model.zip"),
+        ("tests/fixtures/sb3/saved/pendulum_vecnorm.pkl", "vec_normalize.pkl"),
+    ]
+}
+
+
 @pytest.mark.parametrize(
     "guide",
     [pytest.param(g, marks=pytest.mark.slow) if g.stem in SLOW else g for g in GUIDES if "```python" in g.read_text()],
@@ -36,6 +45,8 @@ SLOW = {"populations", "recurrent-and-masks", "distributed", "images"}
 )
 def test_guide_python_blocks_run(guide, tmp_path):
     assert _script(guide).count("--- block") == guide.read_text().count("```python"), "a block was not extracted"
+    for source, name in GUIDE_FILES.get(guide.stem, []):
+        (tmp_path / name).write_bytes((ROOT / source).read_bytes())
     run([sys.executable, "-c", _script(guide)], cwd=tmp_path, timeout=900)
 
 

@@ -86,8 +86,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(ValueError, match=r"VecNormalize.gamma: kppo scales rewards with PPO's gamma \(0.99\), got 0.9"):
         PPO("MlpPolicy", VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), gamma=0.9), **FAST)
     bad = tmp_path / "stats.pkl"
-    bad.write_bytes(b"\x80\x04not json")
-    with pytest.raises(ValueError, match=r"load_path: expected a JSON file written by VecNormalize.save"):
+    bad.write_bytes(b"\x80\x04not json")  # a pickle's first bytes: read as SB3's vec_normalize.pkl, refused as one
+    with pytest.raises(ValueError, match=r"stats.pkl': expected a complete pickle, got bytes that are not one"):
+        VecNormalize.load(bad, make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    bad.write_bytes(b"not json")
+    with pytest.raises(ValueError, match=r"load_path: expected a JSON file written by kppo.VecNormalize.save or SB3"):
         VecNormalize.load(bad, make_vec_env("Pendulum-v1", n_envs=1, seed=0))
 
 

@@ -1,0 +1,56 @@
+"""SB3 zip -> int8 artifact: the wall time of `kppo.PPO.load` + VecNormalize + `kppo.export(quantize="int8")`, the
+artifact's size, and its agreement with SB3's deterministic actions over the 1,000 observations recorded with each
+save (`tests/fixtures/sb3/saved`, SB3 2.9.2). Prints one markdown row per save, with the date, CPU model and load.
+
+    python benchmarks/sb3_bridge.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import kppo
+from kppo.exporter.parity import TFLiteRunner
+from machine import cpu_model
+
+SAVED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sb3" / "saved"
+
+
+def row(case: str, out: Path) -> str:
+    data = dict(np.load(SAVED / f"{case}.npz"))
+    raw = data["obs"].astype(np.float32)
+    start = time.perf_counter()
+    model = kppo.PPO.load(SAVED / f"{case}.zip")
+    if (SAVED / f"{case}.pkl").is_file():
+        model.use_vec_normalize(SAVED / f"{case}.pkl")
+    exported = kppo.export(model, out / f"{case}.tflite", quantize="int8", representative_obs=raw)
+    seconds = time.perf_counter() - start
+    runner = TFLiteRunner(exported.path)
+    got = np.concatenate([np.asarray(runner(raw[i : i + 1])).reshape(1, -1) for i in range(len(raw))])
+    want = data["actions"].reshape(len(raw), -1)
+    if want.dtype.kind == "f":
+        agreement = f"max abs error {np.abs(got - want).max():.1e} (action range 4)"
+    else:
+        agreement = f"{np.mean(np.all(got == want, axis=1)):.1%} equal"
+    return (
+        f"| {datetime.date.today()} | {case} | {seconds:.1f} s | {exported.metadata['size_bytes']:,} B | "
+        f"{agreement} over {len(raw)} | {cpu_model()}, load {os.getloadavg()[0]:.2f} |"
+    )
+
+
+def main() -> None:
+    print("| date | SB3 save | zip -> int8 artifact | size | int8 vs SB3's actions | machine |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        for case in ("pendulum_vecnorm", "cartpole"):
+            print(row(case, Path(folder)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Models Stable-Baselines3 2.9.2 / sb3-contrib 2.9.2 saved (`tests/fixtures/sb3/saved`, made by
+`record_sb3_zips.py` in the peer venv) read by `kppo.PPO.load` without torch: kppo's deterministic actions and
+values equal SB3's on the recorded observations to float32 rounding, per policy kind; SB3's `vec_normalize.pkl` goes
+into the model; the exported float32 artifact takes raw observations and equals SB3's actions, int8 within a stated
+error."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kppo
+from kppo._tf import tf
+from kppo.exporter.parity import TFLiteRunner
+
+SAVED = Path(__file__).resolve().parents[1] / "fixtures" / "sb3" / "saved"
+#: case -> the kppo class that loads it
+CASES = {
+    "cartpole": kppo.PPO,
+    "pendulum_vecnorm": kppo.PPO,
+    "gsde": kppo.PPO,
+    "multidiscrete": kppo.PPO,
+    "multibinary": kppo.PPO,
+    "cnn": kppo.PPO,
+    "maskable": kppo.MaskablePPO,
+    "lstm": kppo.RecurrentPPO,
+}
+#: float32 rounding of the values and Box actions (|error| <= TOL * max(1, |SB3's|))
+TOL = 1e-5
+
+
+def _data(case: str) -> dict[str, np.ndarray]:
+    return dict(np.load(SAVED / f"{case}.npz"))
+
+
+def _policy_obs(case: str, data: dict[str, np.ndarray]) -> np.ndarray:
+    """The observations SB3's policy read: VecNormalize's output, or CHW images (SB3's VecTransposeImage)."""
+    obs = data.get("normalized_obs", data["obs"])
+    return obs.transpose(0, 3, 1, 2) if case == "cnn" else obs
+
+
+def _close(got, want) -> None:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    np.testing.assert_allclose(got, want, rtol=0, atol=TOL * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c != "lstm"])
+def test_deterministic_actions_and_values_equal_sb3s(case):
+    model = CASES[case].load(SAVED / f"{case}.zip")
+    assert model.sb3_version == "2.9.2"
+    data = _data(case)
+    obs = _policy_obs(case, data)
+    masks = data.get("action_masks")
+    actions, _ = model.predict(obs, deterministic=True, action_masks=masks)
+    actions = np.asarray(actions).reshape(data["actions"].shape)
+    if data["actions"].dtype.kind == "f":
+        _close(actions, data["actions"])
+    else:
+        np.testing.assert_array_equal(actions, data["actions"])
+    values = model.agent.critic(tf.constant(obs.reshape(len(obs), -1).astype(np.float32))).numpy()
+    _close(values.reshape(-1), data["values"])
+
+
+def test_recurrent_actions_and_values_equal_sb3s_with_the_state_carried():
+    model = kppo.RecurrentPPO.load(SAVED / "lstm.zip")
+    data = _data("lstm")
+    actions, state = [], None
+    for obs, start in zip(data["obs"], data["episode_starts"]):
+        action, state = model.predict(obs[None], state=state, episode_start=np.array([start]), deterministic=True)
+        actions.append(int(np.ravel(action)[0]))
+    np.testing.assert_array_equal(actions, data["actions"])
+    from kppo.agent.agent import act_step, initial_memory
+
+    memory, values = initial_memory(model.agent, 1), []
+    for obs, start in zip(data["obs"], data["episode_starts"]):
+        _, value, memory = act_step(model.agent, tf.constant(obs[None]), memory, tf.constant([bool(start)]))
+        values.append(float(np.ravel(value)[0]))
+    _close(values, data["values"])
+
+
+def test_vec_normalize_pkl_goes_into_the_model_raw_observations_in():
+    data = _data("pendulum_vecnorm")
+    venv = kppo.make_vec_env("Pendulum-v1", n_envs=1)
+    wrapper = kppo.VecNormalize.load(SAVED / "pendulum_vecnorm.pkl", venv)
+    np.testing.assert_allclose(wrapper.obs_rms.mean, data["obs_rms_mean"], rtol=1e-6)
+    np.testing.assert_allclose(wrapper.obs_rms.var, data["obs_rms_var"], rtol=1e-6)
+    assert wrapper.obs_rms.count == pytest.approx(float(data["obs_rms_count"]))
+    model = kppo.PPO.load(SAVED / "pendulum_vecnorm.zip", env=wrapper)
+    _close(model.predict(data["obs"], deterministic=True)[0], data["actions"])
+    model.env.close()
+    frozen = kppo.PPO.load(SAVED / "pendulum_vecnorm.zip")
+    frozen.use_vec_normalize(SAVED / "pendulum_vecnorm.pkl")
+    _close(frozen.predict(data["obs"], deterministic=True)[0], data["actions"])
+
+
+@pytest.mark.parametrize("case", ["pendulum_vecnorm", "cartpole"])
+def test_the_exported_artifact_equals_sb3_from_raw_observations(case, tmp_path):
+    """float32: SB3's actions to float32 rounding (VecNormalize baked in); int8: >= 99% of discrete actions, Box
+    within 1% of the action range (measured: 1.3e-4 of 4)."""
+    data = _data(case)
+    model = kppo.PPO.load(SAVED / f"{case}.zip")
+    if case == "pendulum_vecnorm":
+        model.use_vec_normalize(SAVED / "pendulum_vecnorm.pkl")
+    raw = data["obs"].astype(np.float32)
+    for quantize in (None, "int8"):
+        exported = kppo.export(
+            model, tmp_path / f"{quantize}.tflite", quantize=quantize, batch_size=None, representative_obs=raw
+        )
+        got = np.asarray(TFLiteRunner(exported.path)(raw)).reshape(data["actions"].shape)
+        if case == "cartpole":
+            agreement = np.mean(got == data["actions"])
+            assert agreement == 1.0 if quantize is None else agreement >= 0.99, agreement
+        elif quantize is None:
+            _close(got, data["actions"])
+        else:
+            assert np.abs(got - data["actions"]).max() <= 0.01 * 4.0
+
+
+def test_the_cli_exports_and_evaluates_sb3_saves(tmp_path, capsys):
+    from kppo.cli.main import main
+
+    out = tmp_path / "p.tflite"
+    args = ["export", str(SAVED / "pendulum_vecnorm.zip"), "--vecnormalize", str(SAVED / "pendulum_vecnorm.pkl")]
+    assert main([*args, "--out", str(out), "--batch-size", "0"]) == 0
+    data = _data("pendulum_vecnorm")
+    _close(np.asarray(TFLiteRunner(out)(data["obs"].astype(np.float32))).reshape(-1, 1), data["actions"])
+    assert main(["eval", str(SAVED / "cartpole.zip"), "--env", "CartPole-v1", "--episodes", "1"]) == 0
+    assert "CartPole-v1:" in capsys.readouterr().out
+    assert main(["eval", str(SAVED / "cartpole.zip")]) == 2
+    assert main(["export", str(SAVED / "dqn.zip")]) == 2
+    err = capsys.readouterr().err
+    assert "--env: expected a gymnasium id" in err and "holds a DQN model" in err
+
+
+@pytest.mark.parametrize("kind", ["shared", "separate"])
+def test_the_weight_map_reads_nature_cnn_rows_and_separate_extractors(kind):
+    """`tests/fixtures/sb3/cnn.npz` holds SB3 CnnPolicy state_dicts under torch names on 36x44x3 images (a 1x2 last
+    feature map, so torch's CHW flatten and kppo's HWC differ), shared and separate: `sb3_pairs` maps both."""
+    from kppo.sb3.sb3_weights import assign_sb3_weights
+    from tests.helpers.sb3_cnn import BlockImageEnv, cnn_data
+
+    data = cnn_data()
+    state_dict = {k[len(kind) + 1 :]: v for k, v in data.items() if k.startswith(f"{kind}.")}
+    if kind == "shared":  # SB3's state_dict names the one extractor three times; the fixture keeps it once
+        for alias in ("pi_features_extractor", "vf_features_extractor"):
+            state_dict.update(
+                {
+                    k.replace("features_extractor", alias): v
+                    for k, v in list(state_dict.items())
+                    if k.startswith("features_extractor.")
+                }
+            )
+    else:
+        state_dict.update(
+            {
+                k.replace("pi_features_extractor", "features_extractor"): v
+                for k, v in list(state_dict.items())
+                if k.startswith("pi_features_extractor.")
+            }
+        )
+    kwargs = None if kind == "shared" else dict(share_features_extractor=False)
+    model = kppo.PPO("CnnPolicy", kppo.make_vec_env(BlockImageEnv, n_envs=1, seed=0), policy_kwargs=kwargs, seed=0)
+    assign_sb3_weights(model.agent, state_dict, "cnn.npz")
+    obs = tf.constant(data["obs_hwc"].reshape(len(data["obs_hwc"]), -1))
+    _close(model.agent.actor(obs).numpy(), data[f"{kind}:logits"])
+    _close(model.agent.critic(obs).numpy().reshape(-1), data[f"{kind}:values"])
+    model.env.close()
