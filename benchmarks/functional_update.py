@@ -38,7 +38,7 @@ from kppo.core.optimizers import initial_adam_state
 from kppo.core.types import Batch
 from kppo.training.runners.base import update_settings
 from kppo.update.ppo import functional_update, ppo_update
-from kppo.update.schedules import Schedules
+from kppo.update.schedules import schedules_at
 from machine import cpu_model
 
 
@@ -71,7 +71,7 @@ def main() -> None:
     agent = make_agent(config, 4, gym.spaces.Discrete(2))
     settings = update_settings(config)
     data, key = batch(args.rows, 4), tf.constant([1, 2], tf.int32)
-    schedules = Schedules(tf.constant(2.5e-4), tf.constant(config.clip_range), tf.constant(config.clip_range_vf))
+    schedules = schedules_at(config.replace(lr_schedule="constant", learning_rate=2.5e-4), 0)
     variables = agent.variables
 
     keras_update = tf.function(

@@ -56,7 +56,8 @@ def test_iteration_step_splits_keys_schedules_collects_updates_and_counts():
     state = RunnerState(tf.constant(0), tf.constant([1, 2]), tf.constant(5))
 
     def schedule_fn(iteration):  # computed once per iteration, from the iteration before its rollout
-        return Schedules(tf.cast(iteration, tf.float32) * 1e-4, tf.cast(iteration, tf.float32) * 0.01)
+        step = tf.cast(iteration, tf.float32)
+        return Schedules(learning_rate=step * 1e-4, clip_range=step * 0.01, ent_coef=step * 0.001)
 
     new_state, diag = iteration_step(schedule_fn, collect, update, state)
     key, key_rollout, key_update = tf.random.experimental.stateless_split(tf.constant([1, 2]), 3).numpy().tolist()
