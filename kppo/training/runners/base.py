@@ -39,10 +39,10 @@ class Runner:
     steps_on_host: bool = False
     #: the tf.distribute strategy the state is distributed over, or None
     strategy: Any = None
-    #: `iteration -> Schedules`, what every iteration's update reads; `config_schedules`: it is the Config's own
+    #: `iteration -> Schedules`, what every iteration's update reads; `schedules_from_config`: it is the Config's own
     config: Config
     schedule_fn: ScheduleFn
-    config_schedules: bool = True
+    schedules_from_config: bool = True
 
     def __init__(
         self, agent: Agent, state: Any, observation_space: gym.spaces.Space, action_space: gym.spaces.Space, env: Any
@@ -72,7 +72,7 @@ class Runner:
         """The last iteration's scheduled `name` (a `Schedules` field), as reported (`train/learning_rate`,
         `train/clip_range`): the Config's number itself while its schedule is constant and the Config schedules the
         run, else `schedule_fn` at the state's last iteration (a population: per member)."""
-        if self.config_schedules and is_constant(self.config, name):
+        if self.schedules_from_config and is_constant(self.config, name):
             return getattr(self.config, name)
         value = np.asarray(getattr(self.schedule_fn(last_iteration(self.view(state))), name))
         return float(value) if value.ndim == 0 else value

@@ -150,7 +150,7 @@ class HostRunner(Runner):
         )
         self.config, self.eval_metrics_fn = config, eval_metrics_fn
         self.schedule_fn = schedule if schedule is not None else config_schedules(config)
-        self.config_schedules = schedule is None
+        self.schedules_from_config = schedule is None
         columns = normalized_columns(vec_env.observation_space, config.normalize_obs_keys)
         self.settings = rollout_settings(config)._replace(norm_columns=columns)
         self.finish_fn = tf.function(

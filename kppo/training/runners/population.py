@@ -179,7 +179,7 @@ def make_member_iterations(population: Population) -> Callable:
             with_values(rollout_settings(config), values),
             with_values(update_settings(config), values),
         )
-        trained = {}
+        trained = {}  # the update's new weights and Adam state (iteration_step returns only the runner state)
 
         def collect(rollout_state, key):
             return with_weights(agent, params, lambda: collect_rollout(env, agent, rollout_kw, rollout_state, key))
@@ -263,7 +263,7 @@ class PopulationRunner(Runner):
             template.train_env,
         )
         self.population, self.config = population, population.configs[0]
-        self.schedule_fn, self.config_schedules = config_schedules(self.config, population.values), False
+        self.schedule_fn, self.schedules_from_config = config_schedules(self.config, population.values), False
         self.iterations_fn, self.evaluation_fn = make_member_iterations(population), make_member_evaluation(population)
 
     def run_iterations(self, state, n, on_step=None) -> Iterations:
