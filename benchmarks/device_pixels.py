@@ -141,7 +141,7 @@ def minatar(args: argparse.Namespace, deadline: float) -> dict:
 
     import kppo
     from benchmarks.minatar_cnn import SETTING
-    from kppo.training.runners.population import make_population_runner
+    from kppo.training.runners import make_population_runner
 
     setting = {**SETTING, "num_envs": args.minatar_envs or SETTING["num_envs"]}
     setting.update(SMOKE_MINATAR if args.smoke else {})

@@ -69,43 +69,94 @@ class ActorWeights(NamedTuple):
     numpy_extractor: bool = False  # the extractor runs numpy's BLAS at small batches (`kppo.agent.numpy_conv`)
 
 
-def _dense(layer) -> tuple[np.ndarray, np.ndarray]:
-    return np.asarray(layer.kernel.numpy(), np.float32), np.asarray(layer.bias.numpy(), np.float32)
+Read = Callable[[object], np.ndarray]  # a variable -> its value in numpy
 
 
-def snapshot(actor: Actor, lstm=None) -> ActorWeights:
+def _numpy(variable) -> np.ndarray:
+    return variable.numpy()
+
+
+def _dense(layer, read: Read) -> tuple[np.ndarray, np.ndarray]:
+    return np.asarray(read(layer.kernel), np.float32), np.asarray(read(layer.bias), np.float32)
+
+
+def snapshot(actor: Actor, lstm=None, read: Read = _numpy) -> ActorWeights:
     """The actor's current weights (and its LSTM's, given a recurrent agent's `LSTMCells` or its `TorchLSTMCell`),
-    copied to numpy (later training does not change the snapshot)."""
+    copied to numpy (later training does not change the snapshot). `read`: a variable's value (default: the
+    variable's own; a population member's weights are read from its stacked tensors instead)."""
     activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
     extractor, in_numpy = None, False
     if hasattr(actor, "extractor"):
-        extractor, in_numpy = acting_extractor(actor.extractor, frozen_extractor(actor.extractor))
+        extractor, in_numpy = acting_extractor(actor.extractor, frozen_extractor(actor.extractor, read), read)
     return ActorWeights(
-        hidden=[_dense(layer) for layer in actor.hidden],
+        hidden=[_dense(layer, read) for layer in actor.hidden],
         activation=activation,
-        head=_dense(actor.head),
-        log_std=actor.log_std.numpy() if actor.gaussian and actor.log_std_head is None else None,
-        log_std_head=_dense(actor.log_std_head) if actor.log_std_head is not None else None,
-        sde_log_std=actor.sde_log_std.numpy() if actor.state_dependent_noise else None,
-        lstm=None if lstm is None else _lstm(lstm.cells[0] if hasattr(lstm, "cells") else lstm),
+        head=_dense(actor.head, read),
+        log_std=read(actor.log_std) if actor.gaussian and actor.log_std_head is None else None,
+        log_std_head=_dense(actor.log_std_head, read) if actor.log_std_head is not None else None,
+        sde_log_std=read(actor.sde_log_std) if actor.state_dependent_noise else None,
+        lstm=None if lstm is None else _lstm(lstm.cells[0] if hasattr(lstm, "cells") else lstm, read),
         extractor=extractor,
         numpy_extractor=in_numpy,
     )
 
 
+def stack_weights(members: list[ActorWeights]) -> ActorWeights:
+    """Members' snapshots as one, each array with a leading member axis (biases [M, 1, out], so `head_params` and
+    `lstm_step` run every member's observations [M, N, D] in one batched matmul per layer); the extractors run per
+    member (`member_extractor`). `member_params` takes one member's parameters back out."""
+    first = members[0]
+
+    def stack(*arrays):
+        arrays = [np.asarray(a) for a in arrays]
+        return np.stack([a[None] if a.ndim == 1 else a for a in arrays])  # biases [M, 1, out]; log-std [M, 1, A]
+
+    def stacked(field):
+        values = [getattr(m, field) for m in members]
+        return None if values[0] is None else tf.nest.map_structure(stack, *values)
+
+    return first._replace(
+        hidden=[tuple(map(stack, *layers)) for layers in zip(*[m.hidden for m in members])],
+        head=stacked("head"),
+        log_std=stacked("log_std"),
+        log_std_head=stacked("log_std_head"),
+        sde_log_std=stacked("sde_log_std"),
+        lstm=stacked("lstm"),
+        extractor=None if first.extractor is None else member_extractor([m.extractor for m in members]),
+    )
+
+
+def member_extractor(extractors: list[Callable]) -> Callable[[np.ndarray], np.ndarray]:
+    """Members' features extractors as one call on observations [M, N, ...] -> features [M, N, F]."""
+
+    def call(obs: np.ndarray) -> np.ndarray:
+        return np.stack([extract(rows) for extract, rows in zip(extractors, obs)])
+
+    return call
+
+
+def member_params(weights: ActorWeights, params, index: int):
+    """Member `index`'s actor parameters, out of those `head_params` computed with the stacked `weights`
+    (`stack_weights`): each [N, ...], as that member's own snapshot computes them."""
+    if weights.log_std is not None:  # state-independent: stacked [M, 1, A]; one member's is [A]
+        mean, log_std = params
+        return mean[index], log_std[index, 0]
+    return tf.nest.map_structure(lambda x: x[index], params)
+
+
 _COMPILED_EXTRACTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def frozen_extractor(layer) -> Callable[[np.ndarray], np.ndarray]:
+def frozen_extractor(layer, read: Read = _numpy) -> Callable[[np.ndarray], np.ndarray]:
     """`layer` (a features extractor: convolutions, which numpy would run slower than TensorFlow) as one compiled
     call per batch on a copy of its current weights: later training does not change it. One tf.function per layer,
     traced once per batch shape, reads the copied weights through Keras' StatelessScope; each call goes straight to
     that shape's concrete function, skipping the tf.function's dispatch: the same numbers, `predict` on one Pong stack
     1.40 ms instead of 1.55-1.67 (inside a Pong rollout no change was measurable: the call takes 2.7-2.8 ms there
     against 2.0 alone, probably the envs' stepping evicting the weights from the cache between calls)."""
-    values = [tf.constant(v.numpy()) for v in layer.variables]
+    values = [tf.constant(read(v)) for v in layer.variables]
     forward = _COMPILED_EXTRACTORS.get(layer)
     if forward is None:
 
@@ -125,12 +176,12 @@ def frozen_extractor(layer) -> Callable[[np.ndarray], np.ndarray]:
     return call
 
 
-def _lstm(cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _lstm(cell, read: Read = _numpy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A `TorchLSTMCell` as numpy (kernel, recurrent kernel, bias): its two biases summed."""
     return (
-        np.asarray(cell.kernel.numpy(), np.float32),
-        np.asarray(cell.recurrent_kernel.numpy(), np.float32),
-        np.asarray(cell.input_bias.numpy() + cell.recurrent_bias.numpy(), np.float32),
+        np.asarray(read(cell.kernel), np.float32),
+        np.asarray(read(cell.recurrent_kernel), np.float32),
+        np.asarray(read(cell.input_bias) + read(cell.recurrent_bias), np.float32),
     )
 
 
@@ -149,7 +200,7 @@ def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_s
         return obs, memory
     h, c = memory
     if episode_start is not None:
-        h, c = np.where(episode_start[:, None], 0.0, h), np.where(episode_start[:, None], 0.0, c)
+        h, c = np.where(episode_start[..., None], 0.0, h), np.where(episode_start[..., None], 0.0, c)
     h, c = lstm_step(weights.lstm, obs, h, c)
     return h, (h, c)
 
@@ -253,3 +304,36 @@ def make_numpy_actor(
 ) -> NumpyActor:
     """A `NumpyActor` from the actor's current weights (and a recurrent agent's `LSTMCells` or its cell)."""
     return NumpyActor(snapshot(actor, lstm), dist, normalize_obs, norm_columns)
+
+
+class MemberActors(NamedTuple):
+    """A population's members acting as one `NumpyActor` (what `kppo.rollout.gymnasium.evaluation_episodes` calls):
+    member m acts on the m-th block of `num_envs // members` envs with its own statistics (`stats` with a member
+    axis)."""
+
+    actors: list[NumpyActor]
+
+    @property
+    def weights(self) -> ActorWeights:
+        return self.actors[0].weights
+
+    def initial_memory(self, num_envs: int) -> tuple:
+        memories = [a.initial_memory(num_envs // len(self.actors)) for a in self.actors]
+        return tuple(np.concatenate(parts) for parts in zip(*memories))
+
+    def deterministic_env_action(
+        self, stats: Moments, obs: np.ndarray, mask: np.ndarray | None = None, memory: tuple = ()
+    ) -> tuple[np.ndarray, tuple]:
+        count = len(self.actors)
+
+        def rows(x, m):
+            return None if x is None else np.split(x, count)[m]
+
+        acted = [
+            actor.deterministic_env_action(
+                Moments(*(x[m] for x in stats)), rows(obs, m), rows(mask, m), tuple(rows(h, m) for h in memory)
+            )
+            for m, actor in enumerate(self.actors)
+        ]
+        actions = np.concatenate([a for a, _ in acted])
+        return actions, tuple(np.concatenate(parts) for parts in zip(*[mem for _, mem in acted]))

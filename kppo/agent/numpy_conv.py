@@ -60,20 +60,25 @@ def _conv_tower(layer: Any) -> ConvTower | None:
     return layer.extractor if isinstance(layer.extractor, ConvTower) else None
 
 
-def numpy_tower(layer: Any) -> Callable[[np.ndarray], np.ndarray] | None:
+def _numpy(variable) -> np.ndarray:
+    return variable.numpy()
+
+
+def numpy_tower(layer: Any, read: Callable[[Any], np.ndarray] = _numpy) -> Callable[[np.ndarray], np.ndarray] | None:
     """`layer` (a `Preprocessed(ConvTower)`, as `kppo.agent.extractors` builds NatureCNN and SmallCNN) in numpy on a
-    copy of its current weights: flat observations [B, D] (uint8 or float32) -> features float32 [B, F]; None for any
-    other extractor."""
+    copy of its current weights (`read`: a variable's value; a population member's are read from its stacked
+    tensors): flat observations [B, D] (uint8 or float32) -> features float32 [B, F]; None for any other
+    extractor."""
     tower = _conv_tower(layer)
     if tower is None:
         return None
     shape, image = layer.parts[0][1], layer.parts[0][2]
     convs = []
     for conv in tower.convs:
-        kernel = conv.kernel.numpy()  # [k, k, C_in, C_out]; im2col's patches are (C, kh, kw)-ordered
+        kernel = read(conv.kernel)  # [k, k, C_in, C_out]; im2col's patches are (C, kh, kw)-ordered
         matrix = np.ascontiguousarray(kernel.transpose(2, 0, 1, 3).reshape(-1, kernel.shape[3]), np.float32)
-        convs.append((matrix, conv.bias.numpy().astype(np.float32), conv.kernel_size[0], conv.strides[0]))
-    dense, dense_bias = tower.linear.kernel.numpy(), tower.linear.bias.numpy()
+        convs.append((matrix, read(conv.bias).astype(np.float32), conv.kernel_size[0], conv.strides[0]))
+    dense, dense_bias = read(tower.linear.kernel), read(tower.linear.bias)
 
     def forward(obs: np.ndarray) -> np.ndarray:
         x = np.asarray(obs).reshape((obs.shape[0], *shape)).astype(np.float32)
@@ -90,13 +95,13 @@ def numpy_tower(layer: Any) -> Callable[[np.ndarray], np.ndarray] | None:
 
 
 def acting_extractor(
-    layer: Any, compiled: Callable[[np.ndarray], np.ndarray]
+    layer: Any, compiled: Callable[[np.ndarray], np.ndarray], read: Callable[[Any], np.ndarray] = _numpy
 ) -> tuple[Callable[[np.ndarray], np.ndarray], bool]:
-    """(the extractor a numpy actor calls: `numpy_tower(layer)` for batches within `NUMPY_MAX_MACS`, `compiled` for
-    larger ones and for extractors numpy does not run; whether it may run numpy)."""
+    """(the extractor a numpy actor calls: `numpy_tower(layer, read)` for batches within `NUMPY_MAX_MACS`, `compiled`
+    for larger ones and for extractors numpy does not run; whether it may run numpy)."""
     tower = _conv_tower(layer)
     largest = 0 if tower is None else NUMPY_MAX_MACS // tower_macs(tower)  # the largest batch numpy takes
-    in_numpy = numpy_tower(layer) if largest >= 1 else None
+    in_numpy = numpy_tower(layer, read) if largest >= 1 else None
     if in_numpy is None:
         return compiled, False
     return (lambda obs: in_numpy(obs) if len(obs) <= largest else compiled(obs)), True

@@ -100,6 +100,15 @@ def _check_finite(what: str, values: np.ndarray, step: int, rows: np.ndarray | N
         )
 
 
+def sub_env_seeds(seed: int | list[int], num_envs: int) -> list[int]:
+    """Each sub-env's reset seed: seed + i for an int, the list itself (one per env) for a list."""
+    if isinstance(seed, (list, tuple)):
+        if len(seed) != num_envs:
+            raise ValueError(f"seed: expected one seed per env ({num_envs}), got {len(seed)}")
+        return [int(s) for s in seed]
+    return [int(seed) + i for i in range(num_envs)]
+
+
 class GymVecEnv:
     """A gymnasium vector env in SAME_STEP auto-reset mode, seen through flat float32 numpy observations.
 
@@ -149,12 +158,13 @@ class GymVecEnv:
         self.reset_infos: dict = {}  # gymnasium's vector info of the last reset (action masks read it)
         self._closed = False
 
-    def reset(self, seed: int | None = None) -> np.ndarray:
+    def reset(self, seed: int | list[int] | None = None) -> np.ndarray:
         """Resets every sub-env.
 
         Args:
-            seed: env i is seeded with seed + i, and so are its action and observation spaces; None uses the
-                constructor's seed on the first reset, then none.
+            seed: env i is seeded with seed + i, and so are its action and observation spaces; a list: env i with
+                seed[i] (a population: each member's envs as its own run seeds them); None uses the constructor's
+                seed on the first reset, then none.
 
         Returns:
             obs: float32 [num_envs, flat_obs_dim].
@@ -162,12 +172,14 @@ class GymVecEnv:
         if seed is None:
             seed = self._pending_seed
         self._pending_seed = None
-        if seed is not None:
-            self.action_space.seed(int(seed))
+        seeds = None if seed is None else sub_env_seeds(seed, self.num_envs)
+        if seeds is not None:
+            self.action_space.seed(seeds[0])
             base = self.vec_env.unwrapped  # sub-envs of other processes: seeded by kppo's CheckedEnv, when built here
-            for i, env in enumerate(base.envs if isinstance(base, SyncVectorEnv) else []):
-                seed_spaces(env, int(seed) + i)
-        raw_obs, self.reset_infos = self._call(0, self.vec_env.reset, seed=None if seed is None else int(seed))
+            for env, env_seed in zip(base.envs if isinstance(base, SyncVectorEnv) else [], seeds):
+                seed_spaces(env, env_seed)
+        reset_seed = seeds if isinstance(seed, (list, tuple)) else None if seed is None else int(seed)
+        raw_obs, self.reset_infos = self._call(0, self.vec_env.reset, seed=reset_seed)
         self.reset_raw_obs = raw_obs  # as gymnasium returned them (what SB3 callbacks see as the first `obs`)
         self._step_count = 0
         obs = self._flatten(raw_obs)

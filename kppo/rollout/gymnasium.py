@@ -35,8 +35,10 @@ from kppo.agent.numpy_actor import (
     actor_features,
     actor_input,
     head_params,
+    member_params,
     network_input,
     snapshot,
+    stack_weights,
 )
 from kppo.agent.numpy_conv import one_blas_thread
 from kppo.core.tf_loops import scan
@@ -206,30 +208,65 @@ class StepRecord(NamedTuple):
         }
 
 
-def collect_host_rollout(
+class Acting(NamedTuple):
+    """Who acts in a host rollout: one run's actor, or every member of a population (its own weights, generator,
+    observation statistics and `num_envs // members` consecutive envs of the one vector env), in one batched call
+    per step (`kppo.agent.numpy_actor.stack_weights`)."""
+
+    weights: ActorWeights  # stacked: a leading member axis (one member for a single run)
+    rngs: tuple  # np.random.Generator per member (`rollout_rng` of the member's rollout key)
+    stacked_stats: bool = False  # obs_stats carry a member axis (a population) or are the run's own
+
+    @property
+    def members(self) -> int:
+        return len(self.rngs)
+
+    def split_stats(self, stats: Moments) -> list[Moments]:
+        """Each member's observation statistics."""
+        if not self.stacked_stats:
+            return [stats]
+        return [Moments(*(np.asarray(x)[m] for x in stats)) for m in range(self.members)]
+
+    def join_stats(self, stats: list[Moments]) -> Moments:
+        return Moments(*(np.stack(x) for x in zip(*stats))) if self.stacked_stats else stats[0]
+
+
+def single_acting(agent: Agent, key: tf.Tensor) -> Acting:
+    """A single run's `Acting`: a snapshot of the agent's actor, the rollout key's generator."""
+    return Acting(stack_weights([snapshot(agent.actor, agent.lstm)]), (rollout_rng(key),))
+
+
+class HostSteps(NamedTuple):
+    """What the host loop collected, as tensors [T, B, ...] (B: every env of the vector env), for `finish_rollout`."""
+
+    trajectory: Trajectory  # log_prob, value and final_value zeros (finish_rollout computes them)
+    features: tf.Tensor | None  # the actor extractor's outputs at the observations acted on
+    final_obs: tf.Tensor  # [M, K, D] per member (see `_Buffers.final_batch`)
+    final_index: tf.Tensor  # [M, K]
+    last_obs: tf.Tensor  # [B, D], normalized with each member's statistics
+
+
+def host_steps(
     vec_env: Any,
-    agent: Agent,
+    acting: Acting,
+    dist,
     settings: RolloutSettings,
-    finish_fn,
     state: HostRolloutState,
-    key: tf.Tensor,
     on_step: StepHook | None = None,
     masks: MaskReader | None = None,
-) -> tuple[HostRolloutState, Rollout]:
-    """Steps `vec_env` (a `kppo.gym_envs.vector.GymVecEnv`) `settings.num_steps` times, acting in numpy from a
-    snapshot of `agent.actor`, then calls `finish_fn` (compiled `finish_rollout`) once.
+) -> tuple[HostRolloutState, HostSteps]:
+    """Steps `vec_env` (a `kppo.gym_envs.vector.GymVecEnv`) `settings.num_steps` times, acting in numpy (`acting`):
+    the state after the last step and what `finish_rollout` reads.
 
     Args:
-        key: the rollout's stateless key; actions (and gSDE noise) are drawn from `rollout_rng(key)`.
         on_step: called after every vector step with its `StepRecord`; False stops the rollout.
         masks: the env's action masks (the state's `action_mask` is the first step's), or None: no masks.
 
     Raises:
         RolloutStopped: `on_step` returned False (it holds the state after that step; no rollout is returned).
     """
-    weights, rng = snapshot(agent.actor, agent.lstm), rollout_rng(key)
-    with one_blas_thread(weights.numpy_extractor):
-        stepped, buf = _host_steps(vec_env, weights, agent.dist, rng, settings, state, on_step, masks)
+    with one_blas_thread(acting.weights.numpy_extractor):
+        stepped, buf = _host_steps(vec_env, acting, dist, settings, state, on_step, masks)
     zeros = tf.zeros([settings.num_steps, state.obs.shape[0]])
     traj = Trajectory(
         obs=tf.constant(buf.obs),
@@ -246,12 +283,34 @@ def collect_host_rollout(
         episode_start=tf.constant(buf.episode_start),
     )
     final_obs, final_index = buf.final_batch()
+    last = [
+        network_input(stats, obs, settings.normalize_obs, settings.norm_columns)
+        for stats, obs in zip(acting.split_stats(stepped.obs_stats), _by_member(stepped.obs, acting.members))
+    ]
+    features = None if buf.features is None else tf.constant(buf.features)
+    return stepped, HostSteps(traj, features, tf.constant(final_obs), tf.constant(final_index), tf.constant(_joined(last)))
+
+
+def collect_host_rollout(
+    vec_env: Any,
+    agent: Agent,
+    settings: RolloutSettings,
+    finish_fn,
+    state: HostRolloutState,
+    key: tf.Tensor,
+    on_step: StepHook | None = None,
+    masks: MaskReader | None = None,
+) -> tuple[HostRolloutState, Rollout]:
+    """A single run's host rollout: `host_steps` acting from a snapshot of `agent.actor` with the generator of
+    `key` (`rollout_rng`), then `finish_fn` (compiled `finish_rollout`) once. Raises `RolloutStopped` as
+    `host_steps` does."""
+    stepped, steps = host_steps(vec_env, single_acting(agent, key), agent.dist, settings, state, on_step, masks)
     finished = finish_fn(
-        traj,
-        None if buf.features is None else tf.constant(buf.features),
-        tf.constant(final_obs),
-        tf.constant(final_index),
-        tf.constant(network_input(stepped.obs_stats, stepped.obs, settings.normalize_obs, settings.norm_columns)),
+        steps.trajectory,
+        steps.features,
+        steps.final_obs[0],
+        steps.final_index[0],
+        steps.last_obs,
         state.return_stats,
         state.discounted_return,
         tuple(tf.constant(m) for m in state.memory),
@@ -264,11 +323,21 @@ def collect_host_rollout(
     return new_state, finished.rollout
 
 
-class _Buffers:
-    """The host rollout's numpy buffers, [T, B, ...] each; the final observations of truncated steps compacted."""
+def _by_member(x: np.ndarray, members: int) -> np.ndarray:
+    """[B, ...] -> [M, B / M, ...] (a view): member m's envs are the m-th block of consecutive envs."""
+    return x.reshape(members, x.shape[0] // members, *x.shape[1:])
 
-    def __init__(self, num_steps: int, num_envs: int, dim: int, obs_dtype, dist, mask_size: int):
-        self.num_steps, self.num_envs = num_steps, num_envs
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class _Buffers:
+    """The host rollout's numpy buffers, [T, B, ...] each; the final observations of truncated steps compacted per
+    member."""
+
+    def __init__(self, num_steps: int, num_envs: int, dim: int, obs_dtype, dist, mask_size: int, members: int):
+        self.num_steps, self.num_envs, self.members = num_steps, num_envs, members
         self.obs = np.zeros((num_steps, num_envs, dim), obs_dtype)
         self.action = np.zeros((num_steps, num_envs, *tuple(dist.action_shape)), dist.action_dtype.as_numpy_dtype)
         self.reward = np.zeros((num_steps, num_envs), np.float32)
@@ -279,62 +348,82 @@ class _Buffers:
         self.action_mask = np.zeros((num_steps, num_envs, mask_size), bool)
         self.episode_start = np.zeros((num_steps, num_envs), bool)
         self.features: np.ndarray | None = None  # the actor extractor's outputs, when it has one
-        self.final_obs: list[np.ndarray] = []
-        self.final_index: list[np.ndarray] = []
+        self.final_obs: list[list[np.ndarray]] = [[] for _ in range(members)]
+        self.final_index: list[list[np.ndarray]] = [[] for _ in range(members)]
 
     def add_features(self, t: int, features: np.ndarray) -> None:
         if self.features is None:
             self.features = np.zeros((self.num_steps, *features.shape), np.float32)
         self.features[t] = features
 
-    def add_final(self, t: int, rows: np.ndarray, obs: np.ndarray) -> None:
-        """The normalized final observations `obs` of the truncated envs `rows` (bool [B]) at step t."""
-        self.final_obs.append(obs)
-        self.final_index.append(t * self.num_envs + np.flatnonzero(rows).astype(np.int32))
+    def add_final(self, t: int, member: int, rows: np.ndarray, obs: np.ndarray) -> None:
+        """The normalized final observations `obs` of member `member`'s truncated envs `rows` (bool [N]) at step t."""
+        self.final_obs[member].append(obs)
+        self.final_index[member].append(t * len(rows) + np.flatnonzero(rows).astype(np.int32))
 
     def final_batch(self) -> tuple[np.ndarray, np.ndarray]:
-        """(final observations [K, D], their steps as t * B + env [K]), padded to K = a power of two >= 8 (a few
-        shapes for the compiled finish_rollout) with zero rows at index T * B."""
-        count = sum(len(i) for i in self.final_index)
-        rows = max(8, 1 << max(count - 1, 0).bit_length())
-        obs = np.zeros((rows, self.obs.shape[2]), self.obs.dtype)
-        index = np.full(rows, self.num_steps * self.num_envs, np.int32)
-        if count:
-            obs[:count], index[:count] = np.concatenate(self.final_obs), np.concatenate(self.final_index)
+        """(final observations [M, K, D], their steps as t * N + env [M, K], N a member's envs), padded to K = a power
+        of two >= 8 (a few shapes for the compiled finish_rollout; the most any member has) with zero rows at index
+        T * N."""
+        counts = [sum(len(i) for i in index) for index in self.final_index]
+        rows = max(8, 1 << max(max(counts) - 1, 0).bit_length())
+        envs = self.num_envs // self.members
+        obs = np.zeros((self.members, rows, self.obs.shape[2]), self.obs.dtype)
+        index = np.full((self.members, rows), self.num_steps * envs, np.int32)
+        for m, count in enumerate(counts):
+            if count:
+                obs[m, :count] = np.concatenate(self.final_obs[m])
+                index[m, :count] = np.concatenate(self.final_index[m])
         return obs, index
 
 
-def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSettings, state, on_step, masks):
-    """The host rollout's loop (`collect_host_rollout`): (the state after the last step, its `_Buffers`)."""
-    actor_memory = tuple(state.memory[:2])  # a recurrent actor's (h, c); the critic's is replayed after the loop
+def _act(acting: Acting, dist, params, masks, mask, noise, t, settings, buf) -> list[np.ndarray]:
+    """Each member's actions at step t from the stacked actor parameters (its masks, gSDE noise and generator)."""
+    members, actions = acting.members, []
+    rows = None if masks is None else _by_member(mask, members)
+    for m, rng in enumerate(acting.rngs):
+        params_m = member_params(acting.weights, params, m)
+        if masks is not None:
+            params_m = dist.masked_np(params_m, rows[m])
+        if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
+            noise[m] = dist.new_noise_np(params_m, rng, buf.num_envs // members)
+        actions.append(dist.sample_np(params_m, rng, noise[m]))
+    return actions
+
+
+def _host_steps(vec_env, acting: Acting, dist, settings: RolloutSettings, state, on_step, masks):
+    """The host rollout's loop (`host_steps`): (the state after the last step, its `_Buffers`)."""
+    members = acting.members
+    actor_memory = tuple(_by_member(m, members) for m in state.memory[:2])  # the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
     normalize_obs, columns = settings.normalize_obs, settings.norm_columns
     obs_dtype = np.uint8 if state.obs.dtype == np.uint8 and not normalize_obs else np.float32  # images stay bytes
-    buf = _Buffers(num_steps, num_envs, dim, obs_dtype, dist, dist.mask_size if masks else 0)
+    buf = _Buffers(num_steps, num_envs, dim, obs_dtype, dist, dist.mask_size if masks else 0, members)
     starts = np.ones(num_envs, bool) if state.episode_start is None else state.episode_start
-    obs, raw_obs, stats, mask = state.obs, state.raw_obs, state.obs_stats, state.action_mask
+    obs, raw_obs, stats, mask = state.obs, state.raw_obs, acting.split_stats(state.obs_stats), state.action_mask
     ep_return, ep_length = state.episode_return.copy(), state.episode_length.copy()
-    space = vec_env.action_space
-    noise = None
+    space, weights = vec_env.action_space, acting.weights
+    noise: list = [None] * members
     for t in range(num_steps):
-        norm_obs = network_input(stats, obs, normalize_obs, columns)
-        latent, actor_memory = actor_input(weights, norm_obs, actor_memory, starts)
+        norm_obs = _joined(
+            [network_input(s, o, normalize_obs, columns) for s, o in zip(stats, _by_member(obs, members))]
+        )
+        latent, actor_memory = actor_input(
+            weights, _by_member(norm_obs, members), actor_memory, _by_member(starts, members)
+        )
         features = actor_features(weights, latent)
         if weights.extractor is not None:
-            buf.add_features(t, features)
+            buf.add_features(t, features.reshape(num_envs, -1))
         params = head_params(weights, features)
         if masks is not None:
-            params = dist.masked_np(params, mask)
             buf.action_mask[t] = mask
-        if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
-            noise = dist.new_noise_np(params, rng, num_envs)
-        action = dist.sample_np(params, rng, noise)
+        action = _joined(_act(acting, dist, params, masks, mask, noise, t, settings, buf))
         actions = _env_actions(dist.to_env_np(action), space).reshape((num_envs, *space.shape))
         step = vec_env.step(actions)
         if masks is not None:
             mask = masks.step(step.infos)
         if normalize_obs:
-            stats = normalization.update_moments_np(stats, step.obs)
+            stats = [normalization.update_moments_np(s, o) for s, o in zip(stats, _by_member(step.obs, members))]
         done = step.terminated | step.truncated
         ended = done.any()
         ep_return += step.reward
@@ -343,9 +432,7 @@ def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSett
         starts = done
         buf.reward[t], buf.terminated[t], buf.truncated[t] = step.reward, step.terminated, step.truncated
         if step.truncated.any():  # final values are read only where truncated
-            buf.add_final(
-                t, step.truncated, network_input(stats, step.final_obs[step.truncated], normalize_obs, columns)
-            )
+            _add_finals(buf, t, stats, step, settings)
         if ended:
             buf.episode_return[t, done], buf.episode_length[t, done] = ep_return[done], ep_length[done]
         proceed = on_step is None or on_step(
@@ -360,15 +447,24 @@ def _host_steps(vec_env, weights: ActorWeights, dist, rng, settings: RolloutSett
                 state._replace(
                     obs=obs,
                     raw_obs=raw_obs,
-                    obs_stats=stats,
+                    obs_stats=acting.join_stats(stats),
                     episode_return=ep_return,
                     episode_length=ep_length,
                     action_mask=mask,
                     episode_start=episode_start,
                 )
             )
-    carried = {"obs": obs, "raw_obs": raw_obs, "obs_stats": stats, "action_mask": mask, "episode_start": starts}
+    carried = dict(obs=obs, raw_obs=raw_obs, obs_stats=acting.join_stats(stats), action_mask=mask, episode_start=starts)
     return state._replace(episode_return=ep_return, episode_length=ep_length, **carried), buf
+
+
+def _add_finals(buf: _Buffers, t: int, stats: list[Moments], step: GymStep, settings: RolloutSettings) -> None:
+    """The truncated envs' final observations at step t, each normalized with its member's statistics."""
+    truncated, final_obs = _by_member(step.truncated, buf.members), _by_member(step.final_obs, buf.members)
+    for m, rows in enumerate(truncated):
+        if rows.any():
+            normalized = network_input(stats[m], final_obs[m][rows], settings.normalize_obs, settings.norm_columns)
+            buf.add_final(t, m, rows, normalized)
 
 
 def evaluation_episodes(

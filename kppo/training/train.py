@@ -47,8 +47,8 @@ from kppo.training.results import (
     metric_columns,
     population_members,
 )
-from kppo.training.runners import EvalMetricsFn, Iterations, Runner, make_runner
-from kppo.training.runners.population import make_population_runner, member_agent, member_state
+from kppo.training.runners import EvalMetricsFn, Iterations, Runner, make_population_runner, make_runner
+from kppo.training.runners.population import member_agent
 
 __all__ = ["LoopResult", "run_loop", "train"]
 
@@ -112,8 +112,7 @@ def train(
     runner = make_runner(env, config, eval_metrics_fn)
     if on_eval is None and config.verbose >= 1:
         on_eval = print_row
-    if resume and checkpoint_dir is not None and not isinstance(runner.env, VecEnv):
-        raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
+    _check_resume(runner, checkpoint_dir, resume)
     runner, checkpointer, rows = checkpointing(runner, config, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
     hooks = Hooks(
@@ -145,12 +144,20 @@ def train(
     )
 
 
+def _check_resume(runner: Runner, checkpoint_dir: Any, resume: bool) -> None:
+    """A one-line error (the runner's envs closed) for a resume of a run on gymnasium envs."""
+    if resume and checkpoint_dir is not None and not isinstance(runner.env, VecEnv):
+        runner.close()
+        raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
+
+
 def _train_population(
     env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume, should_stop
 ) -> PopulationResult:
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs)
+    _check_resume(runner, checkpoint_dir, resume)
     runner, checkpointer, rows = checkpointing(
         runner, base, checkpoint_dir, resume, "this population", population.weights
     )
@@ -160,7 +167,10 @@ def _train_population(
     plan = plan_rounds(base, int(runner.view(runner.state).iteration))._replace(
         gradient_steps=population.weights.steps.numpy().astype(np.int64)
     )  # Adam steps: restored by a resume
-    result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
+    try:
+        result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
+    finally:
+        runner.close()
     metrics = metric_columns(result.rows)
     members = []
     for index, config in enumerate(configs):
@@ -168,7 +178,7 @@ def _train_population(
         members.append(
             PPOResult(
                 config,
-                member_state(result.state, index),
+                runner.member_state(result.state, index),
                 own,
                 member_agent(population, index),
                 runner.observation_space,

@@ -21,7 +21,9 @@ from kppo.envs.base import VecEnv
 from kppo.gym_envs.make import make_preprocessed_env
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, StepHook
 from kppo.training.runners.host import HostRunner, Start
+from kppo.training.runners.host_population import HostPopulationRunner
 from kppo.training.runners.native import make_native_runner
+from kppo.training.runners.population import make_native_population
 from kppo.training.runners.replicated import make_replicated_runner
 from kppo.update.schedules import ScheduleFn
 
@@ -31,6 +33,7 @@ __all__ = [
     "Runner",
     "Start",
     "StepHook",
+    "make_population_runner",
     "make_runner",
     "runner_kind",
 ]
@@ -95,3 +98,17 @@ def make_runner(
     if kind == "replicated":
         return make_replicated_runner(env, config, make_strategy(config.distribute, config.devices), eval_metrics_fn)
     return make_native_runner(env, config, eval_metrics_fn)
+
+
+def make_population_runner(env: Any, configs: list[Config]) -> tuple[Runner, Any]:
+    """The runner of a population (seeds and sweep points; its diagnostics and evaluations have a member axis) and
+    the population (`configs`, `weights`, `new_agent`): on TF-native envs every member's iterations in one compiled
+    call (`population.PopulationRunner`); on gymnasium envs one vector env of every member's envs and one compiled
+    update (`host_population.HostPopulationRunner`)."""
+    kind = runner_kind(env, configs[0])
+    if kind == "host":
+        runner = HostPopulationRunner(preprocessed(env, configs[0], kind), configs)
+        return runner, runner.population
+    if kind == "replicated":
+        raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
+    return make_native_population(env, configs)

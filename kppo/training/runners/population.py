@@ -22,10 +22,10 @@ from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluation_episodes
-from kppo.training.runners.base import Iterations, Runner, rollout_settings, update_settings
+from kppo.training.runners.base import Iterations, Runner, rollout_settings, update_batch, update_settings
 from kppo.training.runners.native import NativeParts, build_native, native_observation_dim
 from kppo.core.types import EvalResult, RunnerState
-from kppo.update.ppo import drive, flatten, functional_update, iteration_step, zero_diagnostics
+from kppo.update.ppo import drive, functional_update, iteration_step, zero_diagnostics
 from kppo.update.schedules import config_schedules, with_values
 
 
@@ -62,14 +62,6 @@ def check_members(configs: list[Config]) -> None:
                 )
     if configs[0].distribute != "none":
         raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
-    if configs[0].atari_wrapper or configs[0].frame_stack != 1:  # options of gymnasium env ids (runners.preprocessed)
-        field = "atari_wrapper" if configs[0].atari_wrapper else "frame_stack"
-        raise ValueError(f"{field}: expected a gymnasium env id to wrap, got a population (TF-native envs only)")
-    if configs[0].recurrent is not None:
-        raise ValueError(
-            f"recurrent: populations of recurrent agents are not built yet, expected null, got "
-            f"{configs[0].recurrent!r}; train each seed on its own"
-        )
     _check_functional_adam(configs[0])
 
 
@@ -137,6 +129,13 @@ class Population(NamedTuple):
     key_eval: tf.Tensor  # int32 [M, 2]
     values: MemberValues
 
+    def new_agent(self, config: Config) -> Agent:
+        """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
+        space = self.template.train_env.observation_space
+        return make_agent(
+            config, native_observation_dim(space), self.template.train_env.action_space, observation_space=space
+        )
+
 
 def _is_builtin(name: str) -> bool:
     try:
@@ -148,6 +147,9 @@ def _is_builtin(name: str) -> bool:
 
 def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
     check_members(configs)
+    if configs[0].atari_wrapper or configs[0].frame_stack != 1:  # options of gymnasium env ids (runners.preprocessed)
+        field = "atari_wrapper" if configs[0].atari_wrapper else "frame_stack"
+        raise ValueError(f"{field}: expected a gymnasium env id to wrap, got the TF-native env {env!r}")
     if not isinstance(env, VecEnv) and not (
         isinstance(env, str) and configs[0].env_backend != "gymnasium" and _is_builtin(env)
     ):
@@ -167,38 +169,56 @@ def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
     )
 
 
-def make_member_iterations(population: Population) -> Callable:
-    """Compiled `(runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`, updating the
-    population's weights."""
-    config, agent, env = population.configs[0], population.template.agent, population.template.train_env
-    weights = population.weights
+def member_iteration_fn(config: Config, agent: Agent, collect: Callable) -> Callable:
+    """One member's `iteration_step` on tensor weights, the function `tf.vectorized_map` maps over the members:
+    `(((params, adam, runner state, inputs), MemberValues) -> ((params, adam, runner state), Diagnostics))`.
 
-    def member_iteration(elems):  # one member's iteration_step, on tensor weights
-        (params, adam, state), values = elems
+    Args:
+        collect: `(RolloutSettings, rollout state, key, inputs) -> (rollout state, Rollout)`, run with the member's
+            weights: a TF-native rollout, or the finish of what the host collected (`inputs`, that member's).
+    """
+
+    def member_iteration(elems):
+        (params, adam, state, inputs), values = elems
         rollout_kw, update_kw = (
             with_values(rollout_settings(config), values),
             with_values(update_settings(config), values),
         )
         trained = {}  # the update's new weights and Adam state (iteration_step returns only the runner state)
 
-        def collect(rollout_state, key):
-            return with_weights(agent, params, lambda: collect_rollout(env, agent, rollout_kw, rollout_state, key))
+        def member_collect(rollout_state, key):
+            return with_weights(agent, params, lambda: collect(rollout_kw, rollout_state, key, inputs))
 
         def update(rollout, key, schedules):
             (trained["params"], trained["adam"]), stats = functional_update(
-                agent, update_kw, config.adam_style, params, adam, flatten(rollout), key, schedules
+                agent, update_kw, config.adam_style, params, adam, update_batch(config, rollout), key, schedules
             )
             return stats
 
         with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
-            state, diag = iteration_step(config_schedules(config, values), collect, update, state)
+            state, diag = iteration_step(config_schedules(config, values), member_collect, update, state)
         return (trained["params"], trained["adam"], state), diag
+
+    return member_iteration
+
+
+def make_member_iterations(population: Population) -> Callable:
+    """Compiled `(runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`, updating the
+    population's weights."""
+    config, agent, env = population.configs[0], population.template.agent, population.template.train_env
+    weights = population.weights
+
+    def collect(settings, rollout_state, key, inputs):
+        del inputs  # the TF-native rollout steps its envs itself
+        return collect_rollout(env, agent, settings, rollout_state, key)
+
+    member_iteration = member_iteration_fn(config, agent, collect)
 
     def run(state, n):
         # The loop over iterations stays outside the vectorized map: vectorizing a loop that contains loops makes
         # tf.vectorized_map build TensorArrays XLA cannot compile, and converts the inner loops twice (slower tracing).
         def iteration(carry):
-            carry, diag = tf.vectorized_map(member_iteration, (carry, population.values))
+            carry, diag = tf.vectorized_map(member_iteration, ((*carry, ()), population.values))
             return carry, diag
 
         count = len(population.configs)
@@ -233,11 +253,10 @@ def make_member_evaluation(population: Population) -> Callable:
     return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
 
 
-def member_agent(population: Population, index: int) -> Agent:
-    """Member `index` as a single agent (its own networks and Adam, weights copied): policy, export, checkpoint."""
-    config, template = population.configs[index], population.template
-    space = template.train_env.observation_space
-    agent = make_agent(config, native_observation_dim(space), template.train_env.action_space, observation_space=space)
+def member_agent(population: Any, index: int) -> Agent:
+    """Member `index` of a population (TF-native or gymnasium: anything with `configs`, `weights` and `new_agent`) as
+    a single agent (its own networks and Adam, weights copied): policy, export, checkpoint."""
+    agent = population.new_agent(population.configs[index])
     params, adam = population.weights.member(index)
     for variable, value in zip(agent.variables, params):
         variable.assign(value)
@@ -284,8 +303,12 @@ class PopulationRunner(Runner):
     def view(self, state) -> RunnerState:
         return state._replace(iteration=state.iteration[0])
 
+    def member_state(self, state: RunnerState, index: int) -> RunnerState:
+        """Member `index`'s runner state."""
+        return member_state(state, index)
 
-def make_population_runner(env: str | VecEnv, configs: list[Config]) -> tuple[Runner, Population]:
+
+def make_native_population(env: str | VecEnv, configs: list[Config]) -> tuple[Runner, Population]:
     """The Runner for the training loop (its diagnostics and evaluations have a member axis) and the population."""
     population = build_population(env, configs)
     return PopulationRunner(population), population

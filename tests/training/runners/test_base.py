@@ -7,7 +7,7 @@ import kppo
 from kppo._tf import tf
 from kppo.training.runners import make_runner
 from kppo.training.runners.base import update_settings
-from kppo.training.runners.population import make_population_runner
+from kppo.training.runners import make_population_runner
 from kppo.update.schedules import Schedules, schedules_at, with_schedules
 
 
@@ -73,10 +73,10 @@ SCHEDULED = dict(
 )
 
 
-@pytest.mark.parametrize("kind", ["native", "host", "population"])
+@pytest.mark.parametrize("kind", ["native", "host", "population", "host_population"])
 def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_and_ent_coef_on_every_runner(kind, schedule_spy):
-    config = kppo.Config(**SCHEDULED, env_backend="gymnasium" if kind == "host" else "auto")
-    if kind == "population":  # members with their own clip ranges, both scheduled
+    config = kppo.Config(**SCHEDULED, env_backend="gymnasium" if kind.startswith("host") else "auto")
+    if kind.endswith("population"):  # members with their own clip ranges, both scheduled
         runner, _ = make_population_runner("CartPole-v1", config.sweep(clip_range=[0.2, 0.1]).members([0]))
         want = np.array([[0.2, 0.1], [0.15, 0.075], [0.1, 0.05], [0.05, 0.025]])
     else:

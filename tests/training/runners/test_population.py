@@ -7,7 +7,8 @@ import pytest
 
 import kppo
 from kppo.training.runners.native import make_native_runner
-from kppo.training.runners.population import make_population_runner, member_agent, member_state
+from kppo.training.runners import make_population_runner
+from kppo.training.runners.population import member_agent, member_state
 
 SMALL = dict(
     num_envs=4,
@@ -157,8 +158,8 @@ def test_a_population_resumes_bit_identically(tmp_path):
             "num_envs: population members may differ only in seed and learning_rate, .*got 4 and 8",
         ),
         (
-            lambda: kppo.train("FrozenLake-v1", kppo.Config(**SMALL), seed=[0, 1]),
-            "env: a population needs a TF-native env .*got 'FrozenLake-v1'",
+            lambda: kppo.train(kppo.envs.make("cartpole"), kppo.Config(**SMALL, distribute="mirrored"), seed=[0, 1]),
+            "distribute: a population runs on one device, expected 'none', got 'mirrored'",
         ),
         (
             lambda: make_population_runner("cartpole", [kppo.Config(**SMALL, optimizer="rmsprop")] * 2),
@@ -170,7 +171,7 @@ def test_a_population_resumes_bit_identically(tmp_path):
         ),
         (
             lambda: make_population_runner("cartpole", [kppo.Config(**SMALL, frame_stack=4)] * 2),
-            "frame_stack: expected a gymnasium env id to wrap, got a population",
+            "frame_stack: expected a gymnasium env id to wrap, got the TF-native env 'cartpole'",
         ),
     ],
 )

@@ -1,0 +1,264 @@
+"""Populations on gymnasium envs: every member's envs are one gymnasium vector env (member m's `num_envs` envs are the
+m-th block, each seeded as that member's single run seeds its own), all members act in one batched numpy call per
+step (`kppo.rollout.gymnasium.Acting`), and all members finish their rollouts and update in one compiled program:
+`tf.vectorized_map` over the one per-member `iteration_step` the TF-native population runs
+(`population.member_iteration_fn`), whose collect is `finish_rollout` of what the host collected for that member.
+
+A member computes what its single host run computes (`kppo.training.runners.host`): the same envs and seeds, the same
+numpy draws from the same keys, the same finish and update on its own weights, statistics and hyperparameters; only
+its weights are held as tensors on a member axis and updated by the functional Adam, as in a TF-native population.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+from collections.abc import Callable
+
+import numpy as np
+
+from kppo._tf import tf
+from kppo.agent.agent import Agent, initial_memory, make_agent
+from kppo.agent.numpy_actor import MemberActors, NumpyActor, snapshot, stack_weights
+from kppo.config.options import Config
+from kppo.core import normalization
+from kppo.core.types import EvalResult, Moments, RunnerState
+from kppo.gym_envs.action_masks import MaskReader
+from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.spaces import normalized_columns
+from kppo.gym_envs.vector import GymVecEnv
+from kppo.rollout.gymnasium import (
+    Acting,
+    HostRolloutState,
+    HostSteps,
+    evaluation_episodes,
+    finish_rollout,
+    host_steps,
+    rollout_rng,
+)
+from kppo.training.runners.base import Iterations, Runner, rollout_settings, root_keys
+from kppo.training.runners.host import eval_env_source
+from kppo.training.runners.population import MemberValues, MemberWeights, check_members, member_iteration_fn, member_values
+from kppo.update.ppo import drive
+from kppo.update.schedules import config_schedules
+
+
+class FinishCarry(NamedTuple):
+    """The part of a member's host rollout state its compiled finish reads and writes."""
+
+    return_stats: Moments
+    discounted_return: tf.Tensor  # float32 [N]
+    memory: tuple  # a recurrent agent's memory at the rollout's first step: (h, c) per LSTM, [N, units] each
+
+
+class HostPopulation(NamedTuple):
+    """What a gymnasium population builds before its first call."""
+
+    configs: list[Config]
+    vec_env: GymVecEnv  # every member's envs, member m's the m-th block of `num_envs`
+    agent: Agent  # the first member's: the networks every member's weights run through
+    weights: MemberWeights
+    state: RunnerState  # joint host rollout state (statistics [M, ...]); key [M, 2], iteration [M]
+    values: MemberValues
+    masks: MaskReader | None
+
+    def new_agent(self, config: Config) -> Agent:
+        """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
+        env = self.vec_env
+        return make_agent(config, env.flat_obs_dim, env.action_space, observation_space=env.observation_space)
+
+
+def _stacked(items: list) -> Any:
+    return tf.nest.map_structure(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)
+
+
+def _initial_state(vec_env: GymVecEnv, configs: list[Config], agent: Agent, masks: MaskReader | None) -> RunnerState:
+    """Member m's envs reset with seeds seed_m + i, its statistics counting its own reset observations."""
+    envs = configs[0].num_envs
+    obs = vec_env.reset(seed=[c.seed + i for c in configs for i in range(envs)])
+    stats = []
+    for m, config in enumerate(configs):
+        member = normalization.to_numpy(normalization.initial_stats([vec_env.flat_obs_dim]))
+        if config.normalize_obs:
+            member = normalization.update_moments_np(member, obs[m * envs : (m + 1) * envs])
+        stats.append(member)
+    count = len(configs)
+    rollout = HostRolloutState(
+        obs,
+        tf.zeros([count, envs]),
+        _stacked(stats),
+        tf.nest.map_structure(lambda x: tf.stack([x] * count), normalization.initial_stats(())),
+        np.zeros(vec_env.num_envs),
+        np.zeros(vec_env.num_envs, np.int32),
+        vec_env.reset_raw_obs,
+        time.perf_counter(),
+        masks.reset(vec_env.reset_infos) if masks is not None else None,
+        memory=tuple(m.numpy() for m in initial_memory(agent, vec_env.num_envs)),
+    )
+    keys = tf.stack([root_keys(c.seed)[1] for c in configs])
+    return RunnerState(rollout, keys, tf.zeros([count], tf.int32))
+
+
+def build_host_population(env: Any, configs: list[Config]) -> HostPopulation:
+    """The joint vector env, every member's agent as its single run builds it (stacked), the initial state."""
+    check_members(configs)
+    config, count = configs[0], len(configs)
+    vec_env = make_vec_env(env, config.num_envs * count, vectorization=config.vectorization, verbose=config.verbose)
+
+    def agent_of(member: Config) -> Agent:
+        space = vec_env.observation_space
+        return make_agent(member, vec_env.flat_obs_dim, vec_env.action_space, observation_space=space)
+
+    agents = [agent_of(c) for c in configs]
+    masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
+    state = _initial_state(vec_env, configs, agents[0], masks)
+    return HostPopulation(configs, vec_env, agents[0], MemberWeights(agents), state, member_values(configs), masks)
+
+
+def _by_member(x: tf.Tensor, members: int, axis: int) -> tf.Tensor:
+    """[..., B, ...] (B at `axis`) -> [M, ..., B / M, ...]: member m's block of envs first."""
+    shape = x.shape.as_list()
+    split = shape[:axis] + [members, shape[axis] // members] + shape[axis + 1 :]
+    perm = [axis] + [i for i in range(len(split)) if i != axis]
+    return tf.transpose(tf.reshape(x, split), perm)
+
+
+def member_inputs(steps: HostSteps, members: int) -> HostSteps:
+    """What each member's finish reads, with a leading member axis: its envs' trajectory [T, N], features, final
+    observations, last observation."""
+    traj = tf.nest.map_structure(lambda x: _by_member(x, members, 1), steps.trajectory)
+    features = () if steps.features is None else _by_member(steps.features, members, 1)  # (): tf.nest's nothing
+    return steps._replace(trajectory=traj, features=features, last_obs=_by_member(steps.last_obs, members, 0))
+
+
+def make_member_update(population: HostPopulation) -> Callable:
+    """Compiled `(FinishCarry [M], keys [M, 2], iterations [M], member inputs) -> (FinishCarry, keys, iterations,
+    Diagnostics [M])`: every member's finish + update + diagnostics (`member_iteration_fn`), the population's weights
+    updated."""
+    config, agent, weights = population.configs[0], population.agent, population.weights
+
+    def collect(settings, carry, key, inputs):
+        del key  # the host drew this rollout's actions from it already
+        features = None if isinstance(inputs.features, tuple) else inputs.features
+        finished = finish_rollout(agent, settings, *inputs._replace(features=features), *carry)
+        return FinishCarry(finished.return_stats, finished.discounted_return, finished.memory), finished.rollout
+
+    member_iteration = member_iteration_fn(config, agent, collect)
+
+    def run(state: RunnerState, inputs):
+        params, adam = weights.read()
+        (params, adam, state), diag = tf.vectorized_map(member_iteration, ((params, adam, state, inputs), population.values))
+        weights.assign(params, adam)
+        return state, diag
+
+    return tf.function(run, jit_compile=config.jit_rollout, autograph=False)
+
+
+def member_acting(agent: Agent, params: list[np.ndarray], keys: list) -> Acting:
+    """Every member's actor snapshot (read from its weights, `params` [M, ...] in `agent.variables` order), stacked,
+    with the generator of its rollout key."""
+    index = {id(v): i for i, v in enumerate(agent.variables)}
+    members = [
+        snapshot(agent.actor, agent.lstm, read=lambda v, m=m: params[index[id(v)]][m]) for m in range(len(keys))
+    ]
+    return Acting(stack_weights(members), tuple(rollout_rng(k) for k in keys), stacked_stats=True)
+
+
+class HostPopulationRunner(Runner):
+    """A population on gymnasium envs: the host steps every member's envs, one compiled call per iteration finishes
+    and updates them all; diagnostics, evaluations and scheduled values have a member axis."""
+
+    def __init__(self, env: Any, configs: list[Config]):
+        population = build_host_population(env, configs)
+        vec_env = population.vec_env
+        super().__init__(population.agent, population.state, vec_env.observation_space, vec_env.action_space, vec_env)
+        self.population, self.config = population, configs[0]
+        self.schedule_fn, self.schedules_from_config = config_schedules(self.config, population.values), False
+        columns = normalized_columns(vec_env.observation_space, self.config.normalize_obs_keys)
+        self.settings = rollout_settings(self.config)._replace(norm_columns=columns)
+        self.update_fn = make_member_update(population)
+        self.eval_source = eval_env_source(env)
+        self.eval_env: GymVecEnv | None = None
+        self.eval_masks: MaskReader | None = None
+
+    def _iteration(self, state: RunnerState):
+        members = len(self.population.configs)
+        rollout_keys = [tf.random.experimental.stateless_split(k, 3)[1] for k in state.key]  # start_iteration's
+        params = [p.numpy() for p in self.population.weights.params]
+        acting = member_acting(self.agent, params, rollout_keys)
+        stepped, steps = host_steps(self.env, acting, self.agent.dist, self.settings, state.rollout, None, self.population.masks)
+        rollout = state.rollout
+        memory = tuple(_by_member(tf.constant(m), members, 0) for m in rollout.memory)
+        carry = FinishCarry(rollout.return_stats, rollout.discounted_return, memory)
+        done, diag = self.update_fn(RunnerState(carry, state.key, state.iteration), member_inputs(steps, members))
+        new_rollout = stepped._replace(
+            return_stats=done.rollout.return_stats,
+            discounted_return=done.rollout.discounted_return,
+            memory=tuple(tf.reshape(m, [-1, m.shape[-1]]).numpy() for m in done.rollout.memory),
+        )
+        return RunnerState(new_rollout, done.key, done.iteration), diag
+
+    def run_iterations(self, state, n, on_step=None) -> Iterations:
+        del on_step  # a population takes no callbacks
+        return drive(self._iteration, state, n)
+
+    def evaluation_round(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
+        del total_steps, diag
+        configs, count = self.population.configs, len(self.population.configs)
+        per_member = self.config.num_eval_envs
+        if self.eval_env is None:
+            self.eval_env = make_vec_env(self.eval_source, per_member * count, vectorization=self.config.vectorization)
+            self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.population.masks else None
+        params = [p.numpy() for p in self.population.weights.params]
+        index = {id(v): i for i, v in enumerate(self.agent.variables)}
+        actors = [
+            NumpyActor(
+                snapshot(self.agent.actor, self.agent.lstm, read=lambda v, m=m: params[index[id(v)]][m]),
+                self.agent.dist,
+                self.config.normalize_obs,
+                self.settings.norm_columns,
+            )
+            for m in range(count)
+        ]
+        seeds = [c.seed * 1000 + round_index + i for c in configs for i in range(per_member)]
+        result, _ = evaluation_episodes(
+            self.eval_env,
+            MemberActors(actors),
+            obs_stats,
+            seeds,
+            self.eval_env.max_episode_steps or 1000,
+            self.eval_masks,
+        )
+        return EvalResult(*(tf.reshape(x, [count, per_member]) for x in result)), {}
+
+    def view(self, state) -> RunnerState:
+        return state._replace(iteration=state.iteration[0])
+
+    def member_state(self, state: RunnerState, index: int) -> RunnerState:
+        """Member `index`'s state as its single host run holds it: its block of envs, its statistics and key."""
+        envs, rollout = self.config.num_envs, state.rollout
+
+        def rows(x):
+            return None if x is None else tf.nest.map_structure(lambda a: a[index * envs : (index + 1) * envs], x)
+
+        def own(x):
+            return tf.nest.map_structure(lambda a: a[index], x)
+
+        member = rollout._replace(
+            obs=rows(rollout.obs),
+            discounted_return=own(rollout.discounted_return),
+            obs_stats=own(rollout.obs_stats),
+            return_stats=own(rollout.return_stats),
+            episode_return=rows(rollout.episode_return),
+            episode_length=rows(rollout.episode_length),
+            raw_obs=rows(rollout.raw_obs),
+            action_mask=rows(rollout.action_mask),
+            episode_start=rows(rollout.episode_start),
+            memory=tuple(rows(m) for m in rollout.memory),
+        )
+        return RunnerState(member, state.key[index], state.iteration[index])
+
+    def close(self) -> None:
+        self.env.close()
+        if self.eval_env is not None:
+            self.eval_env.close()
