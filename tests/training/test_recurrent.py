@@ -190,9 +190,25 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     np.testing.assert_allclose(np.stack(numpy_params), params.numpy(), atol=1e-5)
 
 
-def test_recurrent_populations_and_strategies_are_refused_in_one_line():
-    with pytest.raises(ValueError, match=r"recurrent: populations of recurrent agents are not built yet"):
-        kppo.train("cartpole", kppo.Config(**SMALL, total_timesteps=4 * 64), seed=[0, 1])
+def test_a_recurrent_population_member_computes_what_its_single_run_computes():
+    """A TF-native population of recurrent agents: the functional update replays each member's sequences as the Keras
+    update replays a single run's (float32 rounding apart: Adam as a function of tensors)."""
+    from kppo.training.runners import make_population_runner, make_runner
+    from kppo.training.runners.population import member_agent
+
+    base = kppo.Config(**SMALL, num_epochs=2, jit_rollout=False, jit_update=False, jit_eval=False)
+    configs = [base.replace(seed=3), base.replace(seed=5, learning_rate=1e-3)]
+    runner, population = make_population_runner("cartpole", configs)
+    result = runner.run_iterations(runner.state, 2)
+    for index, config in enumerate(configs):
+        single = make_runner("cartpole", config)
+        alone = single.run_iterations(single.state, 2)
+        np.testing.assert_allclose(result.diagnostics.total_loss[index], alone.diagnostics.total_loss, rtol=1e-4)
+        for mine, theirs in zip(member_agent(population, index).variables, single.agent.variables):
+            np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_recurrent_strategies_are_refused_in_one_line():
     with pytest.raises(ValueError, match=r"distribute: expected 'none' for a recurrent policy"):
         kppo.Config(**SMALL, distribute="mirrored")
 
