@@ -31,9 +31,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
-from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
 from kppo.gym_envs.action_masks import MaskReader, env_mask
 from kppo.gym_envs.vector_info import sub_env_info
+from kppo.gym_envs.vector import vector_env_of
 
 StepCallback = Callable[[dict[str, Any], dict[str, Any]], Any]
 EvalEnv = gym.Env | VectorEnv
@@ -168,8 +168,9 @@ def resolve_env(env: str | EvalEnv) -> tuple[EvalEnv, bool]:
     """
     if isinstance(env, str):
         return gym.make(env), True
-    if isinstance(env, SB3VecEnv):  # SB3's VecEnv interface (model.get_env()): the gymnasium vector env under it
-        return env.vector_env, False
+    vector = vector_env_of(env)
+    if vector is not None:  # SB3's VecEnv interface (model.get_env()): the gymnasium vector env under it
+        return vector, False
     if isinstance(env, (gym.Env, VectorEnv)):
         return env, False
     raise ValueError(f"env: expected a gymnasium env id, a gym.Env or a gym.vector.VectorEnv, got {type(env).__name__}")

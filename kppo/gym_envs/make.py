@@ -17,9 +17,8 @@ from kppo.core.errors import first_line
 from kppo.gym_envs.atari import atari_env
 from kppo.gym_envs.checks import CheckedEnv, EnvError, install_hint, make_env
 from kppo.gym_envs.spaces import check_action_space, check_observation_space
-from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
 from kppo.gym_envs.vec_frame_stack import FrameStack
-from kppo.gym_envs.vector import GymVecEnv
+from kppo.gym_envs.vector import GymVecEnv, vector_env_of
 from kppo.gym_envs.vector_info import time_limit_of
 
 _VECTORIZATIONS = ("sync", "async")
@@ -115,7 +114,7 @@ def make_preprocessed_env(env_id: str, atari_wrapper: bool = False, frame_stack:
 
 
 def make_vec_env(
-    env: str | gym.Env | Callable[[], gym.Env] | VectorEnv | SB3VecEnv,
+    env: str | gym.Env | Callable[[], gym.Env] | VectorEnv | object,
     num_envs: int = 1,
     *,
     vectorization: str = "sync",
@@ -131,8 +130,9 @@ def make_vec_env(
               TimeLimit, OrderEnforcing, PassiveEnvChecker);
             - a `gym.Env` instance: wrapped as is in a one-env SyncVectorEnv (num_envs must be 1);
             - a zero-argument factory returning a `gym.Env`: called once per sub-env;
-            - an SB3-style `kppo.VecEnv` (`DummyVecEnv`, `SubprocVecEnv`, `VecMonitor`, ...): the gymnasium vector
-              env under it, seeded as its `seed` asked when `seed` is None;
+            - anything holding a gymnasium vector env as `vector_env` (an SB3-style `kppo.VecEnv`: `DummyVecEnv`,
+              `SubprocVecEnv`, `VecMonitor`, ...): that vector env, seeded as its `pending_seed` asks when `seed` is
+              None;
             - a `gym.vector.VectorEnv` with `autoreset_mode=AutoresetMode.SAME_STEP`: used as is; an unwrapped one in
               NEXT_STEP mode (`gym.make_vec`'s default) is re-created in SAME_STEP mode (`vector_info.same_step`);
               `vectorization` and `verbose` are ignored.
@@ -153,9 +153,10 @@ def make_vec_env(
             vectorization or num_envs; an `EnvError` for gymnasium's errors about an id (unknown, deprecated, a
             missing extra) and a factory that needs arguments, raises or returns no gym.Env.
     """
-    if isinstance(env, SB3VecEnv):  # SB3's VecEnv interface: the gymnasium vector env under it, its pending seed
-        seed = env.pending_seed if seed is None else seed
-        env = env.vector_env
+    vector = vector_env_of(env)
+    if vector is not None:  # SB3's VecEnv interface (or any env holding one): its vector env, its pending seed
+        seed = getattr(env, "pending_seed", None) if seed is None else seed
+        env = vector
     if vectorization not in _VECTORIZATIONS:
         raise ValueError(f"vectorization: expected 'sync' or 'async', got {vectorization!r}")
     if env_kwargs and not isinstance(env, str):

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
 from kppo.gym_envs.monitor import EpisodeWriter
-from kppo.gym_envs.vector_info import returning, same_step, sub_env_info
+from kppo.gym_envs.vector_info import returning, same_step, sb3_info, sub_env_info
 
 Indices = int | Sequence[int] | None
 
@@ -31,19 +31,9 @@ def _as_list(indices: Indices, num_envs: int) -> list[int]:
 
 
 def sb3_infos(infos: dict[str, Any], terminated: np.ndarray, truncated: np.ndarray) -> list[dict[str, Any]]:
-    """A gymnasium vector info dict (SAME_STEP) as SB3's list of per-env infos: a finished episode's info is its
-    last step's, with `terminal_observation` (its final observation) and `TimeLimit.truncated`."""
-    result = []
-    for i in range(len(terminated)):
-        info = sub_env_info(infos, i)
-        if terminated[i] or truncated[i]:
-            final_info = info.pop("final_info", None)
-            if isinstance(final_info, dict):
-                info.update(final_info)
-            info["terminal_observation"] = info.pop("final_obs", None)
-            info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-        result.append(info)
-    return result
+    """A gymnasium vector info dict (SAME_STEP) as SB3's list of per-env infos (`vector_info.sb3_info` each): a
+    finished episode's info is its last step's, with `terminal_observation` and `TimeLimit.truncated`."""
+    return [sb3_info(infos, i, bool(terminated[i]), bool(truncated[i])) for i in range(len(terminated))]
 
 
 class VecEnv:

@@ -100,6 +100,13 @@ def _check_finite(what: str, values: np.ndarray, step: int, rows: np.ndarray | N
         )
 
 
+def vector_env_of(env: Any) -> VectorEnv | None:
+    """The gymnasium vector env under `env` (its `vector_env`: an SB3-style VecEnv, `DummyVecEnv`, `VecMonitor`, ...;
+    any wrapper that has one), or None. Runners and builders read any such env through it, not through its class."""
+    vector = getattr(env, "vector_env", None)
+    return vector if isinstance(vector, VectorEnv) else None
+
+
 def sub_env_seeds(seed: int | list[int], num_envs: int) -> list[int]:
     """Each sub-env's reset seed: seed + i for an int, the list itself (one per env) for a list."""
     if isinstance(seed, (list, tuple)):

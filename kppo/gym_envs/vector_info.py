@@ -194,20 +194,28 @@ def _item(value: Any, i: int) -> Any:
 
 
 def sb3_info(
-    infos: dict[str, Any] | None, i: int, ended: bool, truncated: bool, final_obs: np.ndarray, episode: dict[str, Any]
+    infos: dict[str, Any] | None,
+    i: int,
+    terminated: bool,
+    truncated: bool,
+    final_obs: Any = None,
+    episode: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Env i's info as Stable-Baselines3's VecEnv + Monitor give it: the env's own entries and, where its episode
-    `ended`, `"terminal_observation"` (the raw final observation; `final_obs` when gymnasium gave none), `"episode"`
-    (Monitor's {"r", "l", "t"}, unless the env's own wrappers already wrote one) and `"TimeLimit.truncated"`."""
+    """Env i's info as Stable-Baselines3's VecEnv (+ Monitor) gives it, the one builder of SB3's infos (`VecEnv.step`
+    and the host rollout's callbacks): the env's own entries and, where its episode ended (terminated or truncated),
+    `"terminal_observation"` (the raw final observation; `final_obs` when gymnasium gave none), `"episode"` (Monitor's
+    {"r", "l", "t"} when given, unless the env's own wrappers already wrote one) and `"TimeLimit.truncated"`: truncated
+    and not terminated (SB3's rule: a step that is both is a termination)."""
     info = sub_env_info(infos, i) if infos else {}
-    if not ended:
+    if not (terminated or truncated):
         return info
     final_info = info.pop("final_info", None)
     if isinstance(final_info, dict):  # SAME_STEP: the finished episode's last info
         info.update(final_info)
     info["terminal_observation"] = info.pop("final_obs", final_obs)
-    info.setdefault("episode", episode)
-    info["TimeLimit.truncated"] = truncated
+    if episode is not None:
+        info.setdefault("episode", episode)
+    info["TimeLimit.truncated"] = bool(truncated and not terminated)
     return info
 
 

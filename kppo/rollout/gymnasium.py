@@ -187,8 +187,7 @@ class StepRecord(NamedTuple):
         """Env i's info as SB3's VecEnv + Monitor give it (`kppo.gym_envs.vector_info.sb3_info`)."""
         step = self.step
         episode = {"r": float(self.episode_return[i]), "l": int(self.episode_length[i]), "t": round(self.elapsed_s, 6)}
-        ended = bool(step.terminated[i] or step.truncated[i])
-        return sb3_info(step.infos, i, ended, bool(step.truncated[i]), step.final_obs[i], episode)
+        return sb3_info(step.infos, i, bool(step.terminated[i]), bool(step.truncated[i]), step.final_obs[i], episode)
 
     def sb3_locals(self) -> dict[str, Any]:
         """The step as SB3's `collect_rollouts` shows it to callbacks (`BaseCallback.locals`): `obs` (raw, acted on),

@@ -43,8 +43,7 @@ def runner_kind(env: Any, config: Config) -> str:
     """ "native" for `kppo.envs.VecEnv`s and built-in names (unless env_backend="gymnasium"), "host" for other ids,
     `gym.Env` instances, factories, gymnasium vector envs and SB3-style VecEnvs; "native" becomes "replicated" under
     a strategy."""
-    from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
-    from kppo.gym_envs.vector import GymVecEnv
+    from kppo.gym_envs.vector import GymVecEnv, vector_env_of
 
     native = isinstance(env, VecEnv)
     if isinstance(env, str) and config.env_backend != "gymnasium":
@@ -56,7 +55,8 @@ def runner_kind(env: Any, config: Config) -> str:
                 raise  # the error naming the built-in tasks
     if native:
         return "native" if config.distribute == "none" else "replicated"
-    if isinstance(env, (str, gym.Env, gym.vector.VectorEnv, GymVecEnv, SB3VecEnv)) or callable(env):
+    gymnasium = isinstance(env, (str, gym.Env, gym.vector.VectorEnv, GymVecEnv)) or vector_env_of(env) is not None
+    if gymnasium or callable(env):
         return "host"
     raise ValueError(
         "env: expected a TF-native env (name or kppo.envs.VecEnv) or a gymnasium env (id, Env, factory, "

@@ -18,8 +18,7 @@ from kppo.agent.agent import Agent, initial_memory, make_agent
 from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.gym_envs.action_masks import MaskReader
-from kppo.gym_envs.sb3_vec_env import VecEnv as SB3VecEnv
-from kppo.gym_envs.vector import GymVecEnv
+from kppo.gym_envs.vector import GymVecEnv, vector_env_of
 from kppo.gym_envs.make import make_vec_env
 from kppo.gym_envs.spaces import normalized_columns
 from kppo.agent.numpy_actor import make_numpy_actor
@@ -56,8 +55,7 @@ class Start(NamedTuple):
 
 def eval_env_source(env: Any) -> Any:
     """A source for a second, independent vector env: ids and factories are reused, instances deep-copied."""
-    if isinstance(env, SB3VecEnv):
-        env = env.vector_env
+    env = vector_env_of(env) or env  # an SB3-style VecEnv: the gymnasium vector env it holds
     if isinstance(env, gym.Env):
         return copy.deepcopy(env)
     if isinstance(env, gym.vector.VectorEnv):
