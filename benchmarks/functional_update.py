@@ -36,7 +36,7 @@ from kppo.agent.agent import make_agent
 from kppo.config.options import Config
 from kppo.core.optimizers import initial_adam_state
 from kppo.core.types import Batch
-from kppo.training.runners.base import update_settings
+from kppo.training.runners.settings import update_settings
 from kppo.update.ppo import functional_update, ppo_update
 from kppo.update.schedules import schedules_at
 from machine import cpu_model

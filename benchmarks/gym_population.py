@@ -154,7 +154,8 @@ def main() -> int:
             flush=True,
         )
         single, members = row["single_final"], row["population_final"]
-        print(f"  final eval returns: single {sum(single) / len(single):.1f}, population {sum(members) / len(members):.1f}")
+        single_mean, members_mean = sum(single) / len(single), sum(members) / len(members)
+        print(f"  final eval returns: single {single_mean:.1f}, population {members_mean:.1f}")
     report["load_average_after"] = os.getloadavg()
     print(f"load average after: {report['load_average_after'][0]:.2f}")
     if args.json:

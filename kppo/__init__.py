@@ -16,21 +16,21 @@ from kppo.version import __version__
 _EXPORTS = {
     "ActScaling": "kppo.agent.policy",
     "ActionMasker": "kppo.gym_envs.action_masks",
-    "AtariVectorEnvAdapter": "kppo.gym_envs.ale_vector",
-    "AtariWrapper": "kppo.gym_envs.atari",
+    "AtariVectorEnvAdapter": "kppo.sb3.envs.ale_vector",
+    "AtariWrapper": "kppo.sb3.envs.atari",
     "BaseCallback": "kppo.callbacks",
     "CallbackList": "kppo.callbacks",
     "CheckpointCallback": "kppo.callbacks",
     "CombinedExtractor": "kppo.agent.extractors",
     "Config": "kppo.config.options",
-    "DummyVecEnv": "kppo.gym_envs.sb3_vec_env",
+    "DummyVecEnv": "kppo.sb3.envs.vec_env",
     "EvalCallback": "kppo.callbacks",
     "EveryNTimesteps": "kppo.callbacks",
     "FlattenExtractor": "kppo.agent.extractors",
     "LogEveryNTimesteps": "kppo.callbacks",
     "METRICS": "kppo.training.metrics",
     "MaskablePPO": "kppo.sb3.maskable_ppo",
-    "Monitor": "kppo.gym_envs.monitor",
+    "Monitor": "kppo.sb3.envs.monitor",
     "NatureCNN": "kppo.agent.extractors",
     "ObsScaling": "kppo.agent.policy",
     "PPO": "kppo.sb3.ppo",
@@ -43,19 +43,19 @@ _EXPORTS = {
     "StopTrainingOnMaxEpisodes": "kppo.callbacks",
     "StopTrainingOnNoModelImprovement": "kppo.callbacks",
     "StopTrainingOnRewardThreshold": "kppo.callbacks",
-    "SubprocVecEnv": "kppo.gym_envs.sb3_vec_env",
+    "SubprocVecEnv": "kppo.sb3.envs.vec_env",
     "Sweep": "kppo.config.options",
-    "VecEnv": "kppo.gym_envs.sb3_vec_env",
-    "VecEnvWrapper": "kppo.gym_envs.sb3_vec_env",
-    "VecExtractDictObs": "kppo.gym_envs.sb3_vec_env",
-    "VecFrameStack": "kppo.gym_envs.vec_frame_stack",
-    "VecMonitor": "kppo.gym_envs.sb3_vec_env",
+    "VecEnv": "kppo.sb3.envs.vec_env",
+    "VecEnvWrapper": "kppo.sb3.envs.vec_env",
+    "VecExtractDictObs": "kppo.sb3.envs.vec_env",
+    "VecFrameStack": "kppo.sb3.envs.vec_frame_stack",
+    "VecMonitor": "kppo.sb3.envs.vec_env",
     "VecNormalize": "kppo.sb3.vec_normalize",
-    "VecTransposeImage": "kppo.gym_envs.vec_transpose",
-    "evaluate_policy": "kppo.gym_envs.evaluation",
+    "VecTransposeImage": "kppo.sb3.envs.vec_transpose",
+    "evaluate_policy": "kppo.sb3.envs.evaluation",
     "export": "kppo.exporter.artifact",
-    "make_atari_env": "kppo.gym_envs.atari",
-    "make_vec_env": "kppo.gym_envs.env_util",
+    "make_atari_env": "kppo.sb3.envs.atari",
+    "make_vec_env": "kppo.sb3.envs.env_util",
     "train": "kppo.training.train",
 }
 _SUBPACKAGES = (
@@ -121,10 +121,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from kppo.gym_envs.vec_frame_stack import VecFrameStack
-    from kppo.gym_envs.vec_transpose import VecTransposeImage
-    from kppo.gym_envs.ale_vector import AtariVectorEnvAdapter
-    from kppo.gym_envs.atari import AtariWrapper, make_atari_env
+    from kppo.sb3.envs.vec_frame_stack import VecFrameStack
+    from kppo.sb3.envs.vec_transpose import VecTransposeImage
+    from kppo.sb3.envs.ale_vector import AtariVectorEnvAdapter
+    from kppo.sb3.envs.atari import AtariWrapper, make_atari_env
     from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
     from kppo.agent.policy import ActScaling, ObsScaling, Policy
     from kppo.callbacks import (
@@ -142,9 +142,9 @@ if TYPE_CHECKING:
     from kppo.config.options import Config, Sweep
     from kppo.exporter.artifact import export
     from kppo.gym_envs.action_masks import ActionMasker
-    from kppo.gym_envs.evaluation import evaluate_policy
-    from kppo.gym_envs.monitor import Monitor
-    from kppo.gym_envs.sb3_vec_env import (
+    from kppo.sb3.envs.evaluation import evaluate_policy
+    from kppo.sb3.envs.monitor import Monitor
+    from kppo.sb3.envs.vec_env import (
         DummyVecEnv,
         SubprocVecEnv,
         VecEnv,
@@ -153,7 +153,7 @@ if TYPE_CHECKING:
         VecMonitor,
     )
     from kppo.sb3.maskable_ppo import MaskablePPO
-    from kppo.gym_envs.env_util import make_vec_env
+    from kppo.sb3.envs.env_util import make_vec_env
     from kppo.sb3.ppo import PPO
     from kppo.sb3.recurrent_ppo import RecurrentPPO
     from kppo.sb3.vec_normalize import VecNormalize

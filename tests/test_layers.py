@@ -27,15 +27,16 @@ LAYERS = {
     "core": 2,
     "envs": 3,
     "gym_envs": 3,
-    "agent": 4,
-    "rollout": 5,
-    "update": 6,
-    "callbacks": 6,
-    "training": 7,
-    "sb3": 8,
-    "exporter": 8,
-    "kppo": 9,
-    "cli": 10,
+    "sb3.envs": 4,  # a folder inside sb3/ with its own layer: SB3's env API, below everything that takes an env
+    "agent": 5,
+    "rollout": 6,
+    "update": 7,
+    "callbacks": 7,
+    "training": 8,
+    "sb3": 9,
+    "exporter": 9,
+    "kppo": 10,
+    "cli": 11,
 }
 MAX_COMPLEXITY = 15
 
@@ -101,8 +102,11 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def folder(module: str) -> str:
-    """kppo.core.gae -> core; kppo._tf -> _tf; kppo -> kppo."""
+    """kppo.core.gae -> core; kppo._tf -> _tf; kppo -> kppo; kppo.sb3.envs.atari -> sb3.envs (a folder of LAYERS
+    inside another)."""
     parts = module.split(".")
+    if len(parts) > 2 and ".".join(parts[1:3]) in LAYERS:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else "kppo"
 
 
@@ -168,7 +172,7 @@ def test_the_layer_contract_catches_an_upward_import_and_one_across_a_layer():
         "kppo.gym_envs.spaces": set(),
     }
     assert layer_violations(graph) == [
-        "kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 4)",
+        "kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 5)",
         "kppo.envs.base (envs, layer 3) imports kppo.gym_envs.spaces (gym_envs, layer 3)",
     ]
 
@@ -184,7 +188,7 @@ def test_the_contract_reads_imports_inside_functions_and_private_names(tmp_path)
     found = modules(package)
     graph = import_graph(found)
     assert graph["kppo.core.gae"] == {"kppo.agent.agent"}
-    assert layer_violations(graph) == ["kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 4)"]
+    assert layer_violations(graph) == ["kppo.core.gae (core, layer 2) imports kppo.agent.agent (agent, layer 5)"]
     assert private_imports(found) == ["kppo.core.gae imports kppo.agent.agent._hidden"]
 
 
@@ -260,6 +264,83 @@ def test_the_architecture_map_lists_every_module_with_its_imports():
         if documented[name] != graph[name]
     }
     assert wrong == {}
+
+
+def _class_members(node: ast.ClassDef) -> set[str]:
+    """A class's methods, nested classes, fields, assigned names and the `self.x` its methods assign."""
+    members = set()
+    for item in node.body:
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            members.add(item.name)
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            members.add(item.target.id)
+        elif isinstance(item, ast.Assign):
+            members |= {t.id for t in item.targets if isinstance(t, ast.Name)}
+    for item in ast.walk(node):
+        if isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store) and isinstance(item.value, ast.Name):
+            if item.value.id == "self":
+                members.add(item.attr)
+    return members
+
+
+def _members(tree: ast.Module) -> dict[str, set[str] | None]:
+    """A module's top-level names -> a class's member names (methods, fields, assigned names; its base classes'
+    in this module too), None for a name that is not a class."""
+    names: dict[str, set[str] | None] = {}
+    bases: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names[node.name] = _class_members(node)
+            bases[node.name] = [b.id for b in node.bases if isinstance(b, ast.Name)]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = None
+        elif isinstance(node, ast.Assign):
+            names.update({t.id: None for t in node.targets if isinstance(t, ast.Name)})
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names[node.target.id] = None
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update({(a.asname or a.name).split(".")[0]: None for a in node.names})
+    for name, parents in bases.items():
+        for parent in parents:
+            if isinstance(names.get(parent), set):
+                names[name] |= names[parent]  # type: ignore[operator]
+    return names
+
+
+DEFINED = {name: _members(ast.parse(path.read_text())) for name, path in MODULES.items()}
+CLASSES = {cls: members for defined in DEFINED.values() for cls, members in defined.items() if isinstance(members, set)}
+
+
+def unresolved_names(text: str) -> list[str]:
+    """The dotted names in backticks in `text` that start with a kppo module path (`update.ppo.drive`) or a kppo
+    class (`Runner.schedule_fn`) and name nothing the code defines."""
+    bad = []
+    for token in sorted(set(re.findall(r"`([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+)`", text))):
+        parts = token.removeprefix("kppo.").split(".")
+        if parts[-1] in ("py", "md", "yaml", "json"):  # a file name
+            continue
+        module = next((k for k in range(len(parts), 0, -1) if "kppo." + ".".join(parts[:k]) in MODULES), None)
+        if module is not None:
+            rest, defined = parts[module:], DEFINED["kppo." + ".".join(parts[:module])]
+            if rest and rest[0] not in defined:
+                bad.append(token)
+            elif len(rest) > 1 and isinstance(defined[rest[0]], set) and rest[1] not in defined[rest[0]]:
+                bad.append(token)
+        elif len(parts) > 1 and parts[0] in CLASSES and parts[1] not in CLASSES[parts[0]]:
+            bad.append(token)
+    return bad
+
+
+def test_the_dotted_name_check_catches_a_name_that_is_gone():
+    assert unresolved_names("`update.ppo.drive`, `update.ppo.gone`, `Runner.view`, `Runner.nothing`, `tf.foo`") == [
+        "Runner.nothing",
+        "update.ppo.gone",
+    ]
+
+
+def test_the_architecture_map_names_only_modules_and_fields_that_exist():
+    """Every dotted name in backticks in docs/architecture.md that starts with a kppo module or class resolves."""
+    assert unresolved_names((ROOT / "docs" / "architecture.md").read_text()) == []
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

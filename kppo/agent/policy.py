@@ -64,6 +64,17 @@ class ActScaling(NamedTuple):
     rescale: bool = True
 
 
+class PredictKeys:
+    """The keys of stochastic `predict` calls, counted once per model: [seed, n] for the n-th call."""
+
+    def __init__(self, seed: int = 0):
+        self.seed, self.calls = int(seed), 0
+
+    def next(self) -> np.ndarray:
+        self.calls += 1
+        return np.array([self.seed, self.calls], np.int32)
+
+
 def _generator(rng) -> np.random.Generator | None:
     """None (deterministic), a `np.random.Generator` as it is, or the generator of an int seed or key [2]."""
     if rng is None or isinstance(rng, np.random.Generator):
@@ -123,9 +134,21 @@ class Policy:
         self._compiled_get_action = tf.function(self._get_action_graph, reduce_retracing=True)
         self._stats_np = normalization.to_numpy(Moments(obs_scaling.mean, obs_scaling.var, 1.0))
         self._numpy_actor: NumpyActor | None = None
-        #: Stochastic `predict` calls draw from the key [seed, n], n = `predict_calls` after counting the call.
-        self.seed = 0
-        self.predict_calls = 0
+        #: Stochastic `predict` calls draw from the key [seed, n] of the n-th call (`PredictKeys`); a model whose
+        #: policy is rebuilt after training hands the same keys on, so its calls keep counting.
+        self.keys = PredictKeys()
+
+    @property
+    def seed(self) -> int:
+        return self.keys.seed
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        self.keys.seed = int(value)
+
+    @property
+    def predict_calls(self) -> int:
+        return self.keys.calls
 
     @property
     def numpy_actor(self) -> NumpyActor:
@@ -216,10 +239,7 @@ class Policy:
         raw observation or a batch (a recurrent policy: `(action(s), (h, c))`, see `step`), so `evaluate_policy`,
         `EvalCallback` and SB3-style code accept a policy. Stochastic actions are drawn with the key [seed, n] of
         the n-th stochastic call (see the module docstring)."""
-        rng = None
-        if not deterministic:
-            self.predict_calls += 1
-            rng = np.array([self.seed, self.predict_calls], np.int32)
+        rng = None if deterministic else self.keys.next()
         if self.lstm is not None:
             return self.step(observation, state, episode_start, rng, action_masks)
         return self.get_action(observation, rng=rng, action_mask=action_masks), None

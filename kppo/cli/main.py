@@ -212,7 +212,7 @@ def _space_kind(space) -> str:
 def _gym_returns(model, env_id: str, episodes: int, seed: int, spaces: tuple | None) -> list[float]:
     import gymnasium as gym
 
-    from kppo.gym_envs.evaluation import evaluate_policy
+    from kppo.sb3.envs.evaluation import evaluate_policy
 
     env = gym.make(env_id)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,11 +114,27 @@ def _num_minibatches(out: dict[str, Any], fields: Mapping[str, dataclasses.Field
     num_envs = coerce("num_envs", "int", out.get("num_envs", fields["num_envs"].default))
     num_steps = coerce("num_steps", "int", out.get("num_steps", fields["num_steps"].default))
     size = coerce("batch_size", "int", minibatch_size)
-    if size <= 0 or (num_envs * num_steps) % size:
-        raise ValueError(
-            f"batch_size: expected a positive divisor of n_envs * n_steps = {num_envs * num_steps}, got {size}"
+    if size <= 0:
+        raise ValueError(f"batch_size: expected an integer >= 1, got {size}")
+    return minibatch_count(size, num_envs * num_steps)
+
+
+def minibatch_count(batch_size: int, rollout: int) -> int:
+    """SB3's `batch_size` (the minibatch size) -> the number of equal minibatches of a rollout of `rollout`
+    transitions: the one rule, for a Config, an RL-Zoo file and `kppo.PPO`. When it does not divide the rollout it
+    warns, as SB3 does, and takes the next count that cuts the rollout into equal minibatches (SB3 would add a
+    truncated one)."""
+    count = max(1, rollout // batch_size)
+    if rollout % batch_size:
+        while rollout % count:  # kppo's minibatches have equal sizes
+            count += 1
+        warnings.warn(
+            f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "
+            f"n_steps * n_envs = {rollout}, kppo uses {count} equal minibatches of "
+            f"{rollout // count} (SB3 would add a truncated mini-batch of {rollout % batch_size}).",
+            stacklevel=3,
         )
-    return num_envs * num_steps // size
+    return count
 
 
 def _zoo_schedules(out: dict[str, Any]) -> list[tuple[str, float, str]]:

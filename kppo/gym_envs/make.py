@@ -1,7 +1,6 @@
 """`make_vec_env`: a gymnasium env id, `gym.Env` instance, zero-argument factory or vector env made into a `GymVecEnv`
 (SAME_STEP auto-reset, flat float32 observations), with one-line errors for an id, a factory or spaces kppo cannot
-use (`kppo.gym_envs.checks`); `make_preprocessed_env`, one env with the Config's Atari preprocessing and frame
-stacking."""
+use (`kppo.gym_envs.checks`)."""
 
 from __future__ import annotations
 
@@ -14,10 +13,8 @@ import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 
 from kppo.core.errors import first_line
-from kppo.gym_envs.atari import atari_env
 from kppo.gym_envs.checks import CheckedEnv, EnvError, install_hint, make_env
 from kppo.gym_envs.spaces import check_action_space, check_observation_space
-from kppo.gym_envs.vec_frame_stack import FrameStack
 from kppo.gym_envs.vector import GymVecEnv, vector_env_of
 from kppo.gym_envs.vector_info import time_limit_of
 
@@ -102,15 +99,6 @@ def _from_factory(
         return _vectorize([lambda: probe] + [factory] * (num_envs - 1), "sync"), max_steps, env_id
     probe.close()
     return _vectorize([factory] * num_envs, "async"), max_steps, env_id
-
-
-def make_preprocessed_env(env_id: str, atari_wrapper: bool = False, frame_stack: int = 1) -> gym.Env:
-    """One env of `env_id` as `Config.atari_wrapper` and `Config.frame_stack` ask: SB3's Atari preprocessing as
-    `make_atari_env` applies it (`kppo.gym_envs.atari.atari_env`), then the last `frame_stack` observations stacked
-    (`FrameStack`: SB3's `VecFrameStack` for one env). A `functools.partial` of it is the factory kppo's host path
-    makes its training and evaluation envs from."""
-    env = atari_env(env_id) if atari_wrapper else make_env(env_id, {})
-    return FrameStack(env, frame_stack) if frame_stack > 1 else env
 
 
 def make_vec_env(

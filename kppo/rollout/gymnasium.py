@@ -287,7 +287,9 @@ def host_steps(
         for stats, obs in zip(acting.split_stats(stepped.obs_stats), _by_member(stepped.obs, acting.members))
     ]
     features = None if buf.features is None else tf.constant(buf.features)
-    return stepped, HostSteps(traj, features, tf.constant(final_obs), tf.constant(final_index), tf.constant(_joined(last)))
+    return stepped, HostSteps(
+        traj, features, tf.constant(final_obs), tf.constant(final_index), tf.constant(_joined(last))
+    )
 
 
 def collect_host_rollout(

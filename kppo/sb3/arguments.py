@@ -13,6 +13,7 @@ import keras
 from kppo._tf import tf
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
 from kppo.config.options import ACTIVATIONS, Config
+from kppo.config.spellings import minibatch_count
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
 from kppo.gym_envs.spaces import has_image
 
@@ -335,22 +336,13 @@ def jsonable_policy_kwargs(kwargs: dict) -> dict:
 
 
 def minibatches(batch_size: Any, rollout: int) -> int:
-    """SB3's `batch_size` (minibatch size) -> kppo's number of equal minibatches of a rollout of `rollout` steps;
-    warns, as SB3, when it does not divide the rollout."""
+    """SB3's `batch_size` (minibatch size) -> kppo's number of equal minibatches of a rollout of `rollout` steps
+    (`config.spellings.minibatch_count`, the rule a Config's `batch_size` follows too)."""
     if rollout <= 1:
         raise ArgumentError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-    num_minibatches = max(1, rollout // batch_size)
-    if rollout % batch_size:
-        while rollout % num_minibatches:  # kppo's minibatches have equal sizes
-            num_minibatches += 1
-        warnings.warn(
-            f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "
-            f"n_steps * n_envs = {rollout}, kppo uses {num_minibatches} equal minibatches of "
-            f"{rollout // num_minibatches} (SB3 would add a truncated mini-batch of {rollout % batch_size})."
-        )
-    return num_minibatches
+    return minibatch_count(batch_size, rollout)
 
 
 def sb3_config(

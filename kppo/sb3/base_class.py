@@ -14,7 +14,7 @@ import numpy as np
 from kppo.agent.agent import Agent, load_agent
 from kppo.agent.archive import agent_dir
 from kppo.core.types import Rollout
-from kppo.gym_envs.sb3_vec_env import VecEnv, VecEnvWrapper
+from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
 
 #: SB3's `get_parameters` keys: the networks, and their optimizer.
 PARAMETER_GROUPS = ("policy", "policy.optimizer")

@@ -61,23 +61,3 @@ def next_run_dir(root: str | Path, name: str) -> Path:
     root = Path(root)
     taken = [int(p.name.rsplit("_", 1)[1]) for p in root.glob(f"{name}_*") if p.name.rsplit("_", 1)[1].isdigit()]
     return root / f"{name}_{max(taken, default=0) + 1}"
-
-
-def progress_bar(total: int):
-    """A rich progress bar over `total` steps with `update(n)` and `close()` (SB3's `progress_bar=True`)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-    progress = Progress(
-        TextColumn("steps"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeRemainingColumn()
-    )
-    progress.start()
-    task = progress.add_task("learn", total=total)
-
-    class _Bar:
-        def update(self, n: int) -> None:
-            progress.update(task, advance=n)
-
-        def close(self) -> None:
-            progress.stop()
-
-    return _Bar()

@@ -47,17 +47,17 @@ from kppo.agent.agent import Agent, load_agent, make_agent, make_policy
 from kppo.agent.extractors import extractor_factory
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
-from kppo.gym_envs.sb3_vec_env import VecEnv
+from kppo.sb3.envs.vec_env import VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import make_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
+from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.sb3.logger import Logger, next_run_dir
-from kppo.sb3.logger import progress_bar as make_progress_bar
 from kppo.training.hooks import Hooks
 from kppo.training.plan import Plan
 from kppo.training.train import run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
-from kppo.agent.policy import Policy
+from kppo.agent.policy import Policy, PredictKeys
 from kppo.training.runners import Runner, Start, make_runner
 from kppo.update.schedules import Schedules
 from kppo.sb3.arguments import (
@@ -194,7 +194,7 @@ class PPO(BaseAlgorithm):
         self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
         self._loaded_stats: tuple[Moments, Moments] | None = None
         self._policy: Policy | None = None
-        self._predict_calls = 0
+        self._predict_keys = PredictKeys()  # the keys of stochastic predict calls: [seed, n] for the n-th
         self.agent: Agent | None = None
         self.env: GymVecEnv | None = None
         self._sb3_env: VecEnv | None = None  # what get_env() returns
@@ -531,6 +531,8 @@ class PPO(BaseAlgorithm):
                 self.config.action_masks,
                 self.config.normalize_obs_keys,
             )
+            self._policy.keys = self._predict_keys  # one count of predict calls across rebuilt policies
+        self._predict_keys.seed = self.seed  # set_random_seed may have changed it
         return self._policy
 
     def predict(
@@ -543,18 +545,8 @@ class PPO(BaseAlgorithm):
     ):
         """(action, None) for one observation or a batch (raw observations, as the env returns them); only among the
         actions `action_masks` allows when given (sb3-contrib's MaskablePPO.predict)."""
-        del state, episode_start  # no recurrent policies
         check_not_gym_tuple(observation)
-        return self._get_policy().get_action(
-            observation, rng=self._predict_rng(deterministic), action_mask=action_masks
-        ), None
-
-    def _predict_rng(self, deterministic: bool):
-        """None, or the key [seed, n] of the n-th stochastic `predict` call."""
-        if deterministic:
-            return None
-        self._predict_calls += 1
-        return np.array([self.seed, self._predict_calls], np.int32)
+        return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)
 
     def save(self, path: str | Path | Any, exclude: Any = None, include: Any = None) -> None:
         """Writes the model as SB3 does: to `path.zip` (`path` itself when it ends in .zip) or into an open binary

@@ -97,6 +97,4 @@ class RecurrentPPO(PPO):
         """(actions, state): the state is the actor's (h, c), each [1, n, lstm_hidden_size]; None starts from
         zeros; it restarts from zeros where `episode_start` is True."""
         check_not_gym_tuple(observation)
-        return self._get_policy().step(
-            observation, state, episode_start, self._predict_rng(deterministic), action_masks
-        )
+        return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)

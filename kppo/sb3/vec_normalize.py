@@ -23,7 +23,7 @@ from gymnasium.vector import VectorEnv
 from kppo._tf import tf
 from kppo.core.normalization import CLIP, EPSILON
 from kppo.core.types import Moments
-from kppo.gym_envs.sb3_vec_env import VecEnv, VecEnvWrapper
+from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.gym_envs.spaces import flat_dim
 from kppo.sb3.vec_normalize_pickle import is_pickle, read_vec_normalize
 

@@ -125,8 +125,9 @@ class TrainingModel:
                 self.config.action_masks,
                 self.config.normalize_obs_keys,
             )
+            if self._policy is not None:  # the rebuilt policy keeps counting its predict calls
+                policy.keys = self._policy.keys
             policy.seed = self.config.seed
-            policy.predict_calls = 0 if self._policy is None else self._policy.predict_calls
             self._policy, self._policy_state = policy, self.runner_state
         return self._policy
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kppo.agent.agent import Agent, SavedAgent, read_any_cells
-from kppo.agent.checkpoint import TrainingCheckpointer
+from kppo.training.checkpointer import TrainingCheckpointer
 from kppo.config.options import Config
 from kppo.training.runners import Runner, make_runner
 

@@ -268,7 +268,7 @@ def _wait_for_checkpoint(run, proc, timeout=180):
 def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path, capsys):
     import signal
 
-    from kppo.agent.checkpoint import TrainingCheckpointer
+    from kppo.training.checkpointer import TrainingCheckpointer
     from kppo.config.options import Config
     from kppo.training.runners import make_runner
 

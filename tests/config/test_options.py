@@ -250,9 +250,11 @@ def test_rl_zoos_linear_schedules_read_as_the_value_and_its_schedule():
         Config(ent_schedule="cosine")
 
 
-def test_sb3_batch_size_must_divide_the_rollout():
-    with pytest.raises(ValueError, match="batch_size: expected a positive divisor of n_envs \\* n_steps = 2048"):
-        Config.from_dict({"batch_size": 100})
+def test_sb3_batch_size_follows_kppo_ppos_rule_a_warning_and_equal_minibatches():
+    with pytest.warns(UserWarning, match="mini-batch size of 100, .* kppo uses 32 equal minibatches of 64"):
+        assert Config.from_dict({"batch_size": 100}).num_minibatches == 32  # 2048 = 20 x 100 + 48: SB3 warns too
+    with pytest.raises(ValueError, match="batch_size: expected an integer >= 1, got 0"):
+        Config.from_dict({"batch_size": 0})
 
 
 @pytest.mark.parametrize("spelling", ["kppo", "rex", "sb3"])

@@ -23,7 +23,7 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
     from kppo.agent.agent import make_agent
     from kppo.config.options import Config
     from kppo.core.distribute import make_strategy
-    from kppo.training.runners.base import update_settings
+    from kppo.training.runners.settings import update_settings
     from kppo.core.types import Batch
     from kppo.update.ppo import minibatch_step
 

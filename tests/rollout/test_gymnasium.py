@@ -10,7 +10,7 @@ from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.gym_envs.make import make_vec_env
 from kppo.rollout.gymnasium import HostRolloutState, RolloutStopped, collect_host_rollout, finish_rollout
-from kppo.training.runners.base import rollout_settings
+from kppo.training.runners.settings import rollout_settings
 
 
 class Counter(gym.Env):

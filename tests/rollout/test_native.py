@@ -7,7 +7,7 @@ from kppo import envs
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.rollout.native import collect_rollout, evaluation_episodes, initial_rollout_state
-from kppo.training.runners.base import rollout_settings
+from kppo.training.runners.settings import rollout_settings
 
 
 def _setup(**changes):

@@ -13,7 +13,7 @@ from kppo._tf import tf
 from kppo.agent import extractors
 from kppo.core.optimizers import make_optimizer
 from kppo.core.types import Batch
-from kppo.training.runners.base import update_settings
+from kppo.training.runners.settings import update_settings
 from kppo.update.ppo import minibatch_step
 from tests.helpers.sb3_cnn import (
     SHAPE_CHW,

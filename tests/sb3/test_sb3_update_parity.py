@@ -10,7 +10,7 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
-from kppo.training.runners.base import update_settings
+from kppo.training.runners.settings import update_settings
 from kppo.core.types import Batch
 from kppo.update.ppo import minibatch_step
 from tests.helpers.sb3_reference import ENV_IDS, load, set_weights

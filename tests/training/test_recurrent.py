@@ -12,7 +12,7 @@ from kppo import envs
 from kppo._tf import tf
 from kppo.agent.agent import initial_memory, make_agent, make_policy, replay
 from kppo.rollout.native import collect_rollout, initial_rollout_state
-from kppo.training.runners.base import rollout_settings, update_settings
+from kppo.training.runners.settings import rollout_settings, update_settings
 from kppo.training.resume import load_run_checkpoint
 from kppo.update.ppo import flatten, minibatch_loss
 from kppo.update.recurrent import replay_window, rotated_indices, rows, window_segments
@@ -196,13 +196,13 @@ def test_a_recurrent_population_member_computes_what_its_single_run_computes():
     from kppo.training.runners import make_population_runner, make_runner
     from kppo.training.runners.population import member_agent
 
-    base = kppo.Config(**SMALL, num_epochs=2, jit_rollout=False, jit_update=False, jit_eval=False)
+    base = kppo.Config(**{**SMALL, "num_steps": 32}, num_epochs=1, jit_rollout=False, jit_update=False, jit_eval=False)
     configs = [base.replace(seed=3), base.replace(seed=5, learning_rate=1e-3)]
     runner, population = make_population_runner("cartpole", configs)
-    result = runner.run_iterations(runner.state, 2)
+    result = runner.run_iterations(runner.state, 1)
     for index, config in enumerate(configs):
         single = make_runner("cartpole", config)
-        alone = single.run_iterations(single.state, 2)
+        alone = single.run_iterations(single.state, 1)
         np.testing.assert_allclose(result.diagnostics.total_loss[index], alone.diagnostics.total_loss, rtol=1e-4)
         for mine, theirs in zip(member_agent(population, index).variables, single.agent.variables):
             np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)

@@ -1,6 +1,6 @@
-"""The runner interface, and what every runner builds the same way from a Config: rollout and update settings, root
-keys. The training iteration every runner runs is `kppo.update.ppo.iteration_step`, its schedules
-`kppo.update.schedules`.
+"""The runner interface (`Runner`); what every runner builds the same way from a Config (rollout and update settings,
+root keys, whether the update is XLA-compiled) is `settings`. The training iteration every runner runs is
+`kppo.update.ppo.iteration_step`, its schedules `kppo.update.schedules`.
 
 A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
 replicated under tf.distribute) and exposes `run_iterations(state, n, on_step) -> Iterations` and
@@ -21,9 +21,8 @@ from kppo._tf import tf
 from kppo.agent.agent import Agent
 from kppo.config.options import Config
 from kppo.rollout.gymnasium import StepHook
-from kppo.rollout.native import RolloutSettings
-from kppo.core.types import Batch, Diagnostics, EvalTrajectory, Rollout, RunnerState
-from kppo.update.ppo import Iterations, UpdateSettings, flatten
+from kppo.core.types import Diagnostics, EvalTrajectory, RunnerState
+from kppo.update.ppo import Iterations
 from kppo.update.schedules import ScheduleFn, is_constant
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
@@ -99,66 +98,3 @@ class Runner:
 def last_iteration(state: RunnerState) -> tf.Tensor:
     """The index of the state's last completed iteration (0 before the first)."""
     return tf.maximum(state.iteration - 1, 0)
-
-
-def rollout_settings(config: Config) -> RolloutSettings:
-    return RolloutSettings(
-        config.num_steps,
-        config.gamma,
-        config.gae_lambda,
-        config.normalize_obs,
-        config.normalize_reward,
-        config.sde_sample_freq,
-        config.action_masks,
-    )
-
-
-def update_batch(config: Config, rollout: Rollout) -> Batch:
-    """The rollout as `config`'s update reads it (`update.flatten`; a recurrent agent's sequences, chunks or rows)."""
-    return flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated")
-
-
-def update_settings(config: Config) -> UpdateSettings:
-    """The update's settings (the scheduled ones are replaced by each iteration's `Schedules`)."""
-    return UpdateSettings(
-        config.num_epochs,
-        config.num_minibatches,
-        config.clip_range,
-        config.clip_range_vf,
-        config.vf_clip_mode,
-        config.ent_coef,
-        config.vf_coef,
-        config.max_grad_norm,
-        config.normalize_advantage,
-        config.target_kl,
-        config.advantage_std_ddof,
-        config.num_steps if config.lstm_batching == "rotated" else 0,
-    )
-
-
-def root_keys(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(reset, train, eval) keys derived from the seed."""
-    return tuple(tf.unstack(tf.random.experimental.stateless_split(tf.constant([seed, 0], tf.int32), 3)))
-
-
-#: Gradient steps per iteration from which the host path compiles the update with XLA when `Config.jit_update` is None:
-#: per gradient step XLA measured 79 vs 216 us (Pendulum, batch 64) and 485 vs 549 us (HalfCheetah, 2x256), no slower at
-#: batch 512 (CartPole), for ~0.8 s more compilation (benchmarks/host_breakdown.py). On the TF-native path the update
-#: runs inside the compiled loop, where an XLA call measured slower (README, XLA flags). Never for a CNN: XLA's CPU
-#: kernels for convolution filter gradients made a NatureCNN update 15 s a gradient step against 0.2 s without XLA
-#: (Pong, 8 envs; benchmarks/cnn_speed.py, 2026-12-01).
-XLA_UPDATE_MIN_GRADIENT_STEPS = 64
-
-
-def jit_update(config: Config, on_host: bool) -> bool:
-    """Whether the update is XLA-compiled: `config.jit_update`, or when None, by the measured rule above."""
-    if config.jit_update is not None:
-        return config.jit_update
-    convolutional = config.features_extractor != "flatten"  # XLA's CPU conv filter gradients: ~100x slower
-    steps = config.num_epochs * config.num_minibatches
-    return on_host and not convolutional and steps >= XLA_UPDATE_MIN_GRADIENT_STEPS
-
-
-def maybe_compile(fn: Callable, jit: bool) -> Callable:
-    """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
-    return tf.function(fn, jit_compile=True, autograph=False) if jit else fn

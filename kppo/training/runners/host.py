@@ -28,16 +28,8 @@ from kppo.rollout.gymnasium import (
     evaluation_episodes,
     finish_rollout,
 )
-from kppo.training.runners.base import (
-    EvalMetricsFn,
-    Iterations,
-    Runner,
-    jit_update,
-    rollout_settings,
-    root_keys,
-    update_batch,
-    update_settings,
-)
+from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
+from kppo.training.runners.settings import jit_update, rollout_settings, root_keys, update_batch, update_settings
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import Moments, RunnerState
 from kppo.update.ppo import drive, iteration_step, ppo_update
@@ -69,19 +61,20 @@ def eval_env_source(env: Any) -> Any:
     return env
 
 
+def gym_agent(config: Config, vec_env: GymVecEnv) -> Agent:
+    """The agent a host run of `config` builds on `vec_env`'s spaces (initial weights from `config.seed`)."""
+    return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space, observation_space=vec_env.observation_space)
+
+
 def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
     if strategy is None:
-        return start.agent or make_agent(
-            config, vec_env.flat_obs_dim, vec_env.action_space, observation_space=vec_env.observation_space
-        )
+        return start.agent or gym_agent(config, vec_env)
     if start.agent is not None:
         raise ValueError(
             f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {config.distribute!r}"
         )
     with strategy.scope():  # all env shards step on the host; the update runs on the replicas
-        return make_agent(
-            config, vec_env.flat_obs_dim, vec_env.action_space, observation_space=vec_env.observation_space
-        )
+        return gym_agent(config, vec_env)
 
 
 def _initial_state(

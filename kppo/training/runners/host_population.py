@@ -18,8 +18,8 @@ from collections.abc import Callable
 import numpy as np
 
 from kppo._tf import tf
-from kppo.agent.agent import Agent, initial_memory, make_agent
-from kppo.agent.numpy_actor import MemberActors, NumpyActor, snapshot, stack_weights
+from kppo.agent.agent import Agent, initial_memory
+from kppo.agent.numpy_actor import ActorWeights, MemberActors, NumpyActor, snapshot, stack_weights
 from kppo.config.options import Config
 from kppo.core import normalization
 from kppo.core.types import EvalResult, Moments, RunnerState
@@ -36,9 +36,16 @@ from kppo.rollout.gymnasium import (
     host_steps,
     rollout_rng,
 )
-from kppo.training.runners.base import Iterations, Runner, rollout_settings, root_keys
-from kppo.training.runners.host import eval_env_source
-from kppo.training.runners.population import MemberValues, MemberWeights, check_members, member_iteration_fn, member_values
+from kppo.training.runners.base import Iterations, Runner
+from kppo.training.runners.settings import rollout_settings, root_keys
+from kppo.training.runners.host import eval_env_source, gym_agent
+from kppo.training.runners.population import (
+    MemberValues,
+    MemberWeights,
+    check_members,
+    member_iteration_fn,
+    member_values,
+)
 from kppo.update.ppo import drive
 from kppo.update.schedules import config_schedules
 
@@ -64,8 +71,7 @@ class HostPopulation(NamedTuple):
 
     def new_agent(self, config: Config) -> Agent:
         """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
-        env = self.vec_env
-        return make_agent(config, env.flat_obs_dim, env.action_space, observation_space=env.observation_space)
+        return gym_agent(config, self.vec_env)
 
 
 def _stacked(items: list) -> Any:
@@ -104,12 +110,7 @@ def build_host_population(env: Any, configs: list[Config]) -> HostPopulation:
     check_members(configs)
     config, count = configs[0], len(configs)
     vec_env = make_vec_env(env, config.num_envs * count, vectorization=config.vectorization, verbose=config.verbose)
-
-    def agent_of(member: Config) -> Agent:
-        space = vec_env.observation_space
-        return make_agent(member, vec_env.flat_obs_dim, vec_env.action_space, observation_space=space)
-
-    agents = [agent_of(c) for c in configs]
+    agents = [gym_agent(c, vec_env) for c in configs]
     masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
     state = _initial_state(vec_env, configs, agents[0], masks)
     return HostPopulation(configs, vec_env, agents[0], MemberWeights(agents), state, member_values(configs), masks)
@@ -118,8 +119,8 @@ def build_host_population(env: Any, configs: list[Config]) -> HostPopulation:
 def _by_member(x: tf.Tensor, members: int, axis: int) -> tf.Tensor:
     """[..., B, ...] (B at `axis`) -> [M, ..., B / M, ...]: member m's block of envs first."""
     shape = x.shape.as_list()
-    split = shape[:axis] + [members, shape[axis] // members] + shape[axis + 1 :]
-    perm = [axis] + [i for i in range(len(split)) if i != axis]
+    split = [*shape[:axis], members, shape[axis] // members, *shape[axis + 1 :]]
+    perm = [axis, *(i for i in range(len(split)) if i != axis)]
     return tf.transpose(tf.reshape(x, split), perm)
 
 
@@ -147,21 +148,25 @@ def make_member_update(population: HostPopulation) -> Callable:
 
     def run(state: RunnerState, inputs):
         params, adam = weights.read()
-        (params, adam, state), diag = tf.vectorized_map(member_iteration, ((params, adam, state, inputs), population.values))
+        (params, adam, state), diag = tf.vectorized_map(
+            member_iteration, ((params, adam, state, inputs), population.values)
+        )
         weights.assign(params, adam)
         return state, diag
 
     return tf.function(run, jit_compile=config.jit_rollout, autograph=False)
 
 
-def member_acting(agent: Agent, params: list[np.ndarray], keys: list) -> Acting:
-    """Every member's actor snapshot (read from its weights, `params` [M, ...] in `agent.variables` order), stacked,
-    with the generator of its rollout key."""
+def member_snapshots(agent: Agent, params: list[np.ndarray]) -> list[ActorWeights]:
+    """Every member's actor snapshot, read from its weights (`params`: [M, ...] each, in `agent.variables` order)."""
     index = {id(v): i for i, v in enumerate(agent.variables)}
-    members = [
-        snapshot(agent.actor, agent.lstm, read=lambda v, m=m: params[index[id(v)]][m]) for m in range(len(keys))
-    ]
-    return Acting(stack_weights(members), tuple(rollout_rng(k) for k in keys), stacked_stats=True)
+    count = len(params[0])
+    return [snapshot(agent.actor, agent.lstm, read=lambda v, m=m: params[index[id(v)]][m]) for m in range(count)]
+
+
+def member_acting(agent: Agent, params: list[np.ndarray], keys: list) -> Acting:
+    """Every member's actor snapshot, stacked, with the generator of its rollout key."""
+    return Acting(stack_weights(member_snapshots(agent, params)), tuple(rollout_rng(k) for k in keys), True)
 
 
 class HostPopulationRunner(Runner):
@@ -186,7 +191,9 @@ class HostPopulationRunner(Runner):
         rollout_keys = [tf.random.experimental.stateless_split(k, 3)[1] for k in state.key]  # start_iteration's
         params = [p.numpy() for p in self.population.weights.params]
         acting = member_acting(self.agent, params, rollout_keys)
-        stepped, steps = host_steps(self.env, acting, self.agent.dist, self.settings, state.rollout, None, self.population.masks)
+        stepped, steps = host_steps(
+            self.env, acting, self.agent.dist, self.settings, state.rollout, None, self.population.masks
+        )
         rollout = state.rollout
         memory = tuple(_by_member(tf.constant(m), members, 0) for m in rollout.memory)
         carry = FinishCarry(rollout.return_stats, rollout.discounted_return, memory)
@@ -210,15 +217,10 @@ class HostPopulationRunner(Runner):
             self.eval_env = make_vec_env(self.eval_source, per_member * count, vectorization=self.config.vectorization)
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.population.masks else None
         params = [p.numpy() for p in self.population.weights.params]
-        index = {id(v): i for i, v in enumerate(self.agent.variables)}
+        config, dist = self.config, self.agent.dist
         actors = [
-            NumpyActor(
-                snapshot(self.agent.actor, self.agent.lstm, read=lambda v, m=m: params[index[id(v)]][m]),
-                self.agent.dist,
-                self.config.normalize_obs,
-                self.settings.norm_columns,
-            )
-            for m in range(count)
+            NumpyActor(weights, dist, config.normalize_obs, self.settings.norm_columns)
+            for weights in member_snapshots(self.agent, params)
         ]
         seeds = [c.seed * 1000 + round_index + i for c in configs for i in range(per_member)]
         result, _ = evaluation_episodes(

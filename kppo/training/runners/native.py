@@ -15,10 +15,8 @@ from kppo.agent.agent import Agent, make_agent
 from kppo.config.options import Config
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, current_mask, evaluation_episodes, initial_rollout_state
-from kppo.training.runners.base import (
-    EvalMetricsFn,
-    Iterations,
-    Runner,
+from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
+from kppo.training.runners.settings import (
     jit_update,
     maybe_compile,
     rollout_settings,

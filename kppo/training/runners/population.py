@@ -22,7 +22,8 @@ from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluation_episodes
-from kppo.training.runners.base import Iterations, Runner, rollout_settings, update_batch, update_settings
+from kppo.training.runners.base import Iterations, Runner
+from kppo.training.runners.settings import rollout_settings, update_batch, update_settings
 from kppo.training.runners.native import NativeParts, build_native, native_observation_dim
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.ppo import drive, functional_update, iteration_step, zero_diagnostics

@@ -21,14 +21,8 @@ from kppo.config.options import Config
 from kppo.core.distribute import merge_normalization, on_replica_devices, replica_view
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, initial_rollout_state
-from kppo.training.runners.base import (
-    EvalMetricsFn,
-    Runner,
-    maybe_compile,
-    rollout_settings,
-    root_keys,
-    update_settings,
-)
+from kppo.training.runners.base import EvalMetricsFn, Runner
+from kppo.training.runners.settings import maybe_compile, rollout_settings, root_keys, update_settings
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
 from kppo.core.types import Rollout, RunnerState
 from kppo.update.ppo import (

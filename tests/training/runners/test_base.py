@@ -6,7 +6,7 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.training.runners import make_runner
-from kppo.training.runners.base import update_settings
+from kppo.training.runners.settings import update_settings
 from kppo.training.runners import make_population_runner
 from kppo.update.schedules import Schedules, schedules_at, with_schedules
 
@@ -109,6 +109,6 @@ def test_the_update_at_iteration_k_uses_the_scheduled_clip_range_and_ent_coef_on
     ],
 )
 def test_the_update_is_xla_compiled_by_the_measured_rule_unless_the_config_says(changes, on_host, want):
-    from kppo.training.runners.base import jit_update
+    from kppo.training.runners.settings import jit_update
 
     assert jit_update(kppo.Config(**changes), on_host) is want

@@ -10,7 +10,7 @@ from kppo.gym_envs.make import make_vec_env
 from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 from kppo.core import normalization
 from kppo.agent.agent import make_agent
-from kppo.training.runners.base import rollout_settings
+from kppo.training.runners.settings import rollout_settings
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 4, eval_freq=2, num_eval_envs=2, num_hidden_units=16)
 

@@ -24,7 +24,9 @@ SMALL = dict(
     jit_update=False,
     jit_eval=False,
 )
-SWEPT = dict(learning_rate=1e-3, ent_coef=0.01, clip_range=0.1, gamma=0.95, gae_lambda=0.9, vf_coef=0.7, max_grad_norm=0.3)
+SWEPT = dict(
+    learning_rate=1e-3, ent_coef=0.01, clip_range=0.1, gamma=0.95, gae_lambda=0.9, vf_coef=0.7, max_grad_norm=0.3
+)
 
 
 def _close(a, b, rtol=1e-4, atol=1e-5):
@@ -110,7 +112,14 @@ def test_train_with_seeds_on_a_gymnasium_env_returns_one_result_per_member():
 
 def test_a_gymnasium_population_trained_from_the_cli_writes_member_runs(tmp_path, capsys):
     run = tmp_path / "run"
-    tiny = ["env_backend=gymnasium", "total_timesteps=512", "num_envs=4", "num_steps=64", "eval_freq=1", "num_eval_envs=2"]
+    tiny = [
+        "env_backend=gymnasium",
+        "total_timesteps=512",
+        "num_envs=4",
+        "num_steps=64",
+        "eval_freq=1",
+        "num_eval_envs=2",
+    ]
     sets = [arg for pair in (("--set", s) for s in [*tiny, "num_hidden_units=16"]) for arg in pair]
     assert main(["train", "pendulum", "--seeds", "0-1", "--out", str(run), *sets, "--quiet"]) == 0
     assert "2 members, final eval mean" in capsys.readouterr().out
@@ -122,9 +131,7 @@ def test_a_gymnasium_population_trained_from_the_cli_writes_member_runs(tmp_path
     "call, message",
     [
         (
-            lambda tmp: kppo.train(
-                "CartPole-v1", kppo.Config(**SMALL), seed=[0, 1], checkpoint_dir=tmp, resume=True
-            ),
+            lambda tmp: kppo.train("CartPole-v1", kppo.Config(**SMALL), seed=[0, 1], checkpoint_dir=tmp, resume=True),
             "resume: exact resume needs a TF-native env",
         ),
         (

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
-from kppo.gym_envs.monitor import EpisodeWriter
+from kppo.sb3.envs.monitor import EpisodeWriter
 from kppo.gym_envs.vector_info import returning, same_step, sb3_info, sub_env_info
 
 Indices = int | Sequence[int] | None

@@ -1,0 +1,109 @@
+"""Checkpoints of a run: everything it needs to continue exactly (networks, optimizer, runner state, metric rows),
+written atomically by `tf.train.CheckpointManager` (`TrainingCheckpointer`); a saved agent directory is
+`kppo.agent.checkpoint`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kppo._tf import tf
+from kppo.core.distribute import from_replica_values, is_chief, replica_values, worker_id
+from kppo.core.errors import reason
+
+
+class _NestVariables(tf.Module):
+    """A nest of tensors (the runner state) mirrored in variables, so tf.train.Checkpoint can save it; None leaves
+    (e.g. the action mask of an unmasked host run) stay None."""
+
+    def __init__(self, template: Any):
+        super().__init__(name="runner_state")
+        self._structure = template
+        self.leaves = [
+            None if leaf is None else tf.Variable(leaf, trainable=False) for leaf in tf.nest.flatten(template)
+        ]
+
+    def assign(self, state: Any) -> None:
+        for variable, leaf in zip(self.leaves, tf.nest.flatten(state)):
+            if variable is not None:
+                variable.assign(leaf)
+
+    def read(self) -> Any:
+        return tf.nest.pack_sequence_as(self._structure, [v if v is None else tf.identity(v) for v in self.leaves])
+
+
+class TrainingCheckpointer:
+    """Writes and restores everything a run needs to continue exactly: networks, optimizer (Adam moments and step),
+    the runner state (env state, observations, statistics, RNG key, iteration) and the metric rows so far.
+
+    `tf.train.CheckpointManager` writes the data files first and then replaces the `checkpoint` index atomically, so
+    a crash while writing leaves the previous checkpoint usable; `restore_latest` falls back to an older checkpoint
+    (with a warning) when the newest one cannot be read.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        agent: Any,
+        state_template: Any,
+        max_to_keep: int = 3,
+        strategy: Any = None,
+        weights: Any = None,
+    ):
+        self.strategy = strategy  # tf.distribute: every replica's runner state is saved (`replica_values`)
+        if strategy is not None:  # traced: eager collectives crash multi-worker runs (SIGSEGV, measured)
+            self._gather = tf.function(lambda state: replica_values(strategy, state), autograph=False)
+        self.state = _NestVariables(self._plain_state(state_template))
+        self.rows = tf.Variable("[]", dtype=tf.string, trainable=False)
+        networks = (
+            dict(actor=agent.actor, critic=agent.critic, optimizer=agent.optimizer)
+            if weights is None
+            else dict(population=weights)
+        )  # a population's stacked weights and Adam state
+        if weights is None and getattr(agent, "lstm", None) is not None:
+            networks["memory"] = agent.lstm  # a recurrent agent's LSTM cells
+        self.checkpoint = tf.train.Checkpoint(**networks, runner_state=self.state, metric_rows=self.rows)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
+        # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into
+        # `directory`; the others write to a scratch directory removed after each save. All restore the chief's.
+        self.scratch = None if is_chief(strategy) else Path(directory) / f".worker-{worker_id(strategy)}"
+        self.writer = (
+            self.manager
+            if self.scratch is None
+            else tf.train.CheckpointManager(self.checkpoint, str(self.scratch), max_to_keep=1)
+        )
+
+    def _plain_state(self, state: Any) -> Any:
+        return state if self.strategy is None else self._gather(state)
+
+    def save(self, state: Any, rows: list[dict], iteration: int) -> str:
+        self.state.assign(self._plain_state(state))
+        self.rows.assign(json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows]))
+        path = self.writer.save(checkpoint_number=iteration)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        return path
+
+    def restore_latest(self) -> tuple[Any, list[dict]] | None:
+        """(runner state, metric rows) of the newest readable checkpoint, or None if there is none."""
+        for path in reversed(self.manager.checkpoints):
+            try:
+                self.checkpoint.read(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
+                warnings.warn(f"checkpoint {path!r} could not be read ({reason(err)}); trying the previous one")
+                continue
+            state = self.state.read()
+            if self.strategy is not None:
+                state = from_replica_values(self.strategy, state)
+            return state, json.loads(self.rows.numpy().decode())
+        return None
+
+
+def _plain(value: Any) -> Any:
+    value = np.asarray(value)
+    return value.item() if value.ndim == 0 else value.tolist()
