@@ -190,6 +190,7 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     np.testing.assert_allclose(np.stack(numpy_params), params.numpy(), atol=1e-5)
 
 
+@pytest.mark.slow  # ~30 s of tracing; a gymnasium LSTM population against its single runs is in the default suite
 def test_a_recurrent_population_member_computes_what_its_single_run_computes():
     """A TF-native population of recurrent agents: the functional update replays each member's sequences as the Keras
     update replays a single run's (float32 rounding apart: Adam as a function of tensors)."""
