@@ -343,3 +343,13 @@ def test_cnn_speed_worker_trains_kppo_on_ale_pys_vector_env():
     result = json.loads(out.strip().splitlines()[-1])
     assert result["env_steps"] == 1024 and result["observation_space"] == "Box(0, 255, (4, 84, 84), uint8)"
     assert "AtariVectorEnv" in result["env_source"] and result["extractor"] == "NatureCNN"
+
+
+@pytest.mark.slow  # ~1 min: 2 x 2 single runs, 2 populations, 2 floors, each a fresh interpreter
+def test_gym_population_benchmark_reports_ratios_and_the_floor(tmp_path):
+    out = tmp_path / "out.json"
+    _bench("gym_population.py", "--members", "2", "--scale", "0.01", "--json", str(out), timeout=600)
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["task"] for r in rows] == ["cartpole", "pendulum"]
+    for row in rows:
+        assert row["ratio"] > 0 and row["floor_ratio"] > 0 and len(row["population_final"]) == 2

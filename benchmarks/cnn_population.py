@@ -1,0 +1,44 @@
+#!/usr/bin/env python
+"""CNN populations on TF-native MinAtar Breakout: steps/s of M members in one program against one member alone
+(benchmarks/minatar_cnn.py's SETTING: SmallCNN, 128 envs x 128 steps, 4 epochs x 8 minibatches), with and without
+XLA. Build time, the first call (tracing, compilation, one iteration) and the second call's steps/s (all members').
+
+    .venv/bin/python benchmarks/cnn_population.py 1 xla      # one member, XLA (the default flags)
+    .venv/bin/python benchmarks/cnn_population.py 3 graph    # three members, jit_rollout=False
+"""
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import kppo
+from kppo.training.runners import make_population_runner, make_runner
+from minatar_cnn import SETTING
+
+
+def main() -> int:
+    members, jit = int(sys.argv[1]), sys.argv[2] == "xla"
+    base = kppo.Config(**{**SETTING, "iterations_per_call": 1}, jit_rollout=jit, total_timesteps=10_000_000)
+    t0 = time.perf_counter()
+    if members == 1:
+        runner = make_runner("breakout_minatar_gymnax", base)
+    else:
+        runner, _ = make_population_runner("breakout_minatar_gymnax", [base.replace(seed=s) for s in range(members)])
+    t1 = time.perf_counter()
+    state = runner.run_iterations(runner.state, 1).state
+    t2 = time.perf_counter()
+    state = runner.run_iterations(state, 1).state
+    int(runner.view(state).iteration)  # waits for the call
+    t3 = time.perf_counter()
+    steps = base.rollout_size * members
+    print(
+        f"members {members} {'xla' if jit else 'graph'}: build {t1 - t0:.1f} s, first call {t2 - t1:.1f} s, "
+        f"second call {t3 - t2:.1f} s -> {steps / (t3 - t2):,.0f} steps/s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
