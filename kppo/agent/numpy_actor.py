@@ -124,7 +124,7 @@ def stack_weights(members: list[ActorWeights]) -> ActorWeights:
         log_std_head=stacked("log_std_head"),
         sde_log_std=stacked("sde_log_std"),
         lstm=stacked("lstm"),
-        extractor=None if first.extractor is None else member_extractor([m.extractor for m in members]),
+        extractor=None if first.extractor is None else member_extractor([m.extractor for m in members if m.extractor]),
     )
 
 

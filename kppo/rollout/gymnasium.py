@@ -31,6 +31,7 @@ from kppo.gym_envs.vector_info import sb3_info
 from kppo.core.gae import compute_gae
 from kppo.agent.numpy_actor import (
     ActorWeights,
+    MemberActors,
     NumpyActor,
     actor_features,
     actor_input,
@@ -384,7 +385,7 @@ def _act(acting: Acting, dist, params, masks, mask, noise, t, settings, buf) -> 
     rows = None if masks is None else _by_member(mask, members)
     for m, rng in enumerate(acting.rngs):
         params_m = member_params(acting.weights, params, m)
-        if masks is not None:
+        if rows is not None:
             params_m = dist.masked_np(params_m, rows[m])
         if dist.state_dependent and resample_noise(t, settings.sde_sample_freq):
             noise[m] = dist.new_noise_np(params_m, rng, buf.num_envs // members)
@@ -469,10 +470,16 @@ def _add_finals(buf: _Buffers, t: int, stats: list[Moments], step: GymStep, sett
 
 
 def evaluation_episodes(
-    vec_env: Any, actor: NumpyActor, obs_stats: Moments, seed: int, max_steps: int, masks: MaskReader | None = None
+    vec_env: Any,
+    actor: NumpyActor | MemberActors,
+    obs_stats: Moments,
+    seed: int | list[int],
+    max_steps: int,
+    masks: MaskReader | None = None,
 ) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode per env of `vec_env` (at most `max_steps` steps), statistics frozen, acting in numpy
-    (`actor`: a snapshot of the actor) with `vec_env`'s action masks when `masks` reads them."""
+    (`actor`: a snapshot of the actor, or a population's `MemberActors` with `obs_stats` per member) with `vec_env`'s
+    action masks when `masks` reads them. `seed`: the reset's (env i gets seed + i), or one seed per env."""
     obs = vec_env.reset(seed=seed)
     mask = masks.reset(vec_env.reset_infos) if masks is not None else None
     memory = actor.initial_memory(obs.shape[0])

@@ -88,6 +88,10 @@ class Runner:
         """The last iteration's learning rate (a population: per member)."""
         return self.schedule_value("learning_rate", state)
 
+    def member_state(self, state: Any, index: int) -> RunnerState:
+        """A population's member `index`'s runner state (populations only)."""
+        raise NotImplementedError(f"{type(self).__name__} runs no population")
+
     def with_state(self, state: Any) -> Runner:
         """The same runner starting from `state` (a resume, or SB3's `learn` continuing)."""
         runner = copy.copy(self)

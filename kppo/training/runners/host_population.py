@@ -160,8 +160,11 @@ def make_member_update(population: HostPopulation) -> Callable:
 def member_snapshots(agent: Agent, params: list[np.ndarray]) -> list[ActorWeights]:
     """Every member's actor snapshot, read from its weights (`params`: [M, ...] each, in `agent.variables` order)."""
     index = {id(v): i for i, v in enumerate(agent.variables)}
-    count = len(params[0])
-    return [snapshot(agent.actor, agent.lstm, read=lambda v, m=m: params[index[id(v)]][m]) for m in range(count)]
+
+    def reader(member: int) -> Callable[[Any], np.ndarray]:
+        return lambda variable: params[index[id(variable)]][member]
+
+    return [snapshot(agent.actor, agent.lstm, read=reader(m)) for m in range(len(params[0]))]
 
 
 def member_acting(agent: Agent, params: list[np.ndarray], keys: list) -> Acting:
