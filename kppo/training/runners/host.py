@@ -84,19 +84,34 @@ def _initial_state(
     obs_stats = normalization.to_numpy(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
     if config.normalize_obs and start.count_reset:
         obs_stats = normalization.update_moments_np(obs_stats, obs)
-    rollout = HostRolloutState(
+    return_stats = start.return_stats or normalization.initial_stats(())
+    rollout = reset_rollout_state(vec_env, obs, obs_stats, return_stats, tf.zeros([config.num_envs]), masks, agent)
+    return RunnerState(rollout, root_keys(config.seed)[1], tf.constant(0, tf.int32))
+
+
+def reset_rollout_state(
+    vec_env: GymVecEnv,
+    obs: np.ndarray,
+    obs_stats: Moments,
+    return_stats: Moments,
+    discounted_return: tf.Tensor,
+    masks: MaskReader | None,
+    agent: Agent,
+) -> HostRolloutState:
+    """The host rollout state right after `vec_env.reset()` returned `obs`: no episode under way, the reset's masks
+    and raw observations, zero memory (a single run's statistics, or a population's stacked per member)."""
+    return HostRolloutState(
         obs,
-        tf.zeros([config.num_envs]),
+        discounted_return,
         obs_stats,
-        start.return_stats or normalization.initial_stats(()),
-        np.zeros(config.num_envs),
-        np.zeros(config.num_envs, np.int32),
+        return_stats,
+        np.zeros(vec_env.num_envs),
+        np.zeros(vec_env.num_envs, np.int32),
         vec_env.reset_raw_obs,
         time.perf_counter(),
         masks.reset(vec_env.reset_infos) if masks is not None else None,
-        memory=tuple(m.numpy() for m in initial_memory(agent, config.num_envs)),
+        memory=tuple(m.numpy() for m in initial_memory(agent, vec_env.num_envs)),
     )
-    return RunnerState(rollout, root_keys(config.seed)[1], tf.constant(0, tf.int32))
 
 
 class HostRunner(Runner):

@@ -11,14 +11,13 @@ its weights are held as tensors on a member axis and updated by the functional A
 
 from __future__ import annotations
 
-import time
 from typing import Any, NamedTuple
 from collections.abc import Callable
 
 import numpy as np
 
 from kppo._tf import tf
-from kppo.agent.agent import Agent, initial_memory
+from kppo.agent.agent import Agent
 from kppo.agent.numpy_actor import ActorWeights, MemberActors, NumpyActor, snapshot, stack_weights
 from kppo.config.options import Config
 from kppo.core import normalization
@@ -29,7 +28,6 @@ from kppo.gym_envs.spaces import normalized_columns
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.rollout.gymnasium import (
     Acting,
-    HostRolloutState,
     HostSteps,
     evaluation_episodes,
     finish_rollout,
@@ -38,7 +36,7 @@ from kppo.rollout.gymnasium import (
 )
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.settings import rollout_settings, root_keys
-from kppo.training.runners.host import eval_env_source, gym_agent
+from kppo.training.runners.host import eval_env_source, gym_agent, reset_rollout_state
 from kppo.training.runners.population import (
     MemberValues,
     MemberWeights,
@@ -89,18 +87,8 @@ def _initial_state(vec_env: GymVecEnv, configs: list[Config], agent: Agent, mask
             member = normalization.update_moments_np(member, obs[m * envs : (m + 1) * envs])
         stats.append(member)
     count = len(configs)
-    rollout = HostRolloutState(
-        obs,
-        tf.zeros([count, envs]),
-        _stacked(stats),
-        tf.nest.map_structure(lambda x: tf.stack([x] * count), normalization.initial_stats(())),
-        np.zeros(vec_env.num_envs),
-        np.zeros(vec_env.num_envs, np.int32),
-        vec_env.reset_raw_obs,
-        time.perf_counter(),
-        masks.reset(vec_env.reset_infos) if masks is not None else None,
-        memory=tuple(m.numpy() for m in initial_memory(agent, vec_env.num_envs)),
-    )
+    return_stats = tf.nest.map_structure(lambda x: tf.stack([x] * count), normalization.initial_stats(()))
+    rollout = reset_rollout_state(vec_env, obs, _stacked(stats), return_stats, tf.zeros([count, envs]), masks, agent)
     keys = tf.stack([root_keys(c.seed)[1] for c in configs])
     return RunnerState(rollout, keys, tf.zeros([count], tf.int32))
 
