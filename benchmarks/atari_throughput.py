@@ -60,12 +60,12 @@ def steps_per_second(kind: str, path: str, env_id: str, n_envs: int, steps: int)
     """Env steps per second (n_envs x vector steps / seconds) of `steps` vector steps after a warm-up."""
     import numpy as np
 
-    from kppo.gym_envs.make import make_vec_env
+    from kppo.gym_envs.make import gym_vec_env
 
     env = make_env(kind, env_id, n_envs)
     step: Callable
     if path == "kppo":
-        gym_env = make_vec_env(env, seed=0)
+        gym_env = gym_vec_env(env, seed=0)
         gym_env.reset(seed=0)
         step, close = gym_env.step, gym_env.close
     else:

@@ -42,9 +42,9 @@ def _model(setting: str):
 def _env_seconds(model, steps: int) -> float:
     import numpy as np
 
-    from kppo.gym_envs.make import make_vec_env
+    from kppo.gym_envs.make import gym_vec_env
 
-    vec_env = make_vec_env(model.get_env(), seed=0)  # what kppo.PPO steps on the host
+    vec_env = gym_vec_env(model.get_env(), seed=0)  # what kppo.PPO steps on the host
     vec_env.reset(seed=0)
     rng = np.random.default_rng(0)
     n_envs, actions = vec_env.num_envs, vec_env.action_space.n

@@ -79,9 +79,9 @@ def floor(config, members: int) -> float:
     """Seconds to step the population's vector env alone, random actions, the population's steps."""
     import numpy as np
 
-    from kppo.gym_envs.make import make_vec_env
+    from kppo.gym_envs.make import gym_vec_env
 
-    env = make_vec_env(config.env, config.num_envs * members, vectorization=config.vectorization)
+    env = gym_vec_env(config.env, config.num_envs * members, vectorization=config.vectorization)
     env.reset(seed=0)
     rng, space = np.random.default_rng(0), env.action_space
     iterations = config.num_iterations * config.num_steps

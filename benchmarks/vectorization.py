@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""gymnasium's SyncVectorEnv against AsyncVectorEnv (one process per sub-env) under kppo's `make_vec_env`, per task:
+"""gymnasium's SyncVectorEnv against AsyncVectorEnv (one process per sub-env) under kppo's `gym_vec_env`, per task:
 microseconds per vector step with random actions drawn beforehand (what the host rollout pays per step besides
 acting), median over repeats. The faster one is what `benchmarks/gym_ppo.py`'s settings and the configs use.
 
@@ -23,9 +23,9 @@ TASKS = {"cartpole": ("CartPole-v1", 16), "pendulum": ("Pendulum-v1", 4), "halfc
 def step_us(env_id: str, num_envs: int, vectorization: str, steps: int) -> float:
     import numpy as np
 
-    from kppo.gym_envs.make import make_vec_env
+    from kppo.gym_envs.make import gym_vec_env
 
-    vec_env = make_vec_env(env_id, num_envs, vectorization=vectorization, seed=0)
+    vec_env = gym_vec_env(env_id, num_envs, vectorization=vectorization, seed=0)
     try:
         vec_env.reset(seed=0)
         space = vec_env.action_space

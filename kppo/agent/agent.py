@@ -6,6 +6,7 @@ none of them depends on how a run is driven.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, NamedTuple
 from collections.abc import Callable
@@ -246,6 +247,26 @@ class SavedAgent(NamedTuple):
         )
 
 
+def build_agent(
+    config: Config,
+    observation_space: gym.spaces.Space,
+    action_space: gym.spaces.Space,
+    features_extractor: Callable[[], keras.layers.Layer] | None = None,
+    strategy: Any = None,
+) -> Agent:
+    """The one builder of a run's agent (every runner, population member, `kppo.PPO`, SB3 saves and `load_agent`):
+    `make_agent` for `observation_space` read flat (`gym_envs.spaces.flat_dim`) and `action_space`, initial weights
+    from `config.seed`; with a tf.distribute `strategy`, its variables created in the strategy's scope (mirrored)."""
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        return make_agent(
+            config,
+            flat_dim(observation_space),
+            action_space,
+            features_extractor=features_extractor,
+            observation_space=observation_space,
+        )
+
+
 def load_agent(path: str | Path, user_extractor: Callable | None = None) -> SavedAgent:
     """Rebuilds the agent saved by `kppo.agent.checkpoint.save` at `path` (YAML, JSON and TF checkpoint files only;
     nothing in them is executed). One-line ValueErrors for a directory that is not an agent or does not fit its
@@ -254,9 +275,7 @@ def load_agent(path: str | Path, user_extractor: Callable | None = None) -> Save
     config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
     observation_dim = flat_dim(observation_space)
     factory = None if user_extractor is None else user_extractor(config, observation_space)
-    agent = make_agent(
-        config, observation_dim, action_space, features_extractor=factory, observation_space=observation_space
-    )
+    agent = build_agent(config, observation_space, action_space, features_extractor=factory)
     obs_stats, return_stats = read_any_cells(
         lambda into: checkpoint.restore(path, into, [observation_dim]), agent, config, action_space
     )

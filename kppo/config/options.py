@@ -244,7 +244,11 @@ class Config:
     )
     seed: int = _f(0, "Random seed (stateless RNG; same seed, same jit flags -> identical run on CPU).")
     # --- compilation ---
-    jit_rollout: bool = _f(True, "Compile the rollout with XLA (measured faster on CPU).")
+    jit_rollout: bool = _f(
+        True,
+        "Compile the rollout with XLA (measured faster on CPU); a population's whole program, except a recurrent one "
+        "(XLA cannot compile what vectorizing the LSTM's gradient loop builds) or a CNN one (6x slower under XLA).",
+    )
     jit_update: bool | None = _f(
         None, "Compile the update with XLA; null: only on gymnasium envs with >= 64 gradient steps, never with a CNN."
     )
@@ -475,12 +479,6 @@ def _validate(c: Config) -> None:
         c.lstm_sequence_length,
     )
     if c.recurrent is not None:
-        _check(
-            c.distribute == "none",
-            "distribute",
-            "'none' for a recurrent policy (not built for strategies yet)",
-            c.distribute,
-        )
         _check(
             c.lstm_batching in ("sequences", "rotated"), "lstm_batching", "'sequences' or 'rotated'", c.lstm_batching
         )

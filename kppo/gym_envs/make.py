@@ -1,4 +1,4 @@
-"""`make_vec_env`: a gymnasium env id, `gym.Env` instance, zero-argument factory or vector env made into a `GymVecEnv`
+"""`gym_vec_env`: a gymnasium env id, `gym.Env` instance, zero-argument factory or vector env made into a `GymVecEnv`
 (SAME_STEP auto-reset, flat float32 observations), with one-line errors for an id, a factory or spaces kppo cannot
 use (`kppo.gym_envs.checks`)."""
 
@@ -101,7 +101,7 @@ def _from_factory(
     return _vectorize([factory] * num_envs, "async"), max_steps, env_id
 
 
-def make_vec_env(
+def gym_vec_env(
     env: str | gym.Env | Callable[[], gym.Env] | VectorEnv | object,
     num_envs: int = 1,
     *,

@@ -1,6 +1,6 @@
 """Host adapter over gymnasium vector environments (numpy + gymnasium only; no TensorFlow here).
 
-`GymVecEnv` (made by `kppo.gym_envs.make.make_vec_env` from an env id, a `gym.Env` instance, a zero-argument factory
+`GymVecEnv` (made by `kppo.gym_envs.make.gym_vec_env` from an env id, a `gym.Env` instance, a zero-argument factory
 or an existing `gym.vector.VectorEnv`) follows the same episode contract as the TF-native environments of
 `kppo.envs.base`, in numpy:
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kppo.agent.agent import make_agent
+from kppo.agent.agent import build_agent
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
 from kppo.core.errors import NotSupportedError
 from kppo.core.normalization import initial_stats
@@ -130,7 +130,7 @@ def model_from_sb3(cls: type, saved: SB3Save, env: Any, device: str, kwargs: dic
     config = model._make_config(int(saved.data.get("n_envs", 1)), action_space, normalize, fields)
     obs_dim = flat_dim(observation_space)
     with model._device_scope():
-        agent = make_agent(config, obs_dim, action_space, observation_space=observation_space)
+        agent = build_agent(config, observation_space, action_space)
         assign_sb3_weights(agent, saved.state_dict, f"{saved.source}: policy.pth")
     model.config, model.agent = config, agent
     model._spaces = (observation_space, action_space)

@@ -43,13 +43,13 @@ import tempfile
 from kppo.agent import checkpoint
 from kppo.agent.archive import agent_dir, write_zip, zip_target
 from kppo._tf import tf
-from kppo.agent.agent import Agent, load_agent, make_agent, make_policy
+from kppo.agent.agent import Agent, build_agent, load_agent, make_policy
 from kppo.agent.extractors import extractor_factory
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
 from kppo.sb3.envs.vec_env import VecEnv
 from kppo.gym_envs.vector import GymVecEnv
-from kppo.gym_envs.make import make_vec_env as _make_gym_vec_env
+from kppo.gym_envs.make import gym_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
 from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.sb3.logger import Logger, next_run_dir
@@ -234,10 +234,7 @@ class PPO(BaseAlgorithm):
         factory = self._user_extractor_factory(config, vec_env.observation_space)
         if factory is None:
             return None
-        space = vec_env.observation_space
-        return make_agent(
-            config, vec_env.flat_obs_dim, vec_env.action_space, features_extractor=factory, observation_space=space
-        )
+        return build_agent(config, vec_env.observation_space, vec_env.action_space, features_extractor=factory)
 
     def _make_config(
         self, n_envs: int, action_space: gym.spaces.Space, normalize: dict[str, Any], fields: dict

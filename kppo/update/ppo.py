@@ -101,16 +101,22 @@ def kl_within(approx_kl, target_kl: float):
     return approx_kl <= 1.5 * target_kl
 
 
-def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
-    """PPO loss of one minibatch (inside the tape); a recurrent agent's minibatch holds env sequences, or one window
-    of rows (`settings.rotated_steps`)."""
+def minibatch_outputs(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[Batch, tf.Tensor, tf.Tensor]:
+    """(the minibatch as flat rows, the actor's masked params, the values) under the agent's current weights; a
+    recurrent agent's minibatch holds env sequences, or one window of rows (`settings.rotated_steps`), replayed from
+    their stored memory."""
     if agent.lstm is not None:
         mb, params, values = (
             replay_window(agent, mb, settings.rotated_steps) if settings.rotated_steps else replay_sequences(agent, mb)
         )
     else:
         params, values = actor_critic(agent, mb.obs)
-    params = agent.dist.masked(params, mb.action_mask)
+    return mb, agent.dist.masked(params, mb.action_mask), values
+
+
+def minibatch_loss(agent: Agent, settings: UpdateSettings, mb: Batch) -> tuple[tf.Tensor, LossInfo]:
+    """PPO loss of one minibatch (inside the tape)."""
+    mb, params, values = minibatch_outputs(agent, settings, mb)
     advantages = mb.advantage
     if settings.normalize_advantage:
         advantages = losses.normalize_advantages(advantages, minibatch_moments(advantages, settings.advantage_std_ddof))

@@ -8,12 +8,12 @@ import pytest
 
 import kppo
 from kppo.gym_envs.action_masks import ActionMasker, MaskReader, env_mask, mask_sizes
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from tests.helpers.masked_envs import MaskedChoiceEnv
 
 
 def _vec(source, num_envs=3, vectorization="sync", **kwargs):
-    return make_vec_env(
+    return gym_vec_env(
         functools.partial(MaskedChoiceEnv, source=source, **kwargs), num_envs, vectorization=vectorization, seed=0
     )
 
@@ -82,7 +82,7 @@ class _Broken(MaskedChoiceEnv):
     ],
 )
 def test_bad_masks_are_one_line_errors(mask, match):
-    vec = make_vec_env(functools.partial(_Broken, mask), 2)
+    vec = gym_vec_env(functools.partial(_Broken, mask), 2)
     reader = MaskReader(vec.vec_env, vec.action_space)
     vec.reset(seed=0)
     with pytest.raises(ValueError, match=match) as err:
@@ -91,7 +91,7 @@ def test_bad_masks_are_one_line_errors(mask, match):
 
 
 def test_multidiscrete_masks_need_one_allowed_action_per_dimension():
-    vec = make_vec_env(functools.partial(_Broken, [1, 1, 1, 0, 0, 0, 0], nvec=[3, 4]), 1)
+    vec = gym_vec_env(functools.partial(_Broken, [1, 1, 1, 0, 0, 0, 0], nvec=[3, 4]), 1)
     reader = MaskReader(vec.vec_env, vec.action_space)
     vec.reset(seed=0)
     with pytest.raises(ValueError, match="env 0 allows no action at step 0"):
@@ -99,7 +99,7 @@ def test_multidiscrete_masks_need_one_allowed_action_per_dimension():
 
 
 def test_an_env_without_masks_and_a_missing_info_mask_are_named():
-    vec = make_vec_env("CartPole-v1", 2)
+    vec = gym_vec_env("CartPole-v1", 2)
     vec.reset(seed=0)
     with pytest.raises(
         ValueError,

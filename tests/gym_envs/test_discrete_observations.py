@@ -7,7 +7,7 @@ import pytest
 from gymnasium import spaces
 
 import kppo
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.spaces import (
     check_observation_space,
     encode_rows,
@@ -68,7 +68,7 @@ def test_spaces_one_hot_encode_like_sb3():
 
 
 def test_frozenlake_vector_env_gives_one_hot_rows():
-    env = make_vec_env("FrozenLake-v1", 3, seed=0)
+    env = gym_vec_env("FrozenLake-v1", 3, seed=0)
     obs = env.reset()
     assert obs.shape == (3, 16) and obs.dtype == np.float32 and np.all(obs.sum(axis=1) == 1) and np.all(obs[:, 0] == 1)
     step = env.step(np.array([1, 2, 0]))

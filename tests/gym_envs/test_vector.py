@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import kppo
 from kppo.gym_envs.vector import GymVecEnv, GymStep
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.spaces import flat_dim, flatten_obs
 
 UNBOUNDED = dict(low=-np.inf, high=np.inf, dtype=np.float32)
@@ -75,7 +75,7 @@ def _assert_one_line_error(excinfo, field: str) -> None:
 
 
 def test_env_id_sync():
-    with make_vec_env("CartPole-v1", 3, seed=0) as env:
+    with gym_vec_env("CartPole-v1", 3, seed=0) as env:
         assert (env.num_envs, env.flat_obs_dim, env.env_id, env.max_episode_steps) == (3, 4, "CartPole-v1", 500)
         assert env.observation_space.shape == (4,) and env.action_space == spaces.Discrete(2)
         obs = env.reset()
@@ -89,19 +89,19 @@ def test_env_id_sync():
 
 
 def test_seed_makes_resets_reproducible():
-    with make_vec_env("CartPole-v1", 2, seed=3) as a, make_vec_env("CartPole-v1", 2) as b:
+    with gym_vec_env("CartPole-v1", 2, seed=3) as a, gym_vec_env("CartPole-v1", 2) as b:
         np.testing.assert_array_equal(a.reset(), b.reset(seed=3))
 
 
 def test_env_instance():
-    with make_vec_env(gym.make("CartPole-v1", max_episode_steps=7)) as env:
+    with gym_vec_env(gym.make("CartPole-v1", max_episode_steps=7)) as env:
         assert (env.num_envs, env.env_id, env.max_episode_steps) == (1, "CartPole-v1", 7)
         assert env.reset(seed=0).shape == (1, 4)
 
 
 def test_factory_and_verbose_env_checker():
     with pytest.warns(UserWarning, match="infinity"):  # check_env's warnings about CartPole's unbounded Box
-        env = make_vec_env(lambda: gym.make("CartPole-v1"), 2, verbose=1)
+        env = gym_vec_env(lambda: gym.make("CartPole-v1"), 2, verbose=1)
     with env:
         assert (env.num_envs, env.env_id, env.max_episode_steps) == (2, "CartPole-v1", 500)
         assert env.reset(seed=0).shape == (2, 4)
@@ -109,14 +109,14 @@ def test_factory_and_verbose_env_checker():
 
 def test_existing_vector_env():
     vec_env = _same_step(*[lambda: gym.make("CartPole-v1", max_episode_steps=9)] * 3)
-    with make_vec_env(vec_env) as env:
+    with gym_vec_env(vec_env) as env:
         assert (env.num_envs, env.env_id, env.max_episode_steps) == (3, "CartPole-v1", 9)
         assert env.vec_env is vec_env
         assert env.reset(seed=1).shape == (3, 4)
 
 
 def test_async_cartpole():
-    with make_vec_env("CartPole-v1", 2, vectorization="async", env_kwargs={"max_episode_steps": 3}) as env:
+    with gym_vec_env("CartPole-v1", 2, vectorization="async", env_kwargs={"max_episode_steps": 3}) as env:
         assert env.max_episode_steps == 3
         env.reset(seed=0)
         for _ in range(3):
@@ -129,7 +129,7 @@ def test_async_cartpole():
 
 
 def test_termination_returns_terminal_final_obs():
-    with make_vec_env("CartPole-v1", 1, seed=0) as env:
+    with gym_vec_env("CartPole-v1", 1, seed=0) as env:
         env.reset()
         for _ in range(100):
             result = env.step(np.ones(1, np.int64))  # always push right: the pole falls within ~10 steps
@@ -146,9 +146,9 @@ def test_termination_returns_terminal_final_obs():
 @pytest.mark.parametrize("how", ["env_kwargs", "factory"])
 def test_time_limit_truncation_returns_last_obs(how):
     if how == "env_kwargs":
-        env = make_vec_env("CartPole-v1", 2, seed=5, env_kwargs={"max_episode_steps": 5})
+        env = gym_vec_env("CartPole-v1", 2, seed=5, env_kwargs={"max_episode_steps": 5})
     else:
-        env = make_vec_env(lambda: gym.make("CartPole-v1", max_episode_steps=5), 2, seed=5)
+        env = gym_vec_env(lambda: gym.make("CartPole-v1", max_episode_steps=5), 2, seed=5)
     reference = gym.make("CartPole-v1")  # env 0 is seeded with 5
     expected, _ = reference.reset(seed=5)
     with env:
@@ -170,7 +170,7 @@ def test_time_limit_truncation_returns_last_obs(how):
 def test_box_2x3_flattens_to_6():
     space = spaces.Box(shape=(2, 3), **UNBOUNDED)
     assert flat_dim(space) == 6
-    with make_vec_env(lambda: ToyEnv(observation_space=space), 2) as env:
+    with gym_vec_env(lambda: ToyEnv(observation_space=space), 2) as env:
         assert env.flat_obs_dim == 6 and env.observation_space is not None and env.observation_space.shape == (2, 3)
         np.testing.assert_array_equal(env.reset(), [np.arange(6)] * 2)  # C order
         np.testing.assert_array_equal(env.step(np.zeros(2, np.int64)).obs, [np.arange(6) + 100] * 2)
@@ -191,7 +191,7 @@ def test_dict_of_boxes_flattens_in_key_order(sort_keys):
         values = [100 * t + 10 * i + np.arange(int(np.prod(space[key].shape))) for i, key in enumerate(space.keys())]
         return np.concatenate(values)
 
-    with make_vec_env(lambda: ToyEnv(observation_space=space, terminate_at=2)) as env:
+    with gym_vec_env(lambda: ToyEnv(observation_space=space, terminate_at=2)) as env:
         assert env.observation_space is space and env.flat_obs_dim == 5
         np.testing.assert_array_equal(env.reset()[0], obs_at(0))
         env.step(np.zeros(1, np.int64))
@@ -212,7 +212,7 @@ def test_dict_of_boxes_flattens_in_key_order(sort_keys):
 )
 def test_actions_reach_env_with_space_dtype(action_space, actions):
     vec_env = _same_step(*[lambda: ToyEnv(action_space=action_space)] * 2)
-    with make_vec_env(vec_env) as env:
+    with gym_vec_env(vec_env) as env:
         env.reset()
         env.step(actions)
         for i, sub_env in enumerate(vec_env.envs):
@@ -231,7 +231,7 @@ def test_actions_reach_env_with_space_dtype(action_space, actions):
     [({"nan_obs_at": 3}, 3, "observation"), ({"nan_reward_at": 2}, 2, "reward"), ({"nan_obs_at": 0}, 0, "observation")],
 )
 def test_non_finite_values_raise_one_line_error(kwargs, step, what):
-    with make_vec_env(_same_step(ToyEnv, lambda: ToyEnv(**kwargs), ToyEnv)) as env:
+    with gym_vec_env(_same_step(ToyEnv, lambda: ToyEnv(**kwargs), ToyEnv)) as env:
         with pytest.raises(ValueError) as excinfo:
             env.reset()
             for _ in range(step):
@@ -242,7 +242,7 @@ def test_non_finite_values_raise_one_line_error(kwargs, step, what):
 
 
 def test_non_finite_final_observation_raises():
-    with make_vec_env(_same_step(lambda: ToyEnv(terminate_at=2, nan_obs_at=2))) as env:
+    with gym_vec_env(_same_step(lambda: ToyEnv(terminate_at=2, nan_obs_at=2))) as env:
         env.reset()
         env.step(np.zeros(1, np.int64))
         with pytest.raises(ValueError) as excinfo:
@@ -270,20 +270,20 @@ def _wrapped_next_step_vector_env():
 @pytest.mark.parametrize(
     "make, field",
     [
-        (lambda: make_vec_env(lambda: ToyEnv(observation_space=TUPLE_OBS)), "observation_space"),
-        (lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Text(4))), "observation_space"),
-        (lambda: make_vec_env(lambda: ToyEnv(observation_space=NESTED_DICT_OBS)), "observation_space"),
-        (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Text(5))), "action_space"),
-        (lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Sequence(spaces.Discrete(2)))), "action_space"),
-        (lambda: make_vec_env(ToyEnv(action_space=spaces.Text(5))), "action_space"),
-        (lambda: make_vec_env(_disabled_vector_env()), "autoreset_mode"),
-        (lambda: make_vec_env(_wrapped_next_step_vector_env()), "autoreset_mode"),
-        (lambda: make_vec_env("CartPole-v1", 2, vectorization="threads"), "vectorization"),
-        (lambda: make_vec_env(gym.make("CartPole-v1"), 2), "num_envs"),
-        (lambda: make_vec_env("CartPole-v1", 0), "num_envs"),
-        (lambda: make_vec_env(ToyEnv(), env_kwargs={"max_episode_steps": 5}), "env_kwargs"),
-        (lambda: make_vec_env(42), "env"),
-        (lambda: make_vec_env(lambda: 42), "env"),
+        (lambda: gym_vec_env(lambda: ToyEnv(observation_space=TUPLE_OBS)), "observation_space"),
+        (lambda: gym_vec_env(lambda: ToyEnv(observation_space=spaces.Text(4))), "observation_space"),
+        (lambda: gym_vec_env(lambda: ToyEnv(observation_space=NESTED_DICT_OBS)), "observation_space"),
+        (lambda: gym_vec_env(lambda: ToyEnv(action_space=spaces.Text(5))), "action_space"),
+        (lambda: gym_vec_env(lambda: ToyEnv(action_space=spaces.Sequence(spaces.Discrete(2)))), "action_space"),
+        (lambda: gym_vec_env(ToyEnv(action_space=spaces.Text(5))), "action_space"),
+        (lambda: gym_vec_env(_disabled_vector_env()), "autoreset_mode"),
+        (lambda: gym_vec_env(_wrapped_next_step_vector_env()), "autoreset_mode"),
+        (lambda: gym_vec_env("CartPole-v1", 2, vectorization="threads"), "vectorization"),
+        (lambda: gym_vec_env(gym.make("CartPole-v1"), 2), "num_envs"),
+        (lambda: gym_vec_env("CartPole-v1", 0), "num_envs"),
+        (lambda: gym_vec_env(ToyEnv(), env_kwargs={"max_episode_steps": 5}), "env_kwargs"),
+        (lambda: gym_vec_env(42), "env"),
+        (lambda: gym_vec_env(lambda: 42), "env"),
     ],
 )
 def test_unsupported_inputs_raise_one_line_errors(make, field):
@@ -293,7 +293,7 @@ def test_unsupported_inputs_raise_one_line_errors(make, field):
 
 
 def test_step_before_reset_raises():
-    with make_vec_env("CartPole-v1") as env, pytest.raises(RuntimeError, match="before reset"):
+    with gym_vec_env("CartPole-v1") as env, pytest.raises(RuntimeError, match="before reset"):
         env.step(np.zeros(1, np.int64))
 
 
@@ -375,14 +375,14 @@ def _installed(module: str) -> bool:
 def test_gymnasium_errors_for_an_id_are_one_line(env_id, message):
     for vectorization in ("sync", "async"):
         with pytest.raises(ValueError) as excinfo:
-            make_vec_env(env_id, 2, vectorization=vectorization)
+            gym_vec_env(env_id, 2, vectorization=vectorization)
         assert str(excinfo.value) == message
         assert excinfo.value.__cause__ is None and excinfo.value.__suppress_context__  # gymnasium's traceback: gone
 
 
 def test_env_kwargs_the_env_does_not_take_are_named():
     with pytest.raises(ValueError) as excinfo:
-        make_vec_env("CartPole-v1", env_kwargs={"gravity": 3.0})
+        gym_vec_env("CartPole-v1", env_kwargs={"gravity": 3.0})
     assert str(excinfo.value) == (
         "env_kwargs: 'CartPole-v1' does not take {'gravity': 3.0}: "
         "CartPoleEnv.__init__() got an unexpected keyword argument 'gravity'"
@@ -402,7 +402,7 @@ def test_train_and_ppo_give_the_one_line():
 @pytest.mark.parametrize("space", [TUPLE_OBS, NESTED_DICT_OBS], ids=["tuple", "nested-dict"])
 def test_flattenable_observation_spaces_name_the_wrapper(space):
     with pytest.raises(ValueError) as excinfo:
-        make_vec_env(lambda: ToyEnv(observation_space=space))
+        gym_vec_env(lambda: ToyEnv(observation_space=space))
     message = str(excinfo.value)
     assert message.startswith("observation_space: expected ") and "\n" not in message
     assert message.endswith("; wrap the env in gymnasium.wrappers.FlattenObservation (one-hot Box)")
@@ -496,7 +496,7 @@ class BadEnv(ToyEnv):
 @pytest.mark.parametrize("vectorization", ["sync", "async"])
 @pytest.mark.filterwarnings("ignore:.*ERROR:")  # AsyncVectorEnv logs the worker's traceback as a warning
 def test_a_sub_env_that_raises_or_breaks_the_api_is_named(how, at, message, vectorization):
-    with make_vec_env(lambda: BadEnv(how, at, seeded=1), 2, vectorization=vectorization) as env:  # env 1 misbehaves
+    with gym_vec_env(lambda: BadEnv(how, at, seeded=1), 2, vectorization=vectorization) as env:  # env 1 misbehaves
         with pytest.raises(ValueError) as excinfo:
             env.reset(seed=0)
             for _ in range(at):
@@ -507,7 +507,7 @@ def test_a_sub_env_that_raises_or_breaks_the_api_is_named(how, at, message, vect
 
 
 def test_a_vector_env_kppo_did_not_build_that_raises_is_one_line():
-    with make_vec_env(_same_step(ToyEnv, lambda: BadEnv("raise", 2))) as env:
+    with gym_vec_env(_same_step(ToyEnv, lambda: BadEnv("raise", 2))) as env:
         env.reset()
         env.step(np.zeros(2, np.int64))
         with pytest.raises(ValueError) as excinfo:
@@ -528,41 +528,41 @@ def _discrete_zero():
     "make, message",
     [
         (
-            lambda: make_vec_env(_needs_a_size),
+            lambda: gym_vec_env(_needs_a_size),
             "env: expected a zero-argument factory, got _needs_a_size, which needs "
             "size; pass an env id, a gym.Env or e.g. functools.partial(_needs_a_size, ...)",
         ),
         (
-            lambda: make_vec_env(gym.make),
+            lambda: gym_vec_env(gym.make),
             "env: expected a zero-argument factory, got make, which needs id; pass an env "
             "id, a gym.Env or e.g. functools.partial(make, ...)",
         ),
         (
-            lambda: make_vec_env(_discrete_zero),
+            lambda: gym_vec_env(_discrete_zero),
             "env: the factory _discrete_zero raised ValueError: n (counts) have to be positive, actual value: 0",
         ),
         (
-            lambda: make_vec_env(lambda: None),
+            lambda: gym_vec_env(lambda: None),
             "env: expected the factory <lambda>.<locals>.<lambda> to return a gym.Env, got NoneType",
         ),
         (
-            lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Box(0, 1, (0,)))),
+            lambda: gym_vec_env(lambda: ToyEnv(observation_space=spaces.Box(0, 1, (0,)))),
             "observation_space: expected at least one observation element, got Box([], [], (0,), float32) of size 0",
         ),
         (
-            lambda: make_vec_env(lambda: ToyEnv(observation_space=spaces.Box(0, 1, (3, 0)))),
+            lambda: gym_vec_env(lambda: ToyEnv(observation_space=spaces.Box(0, 1, (3, 0)))),
             "observation_space: expected at least one observation element, got Box([], [], (3, 0), float32) of size 0",
         ),
         (
-            lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.Box(-1, 1, (0,)))),
+            lambda: gym_vec_env(lambda: ToyEnv(action_space=spaces.Box(-1, 1, (0,)))),
             "action_space: expected at least one action dimension, got Box([], [], (0,), float32) of shape (0,)",
         ),
         (
-            lambda: make_vec_env(lambda: ToyEnv(action_space=spaces.MultiDiscrete([]))),
+            lambda: gym_vec_env(lambda: ToyEnv(action_space=spaces.MultiDiscrete([]))),
             "action_space: expected at least one action dimension, got MultiDiscrete([]) of shape (0,)",
         ),
         (
-            lambda: make_vec_env(gym.make_vec("CartPole-v1", 2), 4),
+            lambda: gym_vec_env(gym.make_vec("CartPole-v1", 2), 4),
             "num_envs: expected 2, the vector env's number of sub-envs, got 4; set Config(num_envs=2)",
         ),
     ],

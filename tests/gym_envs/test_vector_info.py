@@ -12,7 +12,7 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 import kppo
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.checks import SubEnvError, install_hint
 from kppo.gym_envs.vector_info import same_step
 
@@ -39,19 +39,19 @@ def _rollout(env, steps: int, seed: int) -> tuple[list[np.ndarray], np.ndarray, 
 @pytest.mark.parametrize(
     "next_step, same_step_env, steps",
     [
-        (lambda: SyncVectorEnv([_cartpole5] * 3), lambda: make_vec_env(_cartpole5, 3), 40),
-        (lambda: AsyncVectorEnv([_cartpole5] * 3), lambda: make_vec_env(_cartpole5, 3, vectorization="async"), 40),
+        (lambda: SyncVectorEnv([_cartpole5] * 3), lambda: gym_vec_env(_cartpole5, 3), 40),
+        (lambda: AsyncVectorEnv([_cartpole5] * 3), lambda: gym_vec_env(_cartpole5, 3, vectorization="async"), 40),
         (
             lambda: gym.make_vec("CartPole-v1", 3, max_episode_steps=5),  # CartPoleVectorEnv, gymnasium's default
-            lambda: make_vec_env("CartPole-v1", 3, env_kwargs={"max_episode_steps": 5}),
+            lambda: gym_vec_env("CartPole-v1", 3, env_kwargs={"max_episode_steps": 5}),
             40,
         ),
-        (lambda: gym.make_vec("Pendulum-v1", 2), lambda: make_vec_env("Pendulum-v1", 2), 210),  # truncates at 200
+        (lambda: gym.make_vec("Pendulum-v1", 2), lambda: gym_vec_env("Pendulum-v1", 2), 210),  # truncates at 200
     ],
     ids=["sync", "async", "make_vec-cartpole", "make_vec-pendulum"],
 )
 def test_next_step_gives_the_same_transitions_as_same_step(next_step, same_step_env, steps):
-    with make_vec_env(next_step()) as converted, same_step_env() as reference:
+    with gym_vec_env(next_step()) as converted, same_step_env() as reference:
         assert converted.vec_env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         assert converted.max_episode_steps == reference.max_episode_steps or converted.max_episode_steps is None
         got, _terminated, truncated = _rollout(converted, steps, seed=7)
@@ -78,7 +78,7 @@ def test_sync_next_step_keeps_its_sub_envs_and_async_is_closed():
 
 def test_make_vec_default_keeps_its_id_kwargs_and_time_limit():
     original = gym.make_vec("CartPole-v1", 2, max_episode_steps=7, sutton_barto_reward=True)
-    with make_vec_env(original) as env:
+    with gym_vec_env(original) as env:
         assert (env.num_envs, env.env_id, env.max_episode_steps) == (2, "CartPole-v1", 7)
         assert env.vec_env.envs[0].unwrapped._sutton_barto_reward
         env.reset(seed=0)

@@ -12,7 +12,7 @@ import kppo
 from kppo.core import normalization
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 from kppo.training.runners.settings import rollout_settings
 from tests.helpers.sb3_reference import ENV_IDS, load, set_weights
@@ -54,7 +54,7 @@ def test_the_host_rollout_computes_what_sb3_computes(task):
         [lambda i=i: Replay(data, i, spaces) for i in range(num_envs)],
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
-    vec_env = make_vec_env(vector, num_envs)
+    vec_env = gym_vec_env(vector, num_envs)
     agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
     set_weights(agent, data)
     settings = rollout_settings(config)

@@ -153,12 +153,12 @@ def test_an_lstm_learns_cartpole_without_velocities_where_an_mlp_cannot():
 
 def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one():
     from kppo.core import normalization
-    from kppo.gym_envs.make import make_vec_env
+    from kppo.gym_envs.make import gym_vec_env
     from kppo.agent.numpy_actor import actor_input, actor_params, snapshot
     from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 
     config = kppo.Config(**SMALL)
-    vec_env = make_vec_env("CartPole-v1", 4, seed=0)
+    vec_env = gym_vec_env("CartPole-v1", 4, seed=0)
     agent = make_agent(config, 4, vec_env.action_space)
     settings = rollout_settings(config)
     obs = vec_env.reset(seed=0)
@@ -207,11 +207,6 @@ def test_a_recurrent_population_member_computes_what_its_single_run_computes():
         np.testing.assert_allclose(result.diagnostics.total_loss[index], alone.diagnostics.total_loss, rtol=1e-4)
         for mine, theirs in zip(member_agent(population, index).variables, single.agent.variables):
             np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)
-
-
-def test_recurrent_strategies_are_refused_in_one_line():
-    with pytest.raises(ValueError, match=r"distribute: expected 'none' for a recurrent policy"):
-        kppo.Config(**SMALL, distribute="mirrored")
 
 
 def test_a_recurrent_run_resumes_bit_identically(tmp_path):

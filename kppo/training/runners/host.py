@@ -14,12 +14,12 @@ import numpy as np
 
 from kppo.core import normalization
 from kppo._tf import tf
-from kppo.agent.agent import Agent, initial_memory, make_agent
+from kppo.agent.agent import Agent, build_agent, initial_memory
 from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.vector import GymVecEnv, vector_env_of
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.spaces import normalized_columns
 from kppo.agent.numpy_actor import make_numpy_actor
 from kppo.rollout.gymnasium import (
@@ -61,20 +61,13 @@ def eval_env_source(env: Any) -> Any:
     return env
 
 
-def gym_agent(config: Config, vec_env: GymVecEnv) -> Agent:
-    """The agent a host run of `config` builds on `vec_env`'s spaces (initial weights from `config.seed`)."""
-    return make_agent(config, vec_env.flat_obs_dim, vec_env.action_space, observation_space=vec_env.observation_space)
-
-
 def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
-    if strategy is None:
-        return start.agent or gym_agent(config, vec_env)
-    if start.agent is not None:
+    if start.agent is not None and strategy is not None:
         raise ValueError(
             f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {config.distribute!r}"
         )
-    with strategy.scope():  # all env shards step on the host; the update runs on the replicas
-        return gym_agent(config, vec_env)
+    # under a strategy all env shards step on the host; the update runs on the replicas
+    return start.agent or build_agent(config, vec_env.observation_space, vec_env.action_space, strategy=strategy)
 
 
 def _initial_state(
@@ -138,7 +131,7 @@ class HostRunner(Runner):
         vec_env = (
             env
             if isinstance(env, GymVecEnv)
-            else make_vec_env(
+            else gym_vec_env(
                 env, config.num_envs, vectorization=config.vectorization, seed=config.seed, verbose=config.verbose
             )
         )
@@ -196,7 +189,7 @@ class HostRunner(Runner):
     def evaluation_round(self, obs_stats, round_index, total_steps, diag):
         config = self.config
         if self.eval_env is None:
-            self.eval_env = make_vec_env(
+            self.eval_env = gym_vec_env(
                 self.eval_source, config.num_eval_envs, vectorization=config.vectorization, seed=config.seed + 1
             )
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None

@@ -17,13 +17,13 @@ from collections.abc import Callable
 import numpy as np
 
 from kppo._tf import tf
-from kppo.agent.agent import Agent
+from kppo.agent.agent import Agent, build_agent
 from kppo.agent.numpy_actor import ActorWeights, MemberActors, NumpyActor, snapshot, stack_weights
 from kppo.config.options import Config
 from kppo.core import normalization
 from kppo.core.types import EvalResult, Moments, RunnerState
 from kppo.gym_envs.action_masks import MaskReader
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.spaces import normalized_columns
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.rollout.gymnasium import (
@@ -35,8 +35,8 @@ from kppo.rollout.gymnasium import (
     rollout_rng,
 )
 from kppo.training.runners.base import Iterations, Runner
-from kppo.training.runners.settings import rollout_settings, root_keys
-from kppo.training.runners.host import eval_env_source, gym_agent, reset_rollout_state
+from kppo.training.runners.settings import population_jit, rollout_settings, root_keys
+from kppo.training.runners.host import eval_env_source, reset_rollout_state
 from kppo.training.runners.population import (
     MemberValues,
     MemberWeights,
@@ -69,7 +69,7 @@ class HostPopulation(NamedTuple):
 
     def new_agent(self, config: Config) -> Agent:
         """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
-        return gym_agent(config, self.vec_env)
+        return build_agent(config, self.vec_env.observation_space, self.vec_env.action_space)
 
 
 def _stacked(items: list) -> Any:
@@ -97,8 +97,8 @@ def build_host_population(env: Any, configs: list[Config]) -> HostPopulation:
     """The joint vector env, every member's agent as its single run builds it (stacked), the initial state."""
     check_members(configs)
     config, count = configs[0], len(configs)
-    vec_env = make_vec_env(env, config.num_envs * count, vectorization=config.vectorization, verbose=config.verbose)
-    agents = [gym_agent(c, vec_env) for c in configs]
+    vec_env = gym_vec_env(env, config.num_envs * count, vectorization=config.vectorization, verbose=config.verbose)
+    agents = [build_agent(c, vec_env.observation_space, vec_env.action_space) for c in configs]
     masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
     state = _initial_state(vec_env, configs, agents[0], masks)
     return HostPopulation(configs, vec_env, agents[0], MemberWeights(agents), state, member_values(configs), masks)
@@ -142,7 +142,7 @@ def make_member_update(population: HostPopulation) -> Callable:
         weights.assign(params, adam)
         return state, diag
 
-    return tf.function(run, jit_compile=config.jit_rollout, autograph=False)
+    return tf.function(run, jit_compile=population_jit(config), autograph=False)
 
 
 def member_snapshots(agent: Agent, params: list[np.ndarray]) -> list[ActorWeights]:
@@ -205,7 +205,7 @@ class HostPopulationRunner(Runner):
         configs, count = self.population.configs, len(self.population.configs)
         per_member = self.config.num_eval_envs
         if self.eval_env is None:
-            self.eval_env = make_vec_env(self.eval_source, per_member * count, vectorization=self.config.vectorization)
+            self.eval_env = gym_vec_env(self.eval_source, per_member * count, vectorization=self.config.vectorization)
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.population.masks else None
         params = [p.numpy() for p in self.population.weights.params]
         config, dist = self.config, self.agent.dist

@@ -11,7 +11,7 @@ import numpy as np
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
-from kppo.agent.agent import Agent, make_agent
+from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import Config
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, current_mask, evaluation_episodes, initial_rollout_state
@@ -62,12 +62,8 @@ class NativeParts(NamedTuple):
 def build_native(env: str | VecEnv, config: Config) -> NativeParts:
     """Builds envs, distribution, networks, optimizer and the initial runner state from `config.seed`."""
     train_env, eval_env = make_native_envs(env, config)
-    agent = make_agent(
-        config,
-        native_observation_dim(train_env.observation_space),
-        train_env.action_space,
-        observation_space=train_env.observation_space,
-    )
+    native_observation_dim(train_env.observation_space)  # a one-line error unless a Box
+    agent = build_agent(config, train_env.observation_space, train_env.action_space)
     key_reset, key_train, key_eval = root_keys(config.seed)
     state = RunnerState(
         initial_rollout_state(train_env, agent, key_reset, config.num_envs, config.normalize_obs),

@@ -16,15 +16,15 @@ from collections.abc import Callable
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
-from kppo.agent.agent import Agent, make_agent, with_weights
+from kppo.agent.agent import Agent, build_agent, with_weights
 from kppo.config.options import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluation_episodes
 from kppo.training.runners.base import Iterations, Runner
-from kppo.training.runners.settings import rollout_settings, update_batch, update_settings
-from kppo.training.runners.native import NativeParts, build_native, native_observation_dim
+from kppo.training.runners.settings import population_jit, rollout_settings, update_batch, update_settings
+from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.ppo import drive, functional_update, iteration_step, zero_diagnostics
 from kppo.update.schedules import config_schedules, with_values
@@ -132,10 +132,7 @@ class Population(NamedTuple):
 
     def new_agent(self, config: Config) -> Agent:
         """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
-        space = self.template.train_env.observation_space
-        return make_agent(
-            config, native_observation_dim(space), self.template.train_env.action_space, observation_space=space
-        )
+        return build_agent(config, self.template.train_env.observation_space, self.template.train_env.action_space)
 
 
 def _is_builtin(name: str) -> bool:
@@ -229,7 +226,7 @@ def make_member_iterations(population: Population) -> Callable:
         weights.assign(params, adam)
         return state, done.diagnostics
 
-    return tf.function(run, jit_compile=config.jit_rollout, autograph=False)
+    return tf.function(run, jit_compile=population_jit(config), autograph=False)
 
 
 def make_member_evaluation(population: Population) -> Callable:

@@ -16,42 +16,46 @@ from collections.abc import Callable
 
 from kppo.core import losses, normalization
 from kppo._tf import tf
-from kppo.agent.agent import Agent, make_agent
+from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import Config
 from kppo.core.distribute import merge_normalization, on_replica_devices, replica_view
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import EvalMetricsFn, Runner
-from kppo.training.runners.settings import maybe_compile, rollout_settings, root_keys, update_settings
+from kppo.training.runners.settings import maybe_compile, rollout_settings, root_keys, update_batch, update_settings
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
 from kppo.core.types import Rollout, RunnerState
 from kppo.update.ppo import (
     UpdateStats,
     drive,
-    flatten,
     gather,
     kl_within,
     minibatch_gradients,
-    minibatch_indices,
     minibatch_loop,
+    minibatch_outputs,
     minibatch_step,
     rollout_diagnostics,
     start_iteration,
+    update_indices,
     with_update,
 )
 from kppo.update.schedules import Schedules, config_schedules, with_schedules
 
 
 def shard_size(config: Config, strategy) -> int:
-    """Envs per replica; a one-line error unless num_envs splits evenly into shards whose rollouts split evenly
-    into num_minibatches."""
+    """Envs per replica; a one-line error unless num_envs splits evenly into shards whose update batches (rows, or a
+    recurrent agent's sequences) split evenly into num_minibatches."""
     replicas = strategy.num_replicas_in_sync
-    if config.num_envs % replicas or (config.rollout_size // replicas) % config.num_minibatches:
+    shard = config.num_envs // replicas
+    rows = shard * config.num_steps
+    if config.recurrent is not None and config.lstm_batching == "sequences":
+        rows = shard * (config.num_steps // (config.lstm_sequence_length or config.num_steps))
+    if config.num_envs % replicas or rows % config.num_minibatches:
         raise ValueError(
-            f"num_envs: expected a multiple of the {replicas} replicas whose shard rollout divides into "
+            f"num_envs: expected a multiple of the {replicas} replicas whose shard's update batch divides into "
             f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
         )
-    return config.num_envs // replicas
+    return shard
 
 
 def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts:
@@ -61,8 +65,7 @@ def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts
     shard = shard_size(config, strategy)
     train_env, eval_env = make_native_envs(env, config)
     obs_dim = native_observation_dim(train_env.observation_space)
-    with strategy.scope():
-        agent = make_agent(config, obs_dim, train_env.action_space, observation_space=train_env.observation_space)
+    agent = build_agent(config, train_env.observation_space, train_env.action_space, strategy=strategy)
     key_reset, key_train, key_eval = root_keys(config.seed)
 
     def replica_state(context):
@@ -120,8 +123,7 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
     )
 
     def replica_kl(batch, indices, k):  # the KL only: no collective inside (they clash across functions, measured)
-        mb = gather(batch, indices, k)
-        params = agent.dist.masked(agent.actor(mb.obs), mb.action_mask)
+        mb, params, _ = minibatch_outputs(agent, upd, gather(batch, indices, k))
         return losses.approx_kl(agent.dist.log_prob(params, mb.action), mb.log_prob)
 
     kl_call = tf.function(
@@ -155,12 +157,12 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
     replica_update = make_replica_update(agent, config, strategy)
     schedule_fn = config_schedules(config)  # evaluated on the host, passed into the compiled iteration
+    upd = update_settings(config)
 
     def replica_rollout(state: RunnerState, schedules):
         state, rollout, key_update, _ = start_iteration(lambda iteration: schedules, collect, state)
-        batch = flatten(rollout)
-        indices = minibatch_indices(key_update, batch.obs.shape[0], config.num_epochs, config.num_minibatches)
-        return state, batch, indices, rollout_diagnostics(rollout)
+        batch = update_batch(config, rollout)
+        return state, batch, update_indices(upd, batch.obs.shape[0], key_update), rollout_diagnostics(rollout)
 
     def rollout(state, schedules):
         base = view(state).rollout
@@ -213,13 +215,14 @@ def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
     minibatch permutation (key folded with r)."""
     shard = shard_size(config, strategy)
     replica_update = make_replica_update(agent, config, strategy)
+    upd = update_settings(config)
 
     def replica_shard(rollout, key):
         replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
         columns = tf.range(shard) + replica * shard
-        batch = flatten(tf.nest.map_structure(lambda x: tf.gather(x, columns, axis=1), rollout))
+        batch = update_batch(config, tf.nest.map_structure(lambda x: tf.gather(x, columns, axis=1), rollout))
         key = tf.random.experimental.stateless_fold_in(key, replica)
-        return batch, minibatch_indices(key, shard * config.num_steps, config.num_epochs, config.num_minibatches)
+        return batch, update_indices(upd, batch.obs.shape[0], key)
 
     shard_call = tf.function(lambda *args: strategy.run(replica_shard, args=args), autograph=False)
     unrolled_call = tf.function(replica_update.unrolled, autograph=False)

@@ -70,6 +70,16 @@ def jit_update(config: Config, on_host: bool) -> bool:
     return on_host and not convolutional and steps >= XLA_UPDATE_MIN_GRADIENT_STEPS
 
 
+def population_jit(config: Config) -> bool:
+    """Whether a population's program (every member's iteration under `tf.vectorized_map`) is XLA-compiled:
+    `config.jit_rollout`, except for recurrent members (vectorizing the gradient of the LSTM replay's loop makes pfor
+    keep its intermediates in TensorLists of variants, which XLA's CPU compiler has no kernel for:
+    `TensorListReserve ... element_dtype=DT_VARIANT`) and convolutional ones (XLA's CPU kernels for the vectorized
+    per-member convolutions: 3 Breakout-MinAtar members 1,688 steps/s under XLA, 10,447 without;
+    benchmarks/cnn_population.py, 2026-12-02)."""
+    return config.jit_rollout and config.recurrent is None and config.features_extractor == "flatten"
+
+
 def maybe_compile(fn: Callable, jit: bool) -> Callable:
     """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
     return tf.function(fn, jit_compile=True, autograph=False) if jit else fn

@@ -26,7 +26,7 @@ from kppo.sb3.envs.atari import (  # noqa: E402
     make_atari_env,
     register_ale,
 )
-from kppo.gym_envs.make import make_vec_env as make_gym_vec_env  # noqa: E402
+from kppo.gym_envs.make import gym_vec_env as make_gym_vec_env  # noqa: E402
 from kppo.sb3.envs.vec_env import SubprocVecEnv, VecEnv  # noqa: E402
 
 register_ale()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from kppo.gym_envs.make import make_vec_env as make_gym_vec_env
+from kppo.gym_envs.make import gym_vec_env as make_gym_vec_env
 from kppo.sb3.envs.vec_env import DummyVecEnv, VecEnv, VecMonitor
 from kppo.sb3.envs.vec_frame_stack import FrameStack, VecFrameStack, VectorFrameStack, shift_in
 

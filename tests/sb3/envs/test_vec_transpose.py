@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from kppo.gym_envs.make import make_vec_env as make_gym_vec_env
+from kppo.gym_envs.make import gym_vec_env as make_gym_vec_env
 from kppo.sb3.envs.vec_frame_stack import VecFrameStack
 from kppo.sb3.envs.vec_transpose import VecTransposeImage
 from tests.sb3.envs.test_vec_frame_stack import _counters

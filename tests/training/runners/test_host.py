@@ -6,7 +6,7 @@ import pytest
 
 import kppo
 from kppo._tf import tf
-from kppo.gym_envs.make import make_vec_env
+from kppo.gym_envs.make import gym_vec_env
 from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 from kppo.core import normalization
 from kppo.agent.agent import make_agent
@@ -116,7 +116,7 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
     config = kppo.Config(
         num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, gamma=0.5, gae_lambda=1.0, num_hidden_units=8
     )
-    vec_env = make_vec_env(lambda: gym.wrappers.TimeLimit(ConstantEnv(), 3), 2, seed=0)
+    vec_env = gym_vec_env(lambda: gym.wrappers.TimeLimit(ConstantEnv(), 3), 2, seed=0)
     agent = make_agent(config, 1, vec_env.action_space)
     settings = rollout_settings(config)
 
