@@ -28,10 +28,12 @@ def test_generated_pages_are_built(site):
     hook = load_hook()
     for module in hook.modules():
         assert (site / "reference" / "api" / module / "index.html").exists(), f"no API page for {module}"
-    for page in ("config", "metrics", "errors"):
+    for page in ("config", "metrics", "errors", "capabilities"):
         assert (site / "reference" / page / "index.html").exists()
     errors = (site / "reference" / "errors" / "index.html").read_text()
     assert "Every message the tests check" in errors and "clip_range_vf: expected a positive number" in errors
+    home = (site / "index.html").read_text()
+    assert "capability table" not in home and "<td>gymnasium</td>" in home  # the marker became the table
 
 
 def test_builds_offline(site):
