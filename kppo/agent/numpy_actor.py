@@ -143,7 +143,8 @@ def member_params(weights: ActorWeights, params, index: int):
     if weights.log_std is not None:  # state-independent: stacked [M, 1, A]; one member's is [A]
         mean, log_std = params
         return mean[index], log_std[index, 0]
-    return tf.nest.map_structure(lambda x: x[index], params)
+    # a plain tuple, not tf.nest: this runs at every host step (tf.nest.map_structure measured ~30 us a call)
+    return tuple(x[index] for x in params) if isinstance(params, tuple) else params[index]
 
 
 _COMPILED_EXTRACTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
