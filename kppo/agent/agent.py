@@ -18,6 +18,7 @@ import numpy as np
 from kppo.agent import checkpoint
 from kppo.config.options import Config
 from kppo.core.distributions import ActionDistribution, make_distribution
+from kppo.core.errors import ArgumentError
 from kppo.gym_envs.spaces import flat_dim, normalized_columns
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
@@ -186,8 +187,8 @@ def make_agent(
     dist = make_distribution(
         action_space, config.squash, config.use_sde, latent_dim, config.full_std, config.box_actions == "rescale"
     )
-    if config.action_masks and not dist.mask_size:
-        raise ValueError(
+    if config.action_masks and not dist.mask_size:  # sb3-contrib's MaskablePPO asserts its supported spaces
+        raise ArgumentError(
             f"action_masks: expected a Discrete, MultiDiscrete or MultiBinary action space, got {action_space}"
         )
     actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases, extractors)

@@ -68,11 +68,19 @@ def _extract(source: str | Path | IO[bytes], into: Path, name: str) -> None:
         raise ValueError(f"path: expected a kppo agent directory or zip file, got {name} (not a zip file)") from None
 
 
+def file_bytes(file: IO[bytes]) -> bytes:
+    """A file object's whole content, read from its start when it can seek (as SB3 reads a zip: `model.save(f)` then
+    `PPO.load(f)` on one file object reads what was written, not what follows the position)."""
+    if getattr(file, "seekable", lambda: False)():
+        file.seek(0)
+    return file.read()
+
+
 def agent_dir(path: str | Path | IO[bytes]) -> Path:
     """The directory holding a saved agent's files (see the module docstring); a path that names nothing is
     returned as it is (the reader's one-line error names it)."""
     if not isinstance(path, (str, Path)):
-        data = path.read()
+        data = file_bytes(path)
         folder = tempfile.TemporaryDirectory(prefix="kppo-agent-")
         _extract(io.BytesIO(data), Path(folder.name), "the file object")
         _EXTRACTED[(f"<file {id(folder)}>", 0, len(data))] = folder

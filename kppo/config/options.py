@@ -61,7 +61,7 @@ VECTORIZATIONS = ("sync", "async")
 BIAS_INITS = ("zeros", "torch_default")
 FEATURES_EXTRACTORS = ("flatten", "cnn", "nature_cnn", "small_cnn", "combined")
 ADAM_STYLES = ("keras", "torch")
-OPTIMIZERS = ("adam", "rmsprop", "rmsprop_tf", "sgd")  # kppo.core.optimizers.OPTIMIZERS
+OPTIMIZERS = ("adam", "adamw", "rmsprop", "rmsprop_tf", "sgd")  # kppo.core.optimizers.OPTIMIZERS
 
 
 def _f(default: Any, doc: str) -> Any:
@@ -92,8 +92,9 @@ class Config:
     )
     optimizer: str = _f(
         "adam",
-        "'adam' (adam_style), or as torch computes them: 'rmsprop' (torch.optim.RMSprop), 'rmsprop_tf' (SB3's "
-        "RMSpropTFLike: eps inside the square root, square average starting at 1), 'sgd' (torch.optim.SGD).",
+        "'adam' (adam_style), or as torch computes them: 'adamw' (torch.optim.AdamW: decoupled weight_decay), "
+        "'rmsprop' (torch.optim.RMSprop), 'rmsprop_tf' (SB3's RMSpropTFLike: eps inside the square root, square "
+        "average starting at 1), 'sgd' (torch.optim.SGD).",
     )
     optimizer_eps: float = _f(
         1e-5, "Epsilon of Adam and the RMSprops (SB3's PPO: 1e-5 for Adam; torch's default 1e-8)."
@@ -106,7 +107,9 @@ class Config:
     sgd_dampening: float = _f(0.0, "SGD: dampening of the momentum (torch's dampening).")
     sgd_nesterov: bool = _f(False, "SGD: Nesterov momentum (torch's nesterov).")
     weight_decay: float = _f(
-        0.0, "torch's L2 weight decay, added to the gradient (not decoupled, not AdamW); Adam needs adam_style 'torch'."
+        0.0,
+        "torch's L2 weight decay, added to the gradient (Adam needs adam_style 'torch'); with optimizer 'adamw', "
+        "torch.optim.AdamW's decoupled decay (w -= lr * weight_decay * w before the step).",
     )
     lr_schedule: str = _f("linear", "'linear' anneals the learning rate to 0 over the run; 'constant' keeps it.")
     num_epochs: int = _f(4, "Passes over each rollout.")
@@ -444,7 +447,12 @@ def _validate(c: Config) -> None:
     _check(
         c.sde_sample_freq == -1 or c.sde_sample_freq >= 1, "sde_sample_freq", "-1 or an integer >= 1", c.sde_sample_freq
     )
-    _check(c.rollout_size > 1, "num_envs * num_steps", "more than 1 (advantage normalization)", c.rollout_size)
+    _check(
+        c.rollout_size > 1 or not c.normalize_advantage,
+        "num_envs * num_steps",
+        "more than 1 with normalize_advantage=True (advantage normalization)",
+        c.rollout_size,
+    )
     _check(
         c.rollout_size % c.num_minibatches == 0,
         "num_minibatches",

@@ -9,7 +9,8 @@ torch by lr * g / (|g| + eps): for eps = 1e-5 and |g| = 1.6e-3, Keras' step is 0
 bias-corrected first.
 
 The others, with g the gradient plus torch's L2 term `weight_decay * w` (torch adds it to the gradient, also for
-Adam; Keras' `weight_decay` is decoupled, AdamW-style, so it is not used here), rho = `alpha`, mu = `momentum`:
+Adam; Keras' `weight_decay` is decoupled, AdamW-style, so it is not used here; torch.optim.AdamW is `TorchAdam` with
+its decoupled decay: w -= lr * weight_decay * w, then Adam's step), rho = `alpha`, mu = `momentum`:
 
     torch.optim.RMSprop  v = rho v + (1 - rho) g^2 (v starts at 0); d = sqrt(v) + eps (centered: sqrt(v - a^2) + eps,
                          a = rho a + (1 - rho) g); mu = 0: w -= lr g / d; else b = mu b + g / d, w -= lr b.
@@ -41,13 +42,14 @@ from kppo._tf import tf
 #: Adam's epsilon in kppo, as in SB3 (its PPO passes eps=1e-5 to torch.optim.Adam) and purejaxrl.
 ADAM_EPSILON = 1e-5
 #: `Config.optimizer`'s values: the update each names (module docstring).
-OPTIMIZERS = ("adam", "rmsprop", "rmsprop_tf", "sgd")
+OPTIMIZERS = ("adam", "adamw", "rmsprop", "rmsprop_tf", "sgd")
 
 
 class OptimizerSpec(NamedTuple):
     """What builds the optimizer (`Config`'s optimizer fields): `name` one of `OPTIMIZERS`; `eps` of Adam and the
     RMSprops; `beta_1`, `beta_2` Adam's; `alpha` (smoothing), `centered` the RMSprops'; `momentum` of the RMSprops
-    and SGD; `dampening`, `nesterov` SGD's; `weight_decay` torch's L2 term, added to the gradient."""
+    and SGD; `dampening`, `nesterov` SGD's; `weight_decay` torch's L2 term, added to the gradient (for "adamw",
+    torch.optim.AdamW's decoupled decay: w -= lr * weight_decay * w before the Adam step)."""
 
     name: str = "adam"
     eps: float = ADAM_EPSILON
@@ -76,15 +78,18 @@ def torch_bias_correction(beta: float, step):
 
 class TorchAdam(keras.optimizers.Adam):
     """Keras' Adam with torch.optim.Adam's update (epsilon added after the bias correction, torch's operation order);
-    `l2`: torch's `weight_decay` (added to the gradient)."""
+    `l2`: torch's `weight_decay` (added to the gradient); `decoupled`: torch.optim.AdamW's `weight_decay` (the weight
+    shrunk by lr * decoupled first, then the Adam step)."""
 
-    def __init__(self, *args, l2: float = 0.0, **kwargs):
+    def __init__(self, *args, l2: float = 0.0, decoupled: float = 0.0, **kwargs):
         super().__init__(*args, **kwargs)
-        self.l2 = float(l2)
+        self.l2, self.decoupled = float(l2), float(decoupled)
 
     def update_step(self, gradient, variable, learning_rate):
         dtype = variable.dtype
         lr, gradient = ops.cast(learning_rate, dtype), _with_l2(gradient, variable, self.l2)
+        if self.decoupled:
+            self.assign(variable, ops.multiply(variable, ops.subtract(1.0, ops.multiply(lr, self.decoupled))))
         step = ops.cast(self.iterations + 1, dtype)
         bias_correction1 = torch_bias_correction(self.beta_1, step)
         bias_correction2 = torch_bias_correction(self.beta_2, step)
@@ -216,6 +221,8 @@ def make_optimizer(style: str, learning_rate: float, spec: OptimizerSpec | None 
     if spec.name == "sgd":
         return TorchSGD(learning_rate, spec.momentum, spec.dampening, spec.nesterov, spec.weight_decay)
     betas = dict(beta_1=spec.beta_1, beta_2=spec.beta_2, epsilon=spec.eps)
+    if spec.name == "adamw":  # torch.optim.AdamW: torch's order of operations, whatever the Adam style
+        return TorchAdam(learning_rate=learning_rate, decoupled=spec.weight_decay, **betas)
     if style == "torch":
         return TorchAdam(learning_rate=learning_rate, l2=spec.weight_decay, **betas)
     return keras.optimizers.Adam(learning_rate=learning_rate, **betas)

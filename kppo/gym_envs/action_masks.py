@@ -29,6 +29,11 @@ class ActionMasker(gym.Wrapper):
         super().__init__(env)
         if isinstance(action_mask_fn, str):
             method = env.get_wrapper_attr(action_mask_fn)
+            if not callable(method):
+                raise ValueError(
+                    f"action_mask_fn: expected the name of a method of the env, got {action_mask_fn!r}, a "
+                    f"{type(method).__name__}"
+                )
 
             def from_method(_env: gym.Env) -> np.ndarray:
                 return method()

@@ -96,6 +96,7 @@ def net_arch_units(net_arch: Any) -> tuple[list[int], list[int]]:
 #: torch optimizer classes -> (`Config.optimizer`, {torch kwarg: Config field}); the math is in kppo.core.optimizers.
 TORCH_OPTIMIZERS: dict[str, tuple[str, dict[str, str]]] = {
     "torch.optim.adam.Adam": ("adam", {"eps": "optimizer_eps", "weight_decay": "weight_decay"}),
+    "torch.optim.adamw.AdamW": ("adamw", {"eps": "optimizer_eps", "weight_decay": "weight_decay"}),
     "torch.optim.rmsprop.RMSprop": (
         "rmsprop",
         {
@@ -128,15 +129,19 @@ TORCH_OPTIMIZERS: dict[str, tuple[str, dict[str, str]]] = {
 }
 #: torch's defaults where kppo's Config defaults differ (eps 1e-8: SB3 sets 1e-5 only for Adam without kwargs).
 TORCH_DEFAULTS = {"optimizer_eps": 1e-8}
+#: torch's defaults of one optimizer beyond TORCH_DEFAULTS (AdamW decays by 0.01 unless told otherwise).
+TORCH_CLASS_DEFAULTS = {"adamw": {"weight_decay": 0.01}}
 #: Keyword arguments of each that change how torch computes, not what: accepted, without effect.
 TORCH_PERFORMANCE_FLAGS = {
     "adam": ("foreach", "fused", "capturable", "differentiable"),
+    "adamw": ("foreach", "fused", "capturable", "differentiable"),
     "rmsprop": ("foreach", "capturable", "differentiable"),
     "sgd": ("foreach", "fused", "differentiable"),
 }
 #: Keyword arguments of each accepted only at their torch default (kppo does not build the other value).
 TORCH_ONLY_DEFAULT = {
     "adam": {"amsgrad": False, "maximize": False, "decoupled_weight_decay": False},
+    "adamw": {"amsgrad": False, "maximize": False},
     "rmsprop": {"maximize": False},
     "sgd": {"maximize": False},
 }
@@ -159,18 +164,20 @@ def optimizer_config(optimizer_class: Any, optimizer_kwargs: dict | None) -> dic
     path = class_path(optimizer_class)
     if path not in TORCH_OPTIMIZERS:
         raise ArgumentTypeError(
-            f"policy_kwargs.optimizer_class: expected torch.optim.Adam, RMSprop, SGD or SB3's RMSpropTFLike "
+            f"policy_kwargs.optimizer_class: expected torch.optim.Adam, AdamW, RMSprop, SGD or SB3's RMSpropTFLike "
             f"(Keras optimizers with their semantics are built for those), got {path}"
         )
     name, fields = TORCH_OPTIMIZERS[path]
     out: dict[str, Any] = {"optimizer": name}
+    if optimizer_kwargs is None and name == "adam":
+        return out
+    out.update(TORCH_DEFAULTS, **TORCH_CLASS_DEFAULTS.get(name, {}))
     if optimizer_kwargs is None:
-        return out if name == "adam" else {**out, **TORCH_DEFAULTS}
-    out.update(TORCH_DEFAULTS)
+        return out
     for key, value in dict(optimizer_kwargs).items():
         if key in fields:
             out[fields[key]] = value
-        elif key == "betas" and name == "adam":
+        elif key == "betas" and name in ("adam", "adamw"):
             out["adam_beta_1"], out["adam_beta_2"] = (float(b) for b in value)
         elif key in TORCH_ONLY_DEFAULT.get(name, {}):
             if bool(value) != TORCH_ONLY_DEFAULT[name][key]:
@@ -181,7 +188,7 @@ def optimizer_config(optimizer_class: Any, optimizer_kwargs: dict | None) -> dic
         elif key not in TORCH_PERFORMANCE_FLAGS.get(name, ()):
             raise ArgumentTypeError(
                 f"policy_kwargs.optimizer_kwargs: {path} takes no {key!r} here (kppo reads: "
-                f"{', '.join([*fields, *(['betas'] if name == 'adam' else [])])})"
+                f"{', '.join([*fields, *(['betas'] if name in ('adam', 'adamw') else [])])})"
             )
     return out
 
@@ -223,27 +230,26 @@ def extractor_fields(policy: str, kwargs: dict, observation_space: gym.spaces.Sp
     }
     extractor_class = kwargs.get("features_extractor_class")
     extractor_kwargs = dict(kwargs.get("features_extractor_kwargs") or {})
-    if extractor_class is None:
-        if extractor_kwargs:
-            raise ArgumentTypeError(
-                f"policy_kwargs.features_extractor_kwargs: expected None or {{}} without features_extractor_class, "
-                f"got {extractor_kwargs!r}"
-            )
-        name = POLICY_EXTRACTORS.get(policy, "flatten")
+    if extractor_class is None:  # SB3 gives features_extractor_kwargs to the policy's default extractor
+        nominal = POLICY_EXTRACTORS.get(policy, "flatten")
+        name = nominal
         if name == "combined" and (observation_space is None or not has_image(observation_space)):
             name = "flatten"
+        label = f"{policy}'s default extractor"
     elif extractor_class in BUILTIN_EXTRACTORS:
-        name = BUILTIN_EXTRACTORS[extractor_class]
-        size = extractor_kwargs.pop("cnn_output_dim" if name == "combined" else "features_dim", None)
-        if extractor_kwargs:
-            raise ArgumentTypeError(
-                f"policy_kwargs.features_extractor_kwargs: {extractor_class.__name__} takes "
-                f"{'cnn_output_dim' if name == 'combined' else 'features_dim'} here, got {sorted(extractor_kwargs)}"
-            )
-        out["features_dim"] = None if size is None else int(size)
+        nominal = name = BUILTIN_EXTRACTORS[extractor_class]
+        label = extractor_class.__name__
     else:
         check_extractor_class(extractor_class)
         return out
+    size_key = {"combined": "cnn_output_dim", "flatten": None}.get(nominal, "features_dim")
+    size = extractor_kwargs.pop(size_key, None) if size_key else None
+    if extractor_kwargs:
+        takes = f"takes {size_key} here" if size_key else "takes no arguments"
+        raise ArgumentTypeError(
+            f"policy_kwargs.features_extractor_kwargs: {label} {takes}, got {sorted(extractor_kwargs)}"
+        )
+    out["features_dim"] = None if size is None or name == "flatten" else int(size)  # a flat Dict: CNN size unused
     kwargs.pop("features_extractor_class", None)
     kwargs.pop("features_extractor_kwargs", None)
     out["features_extractor"] = name
@@ -335,11 +341,15 @@ def jsonable_policy_kwargs(kwargs: dict) -> dict:
     return {k: jsonable(k, v) for k, v in kwargs.items()}
 
 
-def minibatches(batch_size: Any, rollout: int) -> int:
+def minibatches(batch_size: Any, rollout: int, normalize_advantage: bool = True) -> int:
     """SB3's `batch_size` (minibatch size) -> kppo's number of equal minibatches of a rollout of `rollout` steps
-    (`config.spellings.minibatch_count`, the rule a Config's `batch_size` follows too)."""
-    if rollout <= 1:
-        raise ArgumentError(f"n_steps * n_envs: expected more than 1 (advantage normalization), got {rollout}")
+    (`config.spellings.minibatch_count`, the rule a Config's `batch_size` follows too). A rollout of one step only
+    without advantage normalization (SB3: `buffer_size > 1 or not normalize_advantage`)."""
+    if rollout <= 1 and normalize_advantage:
+        raise ArgumentError(
+            f"n_steps * n_envs: expected more than 1 with normalize_advantage=True (advantage normalization), "
+            f"got {rollout}"
+        )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
     return minibatch_count(batch_size, rollout)
@@ -371,7 +381,7 @@ def sb3_config(
         learning_rate=args["learning_rate"],
         lr_schedule="constant",
         num_epochs=args["n_epochs"],
-        num_minibatches=minibatches(args["batch_size"], rollout),
+        num_minibatches=minibatches(args["batch_size"], rollout, args["normalize_advantage"]),
         gamma=args["gamma"],
         gae_lambda=args["gae_lambda"],
         clip_range=args["clip_range"],

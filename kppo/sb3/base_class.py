@@ -15,6 +15,7 @@ from kppo.agent.agent import Agent, load_agent
 from kppo.agent.archive import agent_dir
 from kppo.core.types import Rollout
 from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
+from kppo.sb3.utils import set_random_seed
 
 #: SB3's `get_parameters` keys: the networks, and their optimizer.
 PARAMETER_GROUPS = ("policy", "policy.optimizer")
@@ -169,10 +170,12 @@ class BaseAlgorithm:
         self._policy = None  # the next predict acts with the new weights
 
     def set_random_seed(self, seed: int | None = None) -> None:
-        """SB3's `set_random_seed`: the model's seed (its sampling keys) and the env's next reset and action space."""
+        """SB3's `set_random_seed`: the model's seed (its sampling keys), Python's, numpy's and TensorFlow's global
+        generators (`kppo.set_random_seed`), and the env's next reset and action space."""
         if seed is None:
             return
         self.seed = int(seed)
+        set_random_seed(self.seed)
         if self._sb3_env is not None:
             self._sb3_env.action_space.seed(self.seed)
             self._sb3_env.seed(self.seed)
@@ -188,7 +191,9 @@ class BaseAlgorithm:
     def lr_schedule(self) -> Callable[[float], float]:
         """SB3's `lr_schedule`: progress_remaining (1 -> 0) -> learning rate."""
         schedule, constant = self._lr_schedule, float(self.learning_rate)
-        return schedule if schedule is not None else (lambda progress_remaining: constant)
+        if schedule is None:
+            return lambda progress_remaining: constant
+        return lambda progress_remaining: float(schedule(progress_remaining))  # SB3 casts a schedule's value
 
     @property
     def rollout_buffer(self) -> RolloutBufferView | None:

@@ -47,6 +47,8 @@ from kppo.agent.agent import Agent, build_agent, load_agent, make_policy
 from kppo.agent.extractors import extractor_factory
 from kppo.callbacks import make_callback
 from kppo.config.options import Config
+from kppo.core.errors import ArgumentError
+from kppo.sb3.utils import set_random_seed
 from kppo.sb3.envs.vec_env import VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import gym_vec_env as _make_gym_vec_env
@@ -81,9 +83,9 @@ from kppo.gym_envs.spaces import flat_dim
 _POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
 #: SB3's message for `predict((obs, info))`.
 MIXED_API_HINT = (
-    "observation: expected a numpy array or a dict, got a tuple; you are probably mixing the Gym API with SB3's "
-    "VecEnv API: `obs, info = env.reset()` (Gym) vs `obs = vec_env.reset()` (SB3 VecEnv); see "
-    "https://stable-baselines3.readthedocs.io/en/master/guide/vec_envs.html#vecenv-api-vs-gym-api"
+    "observation: You have passed a tuple to the predict() function instead of a Numpy array or a Dict. You are "
+    "probably mixing Gym API with SB3 VecEnv API: `obs, info = env.reset()` (Gym) vs `obs = vec_env.reset()` (SB3 "
+    "VecEnv); see https://stable-baselines3.readthedocs.io/en/master/guide/vec_envs.html#vecenv-api-vs-gym-api"
 )
 _FRESH_START = Start()  # a NamedTuple: shared safely as the default of `_build`
 _Model = TypeVar("_Model", bound="PPO")
@@ -164,8 +166,8 @@ class PPO(BaseAlgorithm):
         self.clip_range_vf = None
         if clip_range_vf is not None:
             self.clip_range_vf, self._clip_vf_schedule = split_schedule(clip_range_vf, "clip_range_vf")
-            if self.clip_range_vf <= 0:
-                raise ValueError(
+            if self.clip_range_vf <= 0:  # SB3 asserts it
+                raise ArgumentError(
                     f"clip_range_vf: expected a positive number (None disables value clipping), got "
                     f"{self.clip_range_vf!r}"
                 )
@@ -203,6 +205,8 @@ class PPO(BaseAlgorithm):
         self.logger = Logger(verbose)
         self.ep_info_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
         self.ep_success_buffer: collections.deque = collections.deque(maxlen=stats_window_size)
+        if seed is not None:  # as SB3's _setup_model, before any reset: the global generators an env may draw from
+            set_random_seed(seed)
         if env is not None:
             self.set_env(env)
 

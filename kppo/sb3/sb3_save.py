@@ -30,6 +30,7 @@ from typing import IO, Any, NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from kppo.agent.archive import file_bytes
 from kppo.core.errors import NotSupportedError
 from kppo.sb3.safe_pickle import NUMPY_NAMES, Builder, Global, Instance, PickleRefused, describe, read_pickle
 from kppo.sb3.torch_zip import read_state_dict
@@ -258,7 +259,7 @@ def read_sb3_save(path: str | Path | IO[bytes]) -> SB3Save:
     """Reads an SB3 / sb3-contrib PPO save (see the module docstring); one-line ValueErrors otherwise."""
     source = _source(path)
     try:
-        handle = path if isinstance(path, (str, Path)) else io.BytesIO(path.read())
+        handle = path if isinstance(path, (str, Path)) else io.BytesIO(file_bytes(path))
         archive = zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
         raise ValueError(

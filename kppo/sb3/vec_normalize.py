@@ -46,6 +46,11 @@ def _stats(moments: Any) -> RunningMeanStd | None:
     )
 
 
+def _fresh(shape: tuple[int, ...]) -> RunningMeanStd:
+    """SB3's `RunningMeanStd(shape=shape)` before any update: mean 0, var 1, count epsilon 1e-4."""
+    return RunningMeanStd(np.zeros(shape), np.ones(shape), 1e-4)
+
+
 class VecNormalize(VecEnvWrapper):
     """SB3's `VecNormalize(venv, training, norm_obs, norm_reward, clip_obs, clip_reward, gamma, epsilon,
     norm_obs_keys)` for `kppo.PPO` (see the module docstring).
@@ -94,6 +99,8 @@ class VecNormalize(VecEnvWrapper):
         self.norm_obs_keys = None if norm_obs_keys is None else tuple(norm_obs_keys)
         self.loaded: tuple[Any, Any] | None = None  # (obs moments, return moments) read by `load`
         self.model: Any = None  # the kppo.PPO using this env (set by PPO)
+        self.old_obs: Any = None  # the last raw observations and rewards stepped through SB3's API (SB3's names)
+        self.old_reward: np.ndarray | None = None
 
     def _moments(self) -> tuple[Any, Any]:
         if self.model is not None and self.model.agent is not None:
@@ -101,25 +108,60 @@ class VecNormalize(VecEnvWrapper):
         return self.loaded if self.loaded is not None else (None, None)
 
     @property
-    def obs_rms(self) -> RunningMeanStd | None:
-        """The observation statistics (the model's, once a model uses this env), or None."""
-        return _stats(self._moments()[0])
+    def obs_rms(self) -> RunningMeanStd:
+        """The observation statistics: the model's once a model uses this env, those `load` read, or before either
+        SB3's fresh `RunningMeanStd` (mean 0, var 1, count 1e-4) of a flattened observation."""
+        return _stats(self._moments()[0]) or _fresh((flat_dim(self.observation_space),))
 
     @property
-    def ret_rms(self) -> RunningMeanStd | None:
-        """The discounted-return statistics used to scale rewards, or None."""
-        return _stats(self._moments()[1])
+    def ret_rms(self) -> RunningMeanStd:
+        """The discounted-return statistics used to scale rewards (fresh, as `obs_rms`, before a model or a load)."""
+        return _stats(self._moments()[1]) or _fresh(())
 
     def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
         """SB3's `normalize_obs`: clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs) with `obs_rms`."""
-        rms = self.obs_rms
-        if not self.norm_obs or rms is None:
+        if not self.norm_obs:
             return obs
+        rms = self.obs_rms
         return np.clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), -self.clip_obs, self.clip_obs)
 
-    def get_original_obs(self) -> None:
-        """SB3 keeps the last raw observation here; this wrapper returns raw observations from `step` itself."""
-        return None
+    def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
+        """SB3's `normalize_reward`: clip(reward / sqrt(ret_rms.var + epsilon), -clip_reward, clip_reward)."""
+        if not self.norm_reward:
+            return reward
+        scale = np.sqrt(self.ret_rms.var + self.epsilon)
+        return np.clip(reward / scale, -self.clip_reward, self.clip_reward)
+
+    def unnormalize_obs(self, obs: np.ndarray) -> np.ndarray:
+        """SB3's `unnormalize_obs`: obs * sqrt(var + epsilon) + mean (the clipping is not undone)."""
+        if not self.norm_obs:
+            return obs
+        rms = self.obs_rms
+        return obs * np.sqrt(rms.var + self.epsilon) + rms.mean
+
+    def unnormalize_reward(self, reward: np.ndarray) -> np.ndarray:
+        """SB3's `unnormalize_reward`: reward * sqrt(ret_rms.var + epsilon)."""
+        return reward * np.sqrt(self.ret_rms.var + self.epsilon) if self.norm_reward else reward
+
+    def reset(self) -> Any:
+        """SB3's `reset`: the raw observations (kept for `get_original_obs`; the model normalizes)."""
+        self.old_obs = super().reset()
+        return self.old_obs
+
+    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """SB3's `step_wait`, raw observations and rewards kept for `get_original_obs` / `get_original_reward`."""
+        obs, rewards, dones, infos = super().step_wait()
+        self.old_obs, self.old_reward = obs, rewards
+        return obs, rewards, dones, infos
+
+    def get_original_obs(self) -> Any:
+        """The last raw observations `reset` / `step` gave through SB3's API (this wrapper passes them through
+        unchanged: `kppo.PPO` normalizes inside the model, so `learn`'s own steps do not pass here)."""
+        return self.old_obs
+
+    def get_original_reward(self) -> np.ndarray | None:
+        """The last raw rewards `step` gave through SB3's API."""
+        return self.old_reward
 
     def loaded_moments(self) -> tuple[Moments | None, Moments | None]:
         """The statistics `load` read, as the moments a kppo run starts from."""

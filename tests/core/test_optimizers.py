@@ -18,9 +18,12 @@ from kppo.core.optimizers import (
 GRADIENTS = [np.array([1.6e-3, -2e-5, 0.3]), np.array([-1e-3, 4e-5, 0.1]), np.array([2e-3, 0.0, -0.2])]
 
 
-def _reference(style: str, lr: float = 3e-4, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-5) -> list:
+def _reference(
+    style: str, lr: float = 3e-4, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-5, decoupled: float = 0.0
+) -> list:
     x, m, v, out = np.array([0.5, -0.25, 1.0]), np.zeros(3), np.zeros(3), []
     for t, g in enumerate(GRADIENTS, start=1):
+        x = x * (1 - lr * decoupled)  # torch.optim.AdamW: the decay first, on the weight
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
         bc1, bc2 = 1 - b1**t, 1 - b2**t
@@ -37,6 +40,16 @@ def test_adam_steps_follow_the_formula_of_its_style(style):
     variable = tf.Variable(np.array([0.5, -0.25, 1.0], np.float32))
     optimizer = make_optimizer(style, 3e-4)
     for g, want in zip(GRADIENTS, _reference(style)):
+        optimizer.apply_gradients([(tf.constant(g, tf.float32), variable)])
+        np.testing.assert_allclose(variable.numpy(), want, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("style", ["keras", "torch"])
+def test_adamw_decays_the_weights_before_torchs_adam_step_whatever_the_adam_style(style):
+    """torch.optim.AdamW (SB3's `optimizer_class=th.optim.AdamW`): w *= 1 - lr * weight_decay, then torch's Adam."""
+    variable = tf.Variable(np.array([0.5, -0.25, 1.0], np.float32))
+    optimizer = make_optimizer(style, 3e-2, OptimizerSpec("adamw", eps=1e-8, weight_decay=0.5))
+    for g, want in zip(GRADIENTS, _reference("torch", lr=3e-2, eps=1e-8, decoupled=0.5)):
         optimizer.apply_gradients([(tf.constant(g, tf.float32), variable)])
         np.testing.assert_allclose(variable.numpy(), want, rtol=1e-6, atol=1e-9)
 

@@ -50,6 +50,13 @@ def test_async_sub_envs_and_action_masker_and_multidiscrete():
     np.testing.assert_array_equal(named.action_masks(), named.unwrapped._mask)
 
 
+def test_an_action_masker_named_after_an_attribute_that_is_not_a_method_is_refused_at_once():
+    env = MaskedChoiceEnv(source="method")
+    env.num_valid = 2  # an int attribute
+    with pytest.raises(ValueError, match=r"^action_mask_fn: expected the name of a method of the env, got 'num_valid'"):
+        ActionMasker(env, "num_valid")
+
+
 def test_a_vector_env_with_its_own_method_is_read_directly():
     class MaskedVector(gym.vector.SyncVectorEnv):
         def action_masks(self):

@@ -29,6 +29,7 @@ def _torch_named(module: str, qualname: str) -> type:
 
 
 ADAM = _torch_named("torch.optim.adam", "Adam")
+ADAMW = _torch_named("torch.optim.adamw", "AdamW")
 RMSPROP = _torch_named("torch.optim.rmsprop", "RMSprop")
 SGD = _torch_named("torch.optim.sgd", "SGD")
 RMSPROP_TF = _torch_named("stable_baselines3.common.sb2_compat.rmsprop_tf_like", "RMSpropTFLike")
@@ -105,6 +106,12 @@ def test_empty_heads_make_a_valid_config():
             {"optimizer": "rmsprop_tf", "rmsprop_alpha": 0.99, "optimizer_eps": 1e-5},
         ),
         (RMSPROP, None, {"optimizer": "rmsprop", "optimizer_eps": 1e-8}),
+        (ADAMW, None, {"optimizer": "adamw", "optimizer_eps": 1e-8, "weight_decay": 0.01}),  # torch's defaults
+        (
+            ADAMW,
+            dict(betas=(0.8, 0.9), weight_decay=0.1),
+            {"optimizer": "adamw", "adam_beta_1": 0.8, "adam_beta_2": 0.9, "optimizer_eps": 1e-8, "weight_decay": 0.1},
+        ),
         (
             SGD,
             dict(momentum=0.9, nesterov=True),
@@ -121,7 +128,8 @@ def test_torch_optimizers_map_to_config_fields(cls, kwargs, expected):
 @pytest.mark.parametrize(
     "cls, kwargs, error, message",
     [
-        (_torch_named("torch.optim.adamw", "AdamW"), None, ArgumentTypeError, "got torch.optim.adamw.AdamW"),
+        (_torch_named("torch.optim.nadam", "NAdam"), None, ArgumentTypeError, "got torch.optim.nadam.NAdam"),
+        (ADAMW, dict(amsgrad=True), NotSupportedError, "optimizer_kwargs.amsgrad: expected False"),
         (keras.optimizers.Adam, None, ArgumentTypeError, "got keras.src.optimizers.adam.Adam"),
         (ADAM, dict(lr=0.1), ArgumentTypeError, "takes no 'lr' here"),
         (ADAM, dict(amsgrad=True), NotSupportedError, "optimizer_kwargs.amsgrad: expected False"),
@@ -185,5 +193,13 @@ def test_sb3_policy_names_and_kppo_extractor_classes_become_config_fields():
         extractor_fields(
             "CnnPolicy", dict(features_extractor_class=NatureCNN, features_extractor_kwargs={"channels": 1}), image
         )
-    with pytest.raises(ArgumentTypeError, match=r"features_extractor_kwargs: expected None or \{\} without"):
-        extractor_fields("CnnPolicy", dict(features_extractor_kwargs={"features_dim": 1}), image)
+    # without a class, SB3 gives the kwargs to the policy's default extractor (its most common CNN / Dict setting)
+    assert extractor_fields("CnnPolicy", dict(features_extractor_kwargs={"features_dim": 32}), image) == dict(
+        features_extractor="cnn", features_dim=32, normalize_images=True, share_features_extractor=True
+    )
+    combined = extractor_fields("MultiInputPolicy", dict(features_extractor_kwargs={"cnn_output_dim": 64}), mixed)
+    assert (combined["features_extractor"], combined["features_dim"]) == ("combined", 64)
+    flat = extractor_fields("MultiInputPolicy", dict(features_extractor_kwargs={"cnn_output_dim": 64}), vectors)
+    assert (flat["features_extractor"], flat["features_dim"]) == ("flatten", None)  # nothing to convolve
+    with pytest.raises(TypeError, match=r"MlpPolicy's default extractor takes no arguments, got \['features_dim'\]"):
+        extractor_fields("MlpPolicy", dict(features_extractor_kwargs={"features_dim": 1}), image)  # SB3's TypeError

@@ -102,6 +102,15 @@ def test_rejects_bad_arguments_in_one_line(kwargs, message):
     assert "\n" not in str(err.value)
 
 
+def test_what_sb3_asserts_raises_an_assertion_error_too():
+    """SB3 asserts a positive clip_range_vf and sb3-contrib's MaskablePPO its supported action spaces: programs that
+    catch AssertionError catch kppo's one-line errors (ValueErrors too)."""
+    with pytest.raises(AssertionError, match=r"^clip_range_vf: expected a positive number"):
+        PPO("MlpPolicy", _cartpole(), clip_range_vf=-0.2)
+    with pytest.raises(AssertionError, match=r"^action_masks: expected a Discrete, MultiDiscrete or MultiBinary"):
+        kppo.MaskablePPO("MlpPolicy", "Pendulum-v1", n_steps=32, batch_size=32)
+
+
 def test_bad_policy_and_squash_without_bounds():
     with pytest.raises(ValueError, match="policy: expected one of"):
         PPO("CnnLstmPolicy", _cartpole())

@@ -4,6 +4,7 @@ short budgets; and the same seed giving the same run on an env that samples from
 import io
 import json
 import os
+import random
 
 import gymnasium as gym
 import numpy as np
@@ -84,9 +85,17 @@ def test_the_vecenv_interface():
     assert vec_env.env_method("get_wrapper_attr", "flag", indices=[1]) == [3]
     assert vec_env.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True]
     assert len(vec_env.envs) == 2 and vec_env.num_envs == 2
-    with pytest.raises(ValueError, match=r"^env_fns: expected a new env from every function, got the same instance"):
+    with pytest.raises(ValueError, match=r"^env_fns: expected a new env from every function, got one env twice"):
         env = gym.make("CartPole-v1")
         DummyVecEnv([lambda: env, lambda: env])
+
+
+def test_make_vec_env_over_one_env_instance_is_refused_as_sb3_refuses_it():
+    """`make_vec_env(lambda: env, n_envs=2)` wraps one env in two Monitors: two slots sharing one env's state."""
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ValueError, match=r"the function to create them returned the same instance"):
+        kppo.make_vec_env(lambda: env, n_envs=2)
+    assert kppo.make_vec_env(lambda: gym.make("CartPole-v1"), n_envs=2).num_envs == 2
 
 
 def test_monitor_writes_sb3s_file_and_vecmonitor_records_what_training_steps(tmp_path):
@@ -168,8 +177,7 @@ def test_saving_as_sb3_users_do(tmp_path, monkeypatch):
     for path in ("ppo_cartpole", "ppo_cartpole.zip"):
         np.testing.assert_array_equal(PPO.load(path).predict(obs, deterministic=True)[0], want)
     buffer = io.BytesIO()
-    model.save(buffer)
-    buffer.seek(0)
+    model.save(buffer)  # then loaded from the same file object, not rewound: SB3 reads the whole zip
     np.testing.assert_array_equal(PPO.load(buffer).predict(obs, deterministic=True)[0], want)
     assert kppo.export("ppo_cartpole.zip", "policy.tflite").metadata  # the zip is an agent for every kppo reader
 
@@ -260,6 +268,58 @@ def test_mixing_the_gym_api_gets_sb3s_hint_and_old_resets_work():
     model.learn(32)
     env = gym.make("CartPole-v1")
     for cls in (PPO, kppo.RecurrentPPO):
-        with pytest.raises(ValueError, match=r"mixing the Gym API with SB3's VecEnv API: `obs, info = env.reset\(\)`"):
+        with pytest.raises(ValueError, match=r"You have passed a tuple to the predict\(\) function instead of a Numpy"):
             policy = "MlpLstmPolicy" if cls is kppo.RecurrentPPO else "MlpPolicy"
             cls(policy, "CartPole-v1", seed=0, **FAST).predict(env.reset(seed=0))
+
+
+def test_a_one_step_rollout_trains_without_advantage_normalization_and_is_refused_with_it():
+    """SB3 asserts `buffer_size > 1 or not normalize_advantage`: one step without normalization is a valid setting."""
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=1, batch_size=1, n_epochs=1, normalize_advantage=False, seed=0)
+    model.learn(4)
+    assert model.num_timesteps == 4
+    with pytest.raises(AssertionError, match=r"^n_steps \* n_envs: expected more than 1 with normalize_advantage"):
+        PPO("MlpPolicy", "CartPole-v1", n_steps=1, batch_size=1, seed=0)
+
+
+def test_lr_schedule_returns_a_float_as_sb3s_schedules_do():
+    model = PPO("MlpPolicy", "CartPole-v1", learning_rate=lambda p: p * np.sin(1.0), seed=0, **FAST)
+    value = model.lr_schedule(1.0)
+    assert type(value) is float and value == float(np.sin(1.0))
+
+
+class DrawsFromNumpysGlobalGenerator(gym.Env):
+    """An env written against `np.random` (common in users' code): reproducible only when the global generator is
+    seeded, as SB3's `set_random_seed` does in the model's setup."""
+
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.random.uniform(-1, 1, 3).astype(np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.random.uniform(-1, 1, 3).astype(np.float32)
+        return obs, float(np.random.rand() < 0.5 + 0.2 * int(action)), False, self.t >= 10, {}
+
+
+def test_the_same_seed_repeats_a_run_on_an_env_drawing_from_numpys_global_generator():
+    def train(seed):
+        np.random.uniform(size=int(np.random.randint(1, 50)))  # whatever the program drew before
+        model = PPO("MlpPolicy", DrawsFromNumpysGlobalGenerator(), seed=seed, **FAST)
+        model.learn(64)
+        return model.get_parameters()["policy"]
+
+    np.random.seed(1)
+    first = train(7)
+    np.random.seed(2)
+    second = train(7)
+    for name, value in first.items():
+        np.testing.assert_array_equal(value, second[name], err_msg=name)
+    kppo.set_random_seed(3)
+    a = (random.random(), np.random.rand())
+    kppo.set_random_seed(3)
+    assert (random.random(), np.random.rand()) == a

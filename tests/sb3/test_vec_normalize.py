@@ -148,3 +148,25 @@ def test_norm_obs_keys_name_keys_of_the_dict():
     env = VecNormalize(make_vec_env(Dashboard, n_envs=1, seed=0), norm_obs_keys=["sped"])
     with pytest.raises(ValueError, match=r"^normalize_obs_keys: expected keys of the observation space \['camera', "):
         PPO("MultiInputPolicy", env, n_steps=16, batch_size=16, seed=0)
+
+
+def test_the_env_side_api_of_sb3s_vecnormalize():
+    """SB3's RunningMeanStd before training (mean 0, var 1, count 1e-4), `normalize_reward` / the unnormalizers with
+    SB3's formulas, and the raw observations and rewards of the last step through SB3's API."""
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0))
+    fresh = env.obs_rms
+    assert fresh.mean.tolist() == [0.0] * 3 and fresh.var.tolist() == [1.0] * 3 and fresh.count == 1e-4
+    assert env.ret_rms.count == 1e-4 and env.ret_rms.var == 1.0
+    model = PPO("MlpPolicy", env, **FAST)
+    model.learn(128)
+    obs = env.reset()
+    np.testing.assert_array_equal(env.get_original_obs(), obs)
+    next_obs, rewards, _, _ = env.step(np.zeros((2, 1), np.float32))
+    np.testing.assert_array_equal(env.get_original_obs(), next_obs)
+    np.testing.assert_array_equal(env.get_original_reward(), rewards)
+    scale = np.sqrt(env.ret_rms.var + 1e-8)
+    np.testing.assert_allclose(env.normalize_reward(rewards), np.clip(rewards / scale, -10, 10))
+    np.testing.assert_allclose(env.unnormalize_reward(env.normalize_reward(rewards)), rewards, rtol=1e-5)
+    np.testing.assert_allclose(env.unnormalize_obs(env.normalize_obs(next_obs)), next_obs, rtol=1e-5, atol=1e-6)
+    env.norm_reward = False
+    np.testing.assert_array_equal(env.normalize_reward(rewards), rewards)

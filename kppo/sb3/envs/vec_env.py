@@ -206,10 +206,10 @@ class DummyVecEnv(VecEnv):
 
     def __init__(self, env_fns: list[Callable[[], gym.Env]]):
         envs = [fn() for fn in _checked_fns(env_fns)]
-        if len({id(env) for env in envs}) < len(envs):
+        if len({id(env.unwrapped) for env in envs}) < len(envs):  # wrappers (Monitor) over one env: the same
             raise ValueError(
-                "env_fns: expected a new env from every function, got the same instance twice (SB3: pass "
-                "`lambda: gym.make(...)`, not an instance)"
+                "env_fns: expected a new env from every function, got one env twice: the function to create them "
+                "returned the same instance (`make_vec_env(lambda: env)`: pass `lambda: gym.make(...)`)"
             )
         super().__init__(SyncVectorEnv([returning(env) for env in envs], autoreset_mode=AutoresetMode.SAME_STEP))
 

@@ -1,0 +1,185 @@
+"""Stable-Baselines3's and sb3-contrib's helpers that their programs call, with SB3's semantics and kppo's envs:
+
+set_random_seed                                   stable_baselines3.common.utils
+FloatSchedule, LinearSchedule, ConstantSchedule   stable_baselines3.common.utils (and the deprecated
+get_linear_fn, constant_fn)                       functions, which warn as SB3's do)
+get_flattened_obs_dim                             stable_baselines3.common.preprocessing
+is_wrapped, unwrap_wrapper                        stable_baselines3.common.env_util (gymnasium wrappers)
+unwrap_vec_wrapper, is_vecenv_wrapped,            stable_baselines3.common.vec_env (kppo's VecEnv wrappers)
+unwrap_vec_normalize
+check_env                                         stable_baselines3.common.env_checker (gymnasium's checker
+                                                  and the spaces kppo trains on)
+get_action_masks, is_masking_supported            sb3_contrib.common.maskable.utils
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import keras
+import numpy as np
+from gymnasium.utils.env_checker import check_env as _gymnasium_check_env
+
+from kppo.core.errors import ArgumentError
+from kppo.gym_envs.action_masks import METHOD
+from kppo.gym_envs.spaces import check_action_space, check_observation_space
+from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
+from kppo.sb3.vec_normalize import VecNormalize
+
+Schedule = Callable[[float], float]
+
+
+def set_random_seed(seed: int, using_cuda: bool = False) -> None:
+    """SB3's `set_random_seed`: seeds Python's `random`, numpy's global generator and TensorFlow's global seed
+    (`keras.utils.set_random_seed`), so an env that draws from them repeats its run. kppo's own sampling is
+    stateless and follows the model's seed; `using_cuda` (SB3's cuDNN determinism switch) has no Keras meaning and is
+    accepted for SB3's signature."""
+    del using_cuda
+    keras.utils.set_random_seed(int(seed))
+
+
+# --- schedules: progress_remaining (1 at the start, 0 at the end) -> value --------------------------------------
+
+
+class ConstantSchedule:
+    """The same value at every progress."""
+
+    def __init__(self, val: float):
+        self.val = val
+
+    def __call__(self, _: float) -> float:
+        """The value, whatever the progress."""
+        return self.val
+
+    def __repr__(self) -> str:
+        return f"ConstantSchedule(val={self.val})"
+
+
+class LinearSchedule:
+    """From `start` at progress_remaining 1 to `end` once a fraction `end_fraction` of the run is done, then `end`."""
+
+    def __init__(self, start: float, end: float, end_fraction: float) -> None:
+        self.start, self.end, self.end_fraction = start, end, end_fraction
+
+    def __call__(self, progress_remaining: float) -> float:
+        """The value at `progress_remaining` (1 -> 0)."""
+        done = 1 - progress_remaining
+        if done > self.end_fraction:
+            return self.end
+        return self.start + done * (self.end - self.start) / self.end_fraction
+
+    def __repr__(self) -> str:
+        return f"LinearSchedule(start={self.start}, end={self.end}, end_fraction={self.end_fraction})"
+
+
+class FloatSchedule:
+    """A number or a schedule whose values are returned as Python floats (SB3 wraps every schedule in one)."""
+
+    def __init__(self, value_schedule: Schedule | float):
+        if isinstance(value_schedule, FloatSchedule):
+            value_schedule = value_schedule.value_schedule
+        elif isinstance(value_schedule, (int, float)) and not isinstance(value_schedule, bool):
+            value_schedule = ConstantSchedule(float(value_schedule))
+        elif not callable(value_schedule):
+            raise ArgumentError(f"value_schedule: expected a number or a callable schedule, got {value_schedule!r}")
+        self.value_schedule: Schedule = value_schedule
+
+    def __call__(self, progress_remaining: float) -> float:
+        """The schedule's value at `progress_remaining`, as a float."""
+        return float(self.value_schedule(progress_remaining))
+
+    def __repr__(self) -> str:
+        return f"FloatSchedule({self.value_schedule})"
+
+
+def get_linear_fn(start: float, end: float, end_fraction: float) -> Schedule:
+    """SB3's deprecated `get_linear_fn` (a `LinearSchedule`), with SB3's deprecation warning."""
+    warnings.warn("get_linear_fn() is deprecated, please use LinearSchedule() instead", stacklevel=2)
+    return LinearSchedule(start, end, end_fraction)
+
+
+def constant_fn(val: float) -> Schedule:
+    """SB3's deprecated `constant_fn` (a `ConstantSchedule`), with SB3's deprecation warning."""
+    warnings.warn("constant_fn() is deprecated, please use ConstantSchedule() instead", stacklevel=2)
+    return ConstantSchedule(val)
+
+
+# --- spaces and wrappers ------------------------------------------------------------------------------------------
+
+
+def get_flattened_obs_dim(observation_space: gym.spaces.Space) -> int:
+    """The length of one observation flattened (a Discrete one-hot, a Dict's parts concatenated), as SB3's."""
+    return int(gym.spaces.flatdim(observation_space))
+
+
+def unwrap_wrapper(env: gym.Env, wrapper_class: type[gym.Wrapper]) -> gym.Wrapper | None:
+    """The first `wrapper_class` in `env`'s chain of gymnasium wrappers, or None."""
+    current: Any = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, wrapper_class):
+            return current
+        current = current.env
+    return None
+
+
+def is_wrapped(env: gym.Env, wrapper_class: type[gym.Wrapper]) -> bool:
+    """Whether a `wrapper_class` is in `env`'s chain of gymnasium wrappers."""
+    return unwrap_wrapper(env, wrapper_class) is not None
+
+
+def unwrap_vec_wrapper(env: VecEnv, vec_wrapper_class: type[VecEnvWrapper]) -> VecEnvWrapper | None:
+    """The first `vec_wrapper_class` in `env`'s chain of VecEnv wrappers (`VecNormalize`, `VecFrameStack`, ...)."""
+    current: Any = env
+    while isinstance(current, VecEnvWrapper):
+        if isinstance(current, vec_wrapper_class):
+            return current
+        current = current.venv
+    return None
+
+
+def is_vecenv_wrapped(env: VecEnv, vec_wrapper_class: type[VecEnvWrapper]) -> bool:
+    """Whether a `vec_wrapper_class` is in `env`'s chain of VecEnv wrappers."""
+    return unwrap_vec_wrapper(env, vec_wrapper_class) is not None
+
+
+def unwrap_vec_normalize(env: VecEnv) -> VecNormalize | None:
+    """The `VecNormalize` in `env`'s chain of VecEnv wrappers, or None."""
+    found = unwrap_vec_wrapper(env, VecNormalize)
+    return found if isinstance(found, VecNormalize) else None
+
+
+def check_env(env: gym.Env, warn: bool = True, skip_render_check: bool = True) -> None:
+    """SB3's `check_env`: gymnasium's env checker (the API, the spaces, reset and step returns, seeding) and the
+    spaces kppo trains on (one-line errors naming what it cannot take). `warn`: SB3's switch for its advice on
+    spaces; gymnasium's checker warns as it does."""
+    del warn
+    if not isinstance(env, gym.Env):
+        raise ArgumentError(f"env: expected a gymnasium.Env, got {type(env).__name__} (check_env checks one env)")
+    check_observation_space(env.observation_space)
+    check_action_space(env.action_space)
+    _gymnasium_check_env(env, skip_render_check=skip_render_check)
+
+
+# --- action masks (sb3-contrib) -----------------------------------------------------------------------------------
+
+
+def is_masking_supported(env: Any) -> bool:
+    """Whether `env` (a gymnasium env or a kppo VecEnv) gives action masks through an `action_masks()` method."""
+    if isinstance(env, VecEnv):
+        try:
+            env.get_attr(METHOD)
+        except AttributeError:
+            return False
+        return True
+    return hasattr(env, METHOD)
+
+
+def get_action_masks(env: Any) -> np.ndarray:
+    """bool masks of `env`'s current observations: [num_envs, n] for a VecEnv (each sub-env's `action_masks()`),
+    the env's `action_masks()` for a single env."""
+    if isinstance(env, VecEnv):
+        return np.stack(env.env_method(METHOD)).astype(bool)
+    return np.asarray(env.action_masks(), bool)

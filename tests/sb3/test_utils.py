@@ -1,0 +1,87 @@
+"""SB3's and sb3-contrib's helpers (`kppo.sb3.utils`), against the values SB3 2.9's own functions give (read from
+its source: stable_baselines3/common/utils.py, preprocessing.py, env_util.py, vec_env/__init__.py, env_checker.py;
+sb3_contrib/common/maskable/utils.py)."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import kppo
+from kppo import DummyVecEnv, Monitor, VecMonitor, VecNormalize
+from tests.helpers.masked_envs import MaskedChoiceEnv
+
+
+def test_schedules_interpolate_and_return_floats_as_sb3s():
+    linear = kppo.LinearSchedule(1.0, 0.0, 0.5)
+    assert [linear(p) for p in (1.0, 0.75, 0.5, 0.4, 0.0)] == [1.0, 0.5, 0.0, 0.0, 0.0]
+    assert kppo.ConstantSchedule(3e-4)(0.3) == 3e-4
+    wrapped = kppo.FloatSchedule(lambda p: np.float64(p) * 2)
+    assert type(wrapped(0.5)) is float and wrapped(0.5) == 1.0
+    assert kppo.FloatSchedule(wrapped).value_schedule is wrapped.value_schedule  # not wrapped twice
+    assert kppo.FloatSchedule(2)(0.1) == 2.0
+    with pytest.raises(AssertionError, match=r"^value_schedule: expected a number or a callable schedule"):
+        kppo.FloatSchedule("fast")
+    with pytest.warns(UserWarning, match=r"get_linear_fn\(\) is deprecated"):
+        assert kppo.get_linear_fn(1.0, 0.5, 0.1)(0.95) == pytest.approx(0.75)
+    with pytest.warns(UserWarning, match=r"constant_fn\(\) is deprecated"):
+        assert kppo.constant_fn(7)(0.0) == 7
+    model = kppo.PPO("MlpPolicy", "CartPole-v1", learning_rate=kppo.LinearSchedule(1e-3, 1e-4, 1.0), n_steps=32)
+    assert model.lr_schedule(0.0) == pytest.approx(1e-4)
+
+
+def test_flattened_observation_dims_are_sb3s():
+    assert kppo.get_flattened_obs_dim(gym.spaces.Discrete(3)) == 3
+    assert kppo.get_flattened_obs_dim(gym.spaces.Box(-1, 1, (2, 3))) == 6
+    space = gym.spaces.Dict(a=gym.spaces.Box(-1, 1, (2,)), b=gym.spaces.Discrete(4))
+    assert kppo.get_flattened_obs_dim(space) == 6
+
+
+def test_wrappers_and_vec_wrappers_are_found_in_their_chains():
+    env = Monitor(gym.make("CartPole-v1"))
+    assert kppo.is_wrapped(env, gym.wrappers.TimeLimit) and kppo.unwrap_wrapper(env, Monitor) is env
+    assert not kppo.is_wrapped(gym.make("CartPole-v1"), Monitor)
+    normalized = VecNormalize(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
+    outer = VecMonitor(normalized)
+    assert kppo.is_vecenv_wrapped(outer, VecNormalize) and kppo.unwrap_vec_normalize(outer) is normalized
+    assert kppo.unwrap_vec_wrapper(outer, VecMonitor) is outer
+    plain = DummyVecEnv([lambda: gym.make("CartPole-v1")])
+    assert not kppo.is_vecenv_wrapped(plain, VecNormalize) and kppo.unwrap_vec_normalize(plain) is None
+
+
+def test_check_env_runs_gymnasiums_checker_and_names_spaces_kppo_cannot_train_on():
+    kppo.check_env(gym.make("CartPole-v1").unwrapped)
+
+    class FourTuple(MaskedChoiceEnv):
+        def step(self, action):
+            return super().step(action)[:4]  # the old gym API
+
+    with pytest.raises((AssertionError, ValueError)):
+        kppo.check_env(FourTuple())
+
+    class Text(gym.Env):
+        observation_space = gym.spaces.Text(4)
+        action_space = gym.spaces.Discrete(2)
+
+    with pytest.raises(ValueError, match=r"^observation_space: "):
+        kppo.check_env(Text())
+
+
+def test_action_masks_are_read_from_envs_and_vec_envs_as_sb3_contrib_reads_them():
+    vec = DummyVecEnv([lambda: MaskedChoiceEnv(), lambda: MaskedChoiceEnv()])
+    vec.reset()
+    masks = kppo.get_action_masks(vec)
+    assert masks.dtype == bool and masks.shape == (2, 6)
+    np.testing.assert_array_equal(masks, np.stack([env.unwrapped._mask for env in vec.envs]))
+    assert kppo.is_masking_supported(vec) and kppo.is_masking_supported(MaskedChoiceEnv())
+    assert not kppo.is_masking_supported(DummyVecEnv([lambda: gym.make("CartPole-v1")]))
+    assert not kppo.is_masking_supported(MaskedChoiceEnv(source="info"))
+    single = MaskedChoiceEnv()
+    single.reset(seed=0)
+    np.testing.assert_array_equal(kppo.get_action_masks(single), single._mask)
+
+
+def test_set_random_seed_seeds_numpys_global_generator():
+    kppo.set_random_seed(5)
+    first = np.random.rand(3)
+    kppo.set_random_seed(5, using_cuda=True)
+    np.testing.assert_array_equal(np.random.rand(3), first)
