@@ -57,6 +57,7 @@ from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.sb3.logger import Logger, next_run_dir
 from kppo.training.hooks import Hooks
 from kppo.training.plan import Plan
+from kppo.training.keras_callbacks import KerasCallbacks, backup_of, split_callbacks
 from kppo.training.train import run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy, PredictKeys
@@ -382,6 +383,8 @@ class PPO(BaseAlgorithm):
             self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name))
         else:
             self.logger.verbose = self.verbose
+        callback, keras_callbacks = split_callbacks(callback)
+        backup_of(keras_callbacks, tf_native=False)  # one-line refusals: BackupAndRestore, ModelCheckpoint
         callback = None if callback is None else make_callback(callback)  # None: no SB3 locals built per step
         if callback is not None:
             callback.init_callback(self)
@@ -401,7 +404,14 @@ class PPO(BaseAlgorithm):
             if log_interval is not None and counter["iterations"] % log_interval == 0:
                 self._log(diag, counter["iterations"], progress, start)
 
-        hooks = Hooks(callback, schedule=self._apply_schedules, on_env_step=self._update_info_buffer, on_call=on_call)
+        keras_hooks = KerasCallbacks(keras_callbacks, self.agent, rollout_size) if keras_callbacks else None
+        hooks = Hooks(
+            callback,
+            schedule=self._apply_schedules,
+            on_env_step=self._update_info_buffer,
+            on_call=on_call,
+            keras=keras_hooks,
+        )
         try:
             with self._device_scope():
                 run_loop(self._runner, Plan([iterations], False, 1, rollout_size, self._total_timesteps), hooks, self)

@@ -22,6 +22,7 @@ class Hooks(NamedTuple):
     on_eval: Callable[[dict], None] | None = None  # each round's metric row
     on_progress: Callable[[int], None] | None = None  # environment steps so far, after every call
     should_stop: Callable[[], bool] | None = None  # polled after every call: True checkpoints and returns
+    keras: Any = None  # kppo.training.keras_callbacks.KerasCallbacks (then one iteration a call: an epoch)
 
 
 def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:

@@ -27,6 +27,7 @@ from kppo.config.options import Config, Sweep
 from kppo.core.types import Diagnostics
 from kppo.envs.base import VecEnv
 from kppo.training.hooks import Hooks, run_callback, step_hook
+from kppo.training.keras_callbacks import Backup, KerasCallbacks, backup_of, remove_backup, split_callbacks
 from kppo.training.metrics import (
     Progress,
     check_finite,
@@ -79,6 +80,8 @@ def train(
         callback: Stable-Baselines3 callbacks (a `BaseCallback`, a list, or a function `(locals, globals) -> bool`),
             as `PPO.learn` takes them: on gymnasium envs `on_step` runs after every vector step with SB3's `locals`;
             on TF-native envs once per compiled call (`config.iterations_per_call` iterations). False stops training.
+            Keras callbacks (`keras.callbacks.Callback`, alone or in the list) run with an epoch = one iteration
+            (see `kppo.training.keras_callbacks`).
         eval_metrics_fn: in-graph hook `(total_steps, diagnostics, eval_trajectory) -> dict of tensors`, merged into
             each round's metrics (rex's EVAL_METRICS_JAX_CB).
         on_eval: host callback called with each round's metrics dict (rex's EVAL_METRICS_HOST_CB); defaults to
@@ -112,14 +115,20 @@ def train(
     runner = make_runner(env, config, eval_metrics_fn)
     if on_eval is None and config.verbose >= 1:
         on_eval = print_row
+    sb3_callback, keras_callbacks = split_callbacks(callback)
+    backup = _backup(runner, keras_callbacks, checkpoint_dir)
+    checkpoint_every = config.checkpoint_every
+    if backup is not None:
+        checkpoint_dir, resume, checkpoint_every = backup.directory, backup.resume, backup.every
     _check_resume(runner, checkpoint_dir, resume)
     runner, checkpointer, rows = checkpointing(runner, config, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
     hooks = Hooks(
-        callback=None if callback is None else make_callback(callback),
+        callback=None if sb3_callback is None else make_callback(sb3_callback),
         on_eval=on_eval,
         on_progress=on_progress,
         should_stop=should_stop,
+        keras=KerasCallbacks(keras_callbacks, runner.agent, config.rollout_size) if keras_callbacks else None,
     )
     if hooks.callback is not None:
         hooks.callback.init_callback(model)
@@ -127,9 +136,10 @@ def train(
         plan = plan_rounds(config, int(runner.view(runner.state).iteration))._replace(
             gradient_steps=int(runner.agent.optimizer.iterations.numpy())
         )  # restored by a resume
-        result = run_loop(runner, plan, hooks, model, rows, checkpointer, config.checkpoint_every)
+        result = run_loop(runner, plan, hooks, model, rows, checkpointer, checkpoint_every)
     finally:
         runner.close()
+    remove_backup(backup, result.interrupted)
     metrics = metric_columns(result.rows)
     return PPOResult(
         config,
@@ -142,6 +152,21 @@ def train(
         result.interrupted,
         result.stopped,
     )
+
+
+def _backup(runner: Runner, keras_callbacks: list, checkpoint_dir: Any) -> Backup | None:
+    """The run's `BackupAndRestore` as checkpoint settings (the runner's envs closed on a one-line error)."""
+    try:
+        backup = backup_of(keras_callbacks, isinstance(runner.env, VecEnv))
+        if backup is not None and checkpoint_dir is not None:
+            raise ValueError(
+                "checkpoint_dir: expected None with keras.callbacks.BackupAndRestore (it checkpoints into its "
+                f"backup_dir), got {str(checkpoint_dir)!r}"
+            )
+    except ValueError:
+        runner.close()
+        raise
+    return backup
 
 
 def _check_resume(runner: Runner, checkpoint_dir: Any, resume: bool) -> None:
@@ -238,7 +263,11 @@ class _Run:
         self.last_checkpoint, self.gradient_steps = self.iteration, np.asarray(plan.gradient_steps, np.int64)
         self.step_hook = step_hook(hooks, model, runner.env.num_envs) if runner.steps_on_host else None
         # one iteration a call where the host sets schedules or steps the envs (one rollout between callback events)
-        self.per_call = 1 if hooks.schedule is not None or runner.steps_on_host else plan.iterations_per_call
+        # or where Keras callbacks run (an epoch is one iteration)
+        one_a_call = hooks.schedule is not None or hooks.keras is not None or runner.steps_on_host
+        self.per_call = 1 if one_a_call else plan.iterations_per_call
+        self.call_s = 0.0  # wall time of the last call
+        self.keras_stop = False  # a Keras callback set model.stop_training
         # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
         self.warmup = threading.Thread(target=runner.warmup if plan.with_evaluation else (lambda: None), daemon=True)
 
@@ -247,11 +276,15 @@ class _Run:
         if self.hooks.callback is not None:
             start_locals = {"total_timesteps": self.plan.total_timesteps, "model": self.model}
             run_callback(self.hooks.callback, "on_training_start", self.model, start_locals, {})
+        if self.hooks.keras is not None:
+            self.hooks.keras.train_begin()
 
     def finish(self, interrupted: bool, stopped: bool) -> LoopResult:
         self.warmup.join()  # a run must not exit while the warm-up compiles (abort at exit)
         if self.hooks.callback is not None:
             run_callback(self.hooks.callback, "on_training_end", self.model)
+        if self.hooks.keras is not None:
+            self.hooks.keras.train_end()
         return LoopResult(self.state, self.rows, self.clock.timings(), interrupted, stopped)
 
     def call(self, n: int) -> Iterations:
@@ -261,8 +294,11 @@ class _Run:
             hooks.schedule(1.0 - model.num_timesteps / max(self.plan.total_timesteps, 1))
         if hooks.callback is not None:
             run_callback(hooks.callback, "on_rollout_start", model)
+        if hooks.keras is not None:
+            hooks.keras.epoch_begin(self.iteration)
         t0 = time.perf_counter()
         result: Iterations = self.runner.run_iterations(self.state, n, self.step_hook)
+        self.call_s = time.perf_counter() - t0
         self.clock.charge_first("train", t0)
         self.state = model.runner_state = result.state
         if self.step_hook is None:
@@ -270,9 +306,9 @@ class _Run:
         return result
 
     def count(self, result: Iterations, n: int) -> tuple[Diagnostics, Progress]:
-        """The call's diagnostics on the host (checked finite) and the progress after it."""
+        """The call's diagnostics on the host and the progress after it; Keras' epoch end, then the finite check
+        (unless a Keras callback, `TerminateOnNaN` say, stopped the run)."""
         diag = tf.nest.map_structure(numpy_value, result.diagnostics)
-        check_finite(diag, self.iteration + n)
         self.iteration += n
         self.gradient_steps = self.gradient_steps + np.asarray(diag.minibatch_steps).astype(np.int64)
         runner = self.runner
@@ -284,6 +320,10 @@ class _Run:
             runner.clip_range(self.state),
             time.perf_counter() - self.clock.start,
         )
+        if self.hooks.keras is not None:
+            self.keras_stop = self.hooks.keras.epoch_end(self.iteration - n, diag, self.call_s, progress)
+        if not self.keras_stop:
+            check_finite(diag, self.iteration)
         return diag, progress
 
     def after_call(self, diag: Diagnostics, n: int, progress: Progress) -> LoopResult | None:
@@ -299,6 +339,8 @@ class _Run:
                 callback.update_locals({"iterations": n, "diagnostics": diag})
                 continue_training = run_callback(callback, "on_step", model)
             run_callback(callback, "on_rollout_end", model)
+        if self.keras_stop:  # no checkpoint of a stopped epoch (its loss may be NaN)
+            return self.finish(False, True)
         if (
             self.checkpointer is not None
             and self.checkpoint_every
