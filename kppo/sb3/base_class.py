@@ -5,7 +5,7 @@ parameters as numpy (`get_parameters` / `set_parameters`), the last rollout with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -15,6 +15,7 @@ from kppo.agent.agent import Agent, load_agent
 from kppo.agent.archive import agent_dir
 from kppo.core.types import Rollout
 from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
+from kppo.sb3.lightning import RolloutBufferSamples
 from kppo.sb3.utils import set_random_seed
 
 #: SB3's `get_parameters` keys: the networks, and their optimizer.
@@ -40,6 +41,23 @@ class RolloutBufferView(NamedTuple):
     gae_lambda: float
     full: bool = True
     pos: int = 0
+
+    def get(self, batch_size: int | None = None) -> Iterator[RolloutBufferSamples]:
+        """SB3's `RolloutBuffer.get`: the rollout flattened env-major (row env * n_steps + step, SB3's
+        `swap_and_flatten`), in the order of one `np.random.permutation`, in minibatches of `batch_size` (None:
+        one of all rows)."""
+        rows = self.buffer_size * self.n_envs
+        size = rows if batch_size is None else int(batch_size)
+        order = np.random.permutation(rows)
+
+        def flat(x: np.ndarray) -> np.ndarray:
+            return np.swapaxes(x, 0, 1).reshape(rows, *x.shape[2:])
+
+        fields = (self.observations, self.actions, self.values, self.log_probs, self.advantages, self.returns)
+        flats = [flat(x) for x in fields]
+        for start in range(0, rows, size):
+            index = order[start : start + size]
+            yield RolloutBufferSamples(*(x[index] for x in flats))
 
 
 def rollout_view(rollout: Rollout, gamma: float, gae_lambda: float) -> RolloutBufferView:
@@ -130,6 +148,11 @@ class BaseAlgorithm:
         return self.agent
 
     # --- SB3's BaseAlgorithm ---
+    @property
+    def env(self) -> VecEnv | None:
+        """SB3's `model.env` (and lit_sb3's): the training env as a VecEnv, or None (`get_env()`)."""
+        return self._sb3_env
+
     def get_env(self) -> VecEnv | None:
         """The training env with SB3's VecEnv interface (`reset() -> obs`, `step -> (obs, rewards, dones,
         infos)`): the VecEnv the model was given, or one over the gymnasium vector env it trains on."""

@@ -33,12 +33,16 @@ class MaskablePPO(PPO):
         reset_num_timesteps: bool = True,
         use_masking: bool = True,
         progress_bar: bool = False,
+        **lightning: Any,
     ) -> MaskablePPO:
         """`PPO.learn` with the env's action masks. kppo's MaskablePPO always masks (the masks are part of the
-        compiled rollout and update); for unmasked training use `kppo.PPO`."""
+        compiled rollout and update); for unmasked training use `kppo.PPO`. `lightning`: `PPO.learn`'s keyword-only
+        `env`, `log_every_n_steps`, `default_root_dir`."""
         if not use_masking:
             raise ValueError(
                 "use_masking: expected True (kppo.MaskablePPO always trains with the env's masks), got "
                 "False; train unmasked with kppo.PPO"
             )
-        return super().learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar)
+        return super().learn(
+            total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar, **lightning
+        )

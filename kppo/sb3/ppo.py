@@ -54,6 +54,7 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import gym_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
 from kppo.callbacks.progress import progress_bar as make_progress_bar
+from kppo.sb3.lightning import LightningSurface, log_every
 from kppo.sb3.logger import Logger, next_run_dir
 from kppo.training.hooks import Hooks
 from kppo.training.plan import Plan
@@ -103,7 +104,7 @@ def check_not_gym_tuple(observation: Any) -> None:
         raise ValueError(MIXED_API_HINT)
 
 
-class PPO(BaseAlgorithm):
+class PPO(BaseAlgorithm, LightningSurface):
     """Proximal Policy Optimization (clip) with Stable-Baselines3's interface; see the module docstring for how each
     argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
     same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
@@ -144,6 +145,8 @@ class PPO(BaseAlgorithm):
         device: str = "auto",
         _init_setup_model: bool = True,
     ):
+        # Lightning's save_hyperparameters: the arguments as given (the env is data, not a hyperparameter)
+        self._hparams_initial = {k: v for k, v in locals().items() if k not in ("self", "env", "__class__")}
         if policy not in self.policy_names:
             raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}")
         if rollout_buffer_class is not None:
@@ -190,6 +193,7 @@ class PPO(BaseAlgorithm):
         self.policy_kwargs = dict(policy_kwargs or {})
         extractor_fields(policy, dict(self.policy_kwargs), None)  # its one-line errors now
         self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
+        self._iterations = 0  # rollout-update iterations done by learn (Lightning's current_epoch)
         self._current_lr = self.learning_rate
         # the host runner and its state (set by the training loop)
         self._runner: Runner | None = None
@@ -199,7 +203,7 @@ class PPO(BaseAlgorithm):
         self._policy: Policy | None = None
         self._predict_keys = PredictKeys()  # the keys of stochastic predict calls: [seed, n] for the n-th
         self.agent: Agent | None = None
-        self.env: GymVecEnv | None = None
+        self._gym_env: GymVecEnv | None = None  # the runner's gymnasium vector env (`env`: SB3's VecEnv over it)
         self._sb3_env: VecEnv | None = None  # what get_env() returns
         self._seed_given = seed is not None  # None: a VecEnv's own seed (make_vec_env(seed=...)) seeds its resets
         self.config: Config | None = None
@@ -286,8 +290,8 @@ class PPO(BaseAlgorithm):
             self._runner = make_runner(vec_env, self.config, None, start, lambda iteration: self._schedules)
         self.runner_state = self._runner.state
         self.agent = self._runner.agent
-        self.env = self._runner.env
-        self._sb3_env = env if isinstance(env, VecEnv) else VecEnv(self.env.vec_env)
+        self._gym_env = self._runner.env
+        self._sb3_env = env if isinstance(env, VecEnv) else VecEnv(self._gym_env.vec_env)
         self._spaces = (self._runner.observation_space, self._runner.action_space)
         self._policy = None
 
@@ -325,7 +329,7 @@ class PPO(BaseAlgorithm):
 
     @property
     def n_envs(self) -> int:
-        return 0 if self.env is None else self.env.num_envs
+        return 0 if self._gym_env is None else self._gym_env.num_envs
 
     @property
     def observation_space(self) -> gym.spaces.Space:
@@ -359,12 +363,43 @@ class PPO(BaseAlgorithm):
         tb_log_name: str = "PPO",
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
+        *,
+        env: Any = None,
+        log_every_n_steps: int | None = None,
+        default_root_dir: str | Path | None = None,
     ) -> _Model:
         """Collects rollouts and updates until `total_timesteps` more steps (SB3's counting) have been taken.
 
         Callbacks follow SB3: `on_step` runs after every vector-env step during the rollout, with `self.locals`
         holding `obs`, `new_obs`, `actions`, `rewards`, `dones`, `infos` and `n_steps`; returning False stops at once.
+        Keras callbacks run with an epoch = one iteration (`kppo.training.keras_callbacks`).
+
+        lit_sb3's arguments (keyword only: SB3's order comes first): `env` trains on this env from now on
+        (`set_env`); `log_every_n_steps` is `log_interval` (a step is one iteration); `default_root_dir` is where
+        the run goes, as Lightning's: `<default_root_dir>/<tb_log_name>_<n>/` gets the TensorBoard log,
+        `hparams.yaml` and, at the end, `checkpoints/epoch=<last epoch>-step=<global_step>.zip`.
         """
+        if env is not None:
+            self.set_env(env)
+        log_interval = cast(int, log_every(log_interval, log_every_n_steps))
+        run = None if default_root_dir is None else next_run_dir(default_root_dir, tb_log_name)
+        self._learn(total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar, run)
+        if run is not None:
+            self.save(run / "checkpoints" / f"epoch={max(self.current_epoch - 1, 0)}-step={self.global_step}.zip")
+        return self
+
+    def _learn(
+        self,
+        total_timesteps: int,
+        callback: Any,
+        log_interval: int,
+        tb_log_name: str,
+        reset_num_timesteps: bool,
+        progress_bar: bool,
+        run: Path | None,
+    ) -> None:
+        """`learn` on the current env; `run`: the run's directory (`default_root_dir`), else SB3's
+        `tensorboard_log/<tb_log_name>_<n>`."""
         if self._runner is None:
             raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
         vec_env = self.get_vec_normalize_env()
@@ -379,7 +414,10 @@ class PPO(BaseAlgorithm):
             self.num_timesteps = 0
             self.ep_info_buffer.clear()
         self._total_timesteps = int(total_timesteps) + self.num_timesteps
-        if self.tensorboard_log is not None:
+        if run is not None:
+            self._write_hparams(run)
+            self.logger = Logger(self.verbose, run)
+        elif self.tensorboard_log is not None:
             self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name))
         else:
             self.logger.verbose = self.verbose
@@ -398,6 +436,7 @@ class PPO(BaseAlgorithm):
         def on_call(diag: Diagnostics, n: int, progress: Progress) -> None:
             self._policy = None
             self._n_updates += int(diag.minibatch_steps)
+            self._iterations += n
             counter["iterations"] += n
             if bar is not None:
                 bar.update(n * rollout_size)
@@ -420,7 +459,6 @@ class PPO(BaseAlgorithm):
             self._policy = None
             if bar is not None:
                 bar.close()
-        return self
 
     def _clip_now(self) -> float:
         return float(self._schedules.clip_range) if self._runner is not None else self.clip_range
