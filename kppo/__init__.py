@@ -18,6 +18,8 @@ _EXPORTS = {
     "ActionMasker": "kppo.gym_envs.action_masks",
     "AtariVectorEnvAdapter": "kppo.sb3.envs.ale_vector",
     "AtariWrapper": "kppo.sb3.envs.atari",
+    "ActorCriticPolicy": "kppo.sb3.policies",
+    "BaseFeaturesExtractor": "kppo.sb3.torch_layers",
     "BaseCallback": "kppo.callbacks",
     "CallbackList": "kppo.callbacks",
     "CheckpointCallback": "kppo.callbacks",
@@ -68,6 +70,7 @@ _EXPORTS = {
     "make_atari_env": "kppo.sb3.envs.atari",
     "make_vec_env": "kppo.sb3.envs.env_util",
     "set_random_seed": "kppo.sb3.utils",
+    "create_mlp": "kppo.sb3.torch_layers",
     "train": "kppo.training.train",
     "unwrap_vec_normalize": "kppo.sb3.utils",
     "unwrap_vec_wrapper": "kppo.sb3.utils",
@@ -93,9 +96,11 @@ __all__ = [
     "PPO",
     "ActScaling",
     "ActionMasker",
+    "ActorCriticPolicy",
     "AtariVectorEnvAdapter",
     "AtariWrapper",
     "BaseCallback",
+    "BaseFeaturesExtractor",
     "CallbackList",
     "CheckpointCallback",
     "CombinedExtractor",
@@ -133,6 +138,7 @@ __all__ = [
     "__version__",
     "check_env",
     "constant_fn",
+    "create_mlp",
     "evaluate_policy",
     "export",
     "get_action_masks",
@@ -186,6 +192,8 @@ if TYPE_CHECKING:
     from kppo.sb3.envs.env_util import make_vec_env
     from kppo.sb3.ppo import PPO
     from kppo.sb3.recurrent_ppo import RecurrentPPO
+    from kppo.sb3.policies import ActorCriticPolicy
+    from kppo.sb3.torch_layers import BaseFeaturesExtractor, create_mlp
     from kppo.sb3.utils import (
         ConstantSchedule,
         FloatSchedule,

@@ -268,7 +268,7 @@ def cmd_eval(args) -> int:
     if sb3_model is not None:  # a zip Stable-Baselines3 saved: it names no env
         if not args.env:
             raise ValueError("--env: expected a gymnasium id for an SB3 save (SB3's zip names no env)")
-        returns = _gym_returns(sb3_model.policy, args.env, args.episodes, args.seed, sb3_model._model_spaces())
+        returns = _gym_returns(sb3_model.kppo_policy, args.env, args.episodes, args.seed, sb3_model._model_spaces())
         print(f"{args.env}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
         return 0
     if args.vecnormalize:

@@ -84,7 +84,8 @@ def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
     if isinstance(source, Policy):
         return source, None, None
     if all(hasattr(source, name) for name in ("policy", "agent", "config")):
-        return source.policy, source.agent.critic, source.config.to_dict()
+        policy = getattr(source, "kppo_policy", None) or source.policy  # kppo.PPO's `policy` is SB3's surface
+        return policy, source.agent.critic, source.config.to_dict()
     if isinstance(source, (str, Path)):
         saved = load_agent(source)
         return saved.policy, saved.agent.critic, saved.config.to_dict()

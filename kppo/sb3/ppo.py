@@ -56,6 +56,7 @@ from kppo.rollout.gymnasium import StepRecord
 from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.sb3.lightning import LightningSurface, log_every
 from kppo.sb3.logger import Logger, next_run_dir
+from kppo.sb3.policies import ActorCriticPolicy
 from kppo.training.hooks import Hooks
 from kppo.training.plan import Plan
 from kppo.training.keras_callbacks import KerasCallbacks, backup_of, split_callbacks
@@ -201,6 +202,7 @@ class PPO(BaseAlgorithm, LightningSurface):
         self._spaces: tuple[gym.spaces.Space, gym.spaces.Space] | None = None
         self._loaded_stats: tuple[Moments, Moments] | None = None
         self._policy: Policy | None = None
+        self._sb3_policy: ActorCriticPolicy | None = None  # `policy`, made at first use
         self._predict_keys = PredictKeys()  # the keys of stochastic predict calls: [seed, n] for the n-th
         self.agent: Agent | None = None
         self._gym_env: GymVecEnv | None = None  # the runner's gymnasium vector env (`env`: SB3's VecEnv over it)
@@ -517,8 +519,16 @@ class PPO(BaseAlgorithm, LightningSurface):
         self.logger.dump(self.num_timesteps)
 
     @property
-    def policy(self) -> Policy:
-        """The trained policy (SB3's `model.policy`): `kppo.Policy` with the current normalization statistics."""
+    def policy(self) -> ActorCriticPolicy:
+        """SB3's `model.policy`: the `ActorCriticPolicy` surface over the networks (`kppo.sb3.policies`)."""
+        if self._sb3_policy is None:
+            self._sb3_policy = ActorCriticPolicy(self)
+        return self._sb3_policy
+
+    @property
+    def kppo_policy(self) -> Policy:
+        """kppo's own policy of the model (numpy acting, what `kppo.export` converts), with the current
+        normalization statistics."""
         return self._get_policy()
 
     def statistics(self) -> tuple[Moments, Moments] | None:

@@ -191,3 +191,81 @@ def assign_sb3_weights(agent: Agent, state_dict: dict[str, np.ndarray], source: 
     """Assigns SB3's `state_dict` to `agent` (checked first: nothing is assigned when a check fails)."""
     for variable, value, _ in sb3_pairs(agent, state_dict, source):
         variable.assign(np.asarray(value, np.float32))
+
+
+# --- the other direction: a kppo agent's variables as SB3's state_dict (names and torch layouts) ---
+
+
+def _dense_out(layer: Any, prefix: str) -> dict[str, np.ndarray]:
+    return {f"{prefix}.weight": layer.kernel.numpy().T, f"{prefix}.bias": layer.bias.numpy()}
+
+
+def _tower_out(tower: ConvTower, prefix: str) -> dict[str, np.ndarray]:
+    """`_tower` inverted: kernels [h, w, i, o] -> [o, i, h, w]; the linear's HWC rows -> torch's CHW columns."""
+    out: dict[str, np.ndarray] = {}
+    for k, conv in enumerate(tower.convs):
+        out[f"{prefix}.cnn.{2 * k}.weight"] = conv.kernel.numpy().transpose(3, 2, 0, 1)
+        out[f"{prefix}.cnn.{2 * k}.bias"] = conv.bias.numpy()
+    h, w, _ = hwc(tower.observation_shape)
+    spec = tuple((c.filters, c.kernel_size[0], c.strides[0]) for c in tower.convs)
+    height, width = conv_output(h, spec), conv_output(w, spec)
+    kernel = tower.linear.kernel.numpy()
+    channels, features = kernel.shape[0] // (height * width), kernel.shape[1]
+    out[f"{prefix}.linear.0.weight"] = (
+        kernel.reshape(height, width, channels, features).transpose(3, 2, 0, 1).reshape(features, -1)
+    )
+    out[f"{prefix}.linear.0.bias"] = tower.linear.bias.numpy()
+    return out
+
+
+def _extractors_out(agent: Agent) -> dict[str, np.ndarray]:
+    """The extractors under SB3's names: a shared one as `features_extractor` and its two aliases, as SB3 registers
+    it; separate ones as `pi_` / `vf_features_extractor`."""
+    actor_x, critic_x = getattr(agent.actor, "extractor", None), getattr(agent.critic, "extractor", None)
+    if actor_x is None:
+        return {}
+
+    def tower(layer: Any, prefix: str) -> dict[str, np.ndarray]:
+        inner = getattr(layer, "extractor", layer)
+        if isinstance(inner, ConvTower):
+            return _tower_out(inner, prefix)
+        if inner.trainable_variables:
+            raise ValueError(
+                f"state_dict: expected kppo's NatureCNN / SmallCNN or a weightless extractor, got "
+                f"{type(inner).__name__} (a user's layer has no SB3 parameter names; get_parameters() has its weights)"
+            )
+        return {}
+
+    if critic_x is actor_x:
+        shared = tower(actor_x, "features_extractor")
+        aliases = {
+            f"{alias}.{name.split('.', 1)[1]}": value
+            for alias in ("pi_features_extractor", "vf_features_extractor")
+            for name, value in shared.items()
+        }
+        return {**shared, **aliases}
+    return {**tower(actor_x, "pi_features_extractor"), **tower(critic_x, "vf_features_extractor")}
+
+
+def sb3_state_dict(agent: Agent) -> dict[str, np.ndarray]:
+    """The agent's variables as SB3's `policy.state_dict()`: the names `sb3_pairs` reads, torch's layouts, numpy
+    arrays (`assign_sb3_weights` reads it back exactly)."""
+    out = _extractors_out(agent)
+    if agent.lstm is not None:
+        for cell, role in zip(agent.lstm.cells, ("actor", "critic")):
+            out[f"lstm_{role}.weight_ih_l0"] = cell.kernel.numpy().T
+            out[f"lstm_{role}.weight_hh_l0"] = cell.recurrent_kernel.numpy().T
+            out[f"lstm_{role}.bias_ih_l0"] = cell.input_bias.numpy()
+            out[f"lstm_{role}.bias_hh_l0"] = cell.recurrent_bias.numpy()
+    actor, critic = agent.actor, agent.critic
+    for i, layer in enumerate(actor.hidden):
+        out.update(_dense_out(layer, f"mlp_extractor.policy_net.{2 * i}"))
+    for i, layer in enumerate(critic.hidden):
+        out.update(_dense_out(layer, f"mlp_extractor.value_net.{2 * i}"))
+    out.update(_dense_out(actor.head, "action_net"))
+    out.update(_dense_out(critic.head, "value_net"))
+    if getattr(actor, "state_dependent_noise", False):
+        out["log_std"] = actor.sde_log_std.numpy()
+    elif getattr(actor, "log_std", None) is not None:
+        out["log_std"] = actor.log_std.numpy()
+    return out

@@ -244,7 +244,7 @@ def masked_results():
 @pytest.mark.parametrize("quantize", [None, "int8"])
 def test_masked_artifacts_take_the_mask_and_never_pick_a_masked_action(masked_results, kind, quantize, tmp_path):
     source = masked_results[kind]
-    policy = source.policy
+    policy = source.kppo_policy if hasattr(source, "kppo_policy") else source.policy
     exported = export(source, tmp_path / "masked.tflite", quantize=quantize, representative_obs=None)
     sizes = [5] if kind == "discrete" else [3, 4]
     assert exported.metadata["action_mask"]["shape"] == [1, sum(sizes)]

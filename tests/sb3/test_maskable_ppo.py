@@ -30,7 +30,7 @@ def test_learning_never_takes_a_masked_action_and_predict_respects_the_mask(tmp_
         assert state is None
     model.save(tmp_path / "agent")
     loaded = kppo.MaskablePPO.load(tmp_path / "agent")
-    assert loaded.config.action_masks and loaded.policy.action_masks
+    assert loaded.config.action_masks and loaded.kppo_policy.action_masks
     np.testing.assert_array_equal(
         loaded.predict(obs, action_masks=masks, deterministic=True)[0], (np.arange(6) + 3) % 6
     )

@@ -261,7 +261,7 @@ def test_unsquashed_box_actions_are_clipped_to_the_bounds_as_sb3_does():
     assert model.config.box_actions == "clip"
     np.testing.assert_array_equal(model.agent.dist.to_env(tf.constant([[1.5], [-3.0]])).numpy(), [[1.5], [-2.0]])
     model.learn(64)
-    assert model.policy.act_scaling.rescale is False
+    assert model.kppo_policy.act_scaling.rescale is False
     squashed = PPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(squash_output=True), use_sde=True)
     assert squashed.config.box_actions == "rescale"
     assert kppo.Config().box_actions == "rescale"

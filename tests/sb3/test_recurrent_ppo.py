@@ -39,7 +39,7 @@ def test_predict_carries_the_state_and_restarts_it_at_episode_starts(model):
     single, single_state = model.predict(obs[0], deterministic=True)
     assert np.ndim(single) == 0 and single_state[0].shape == (1, 1, 16)
     with pytest.raises(ValueError, match=r"get_action: a recurrent policy acts with its memory"):
-        model.policy.get_action(obs)
+        model.kppo_policy.get_action(obs)
     with pytest.raises(ValueError, match=r"state: expected \(h, c\), each of shape \[1, 4, 16\]"):
         model.predict(obs, state=(np.zeros(3), np.zeros(3)))
 
