@@ -1,6 +1,8 @@
 """SB3 zip -> int8 artifact: the wall time of `kppo.PPO.load` + VecNormalize + `kppo.export(quantize="int8")`, the
-artifact's size, and its agreement with SB3's deterministic actions over the 1,000 observations recorded with each
-save (`tests/fixtures/sb3/saved`, SB3 2.9.2). Prints one markdown row per save, with the date, CPU model and load.
+artifact's size, the smallest TFLite Micro arena that runs it (`kppo_runtime.micro_check.check`, which also compares
+TFLite Micro's actions with LiteRT's), and its agreement with SB3's deterministic actions over the 1,000 observations
+recorded with each save (`tests/fixtures/sb3/saved`, SB3 2.9.2). Prints one markdown row per save, with the date, CPU
+model and load. Needs tflite-micro (`pip install "./export[micro]"`).
 
     python benchmarks/sb3_bridge.py
 """
@@ -17,6 +19,7 @@ import numpy as np
 
 import kppo
 from kppo.exporter.parity import TFLiteRunner
+from kppo_runtime.micro_check import check
 from machine import cpu_model
 
 SAVED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sb3" / "saved"
@@ -31,6 +34,7 @@ def row(case: str, out: Path) -> str:
         model.use_vec_normalize(SAVED / f"{case}.pkl")
     exported = kppo.export(model, out / f"{case}.tflite", quantize="int8", representative_obs=raw)
     seconds = time.perf_counter() - start
+    micro = check(exported.path)
     runner = TFLiteRunner(exported.path)
     got = np.concatenate([np.asarray(runner(raw[i : i + 1])).reshape(1, -1) for i in range(len(raw))])
     want = data["actions"].reshape(len(raw), -1)
@@ -40,13 +44,14 @@ def row(case: str, out: Path) -> str:
         agreement = f"{np.mean(np.all(got == want, axis=1)):.1%} equal"
     return (
         f"| {datetime.date.today()} | {case} | {seconds:.1f} s | {exported.metadata['size_bytes']:,} B | "
+        f"{micro['arena_bytes']:,} B (Micro vs LiteRT max error {micro['max_abs_error_vs_litert']:.1e}) | "
         f"{agreement} over {len(raw)} | {cpu_model()}, load {os.getloadavg()[0]:.2f} |"
     )
 
 
 def main() -> None:
-    print("| date | SB3 save | zip -> int8 artifact | size | int8 vs SB3's actions | machine |")
-    print("|---|---|---|---|---|---|")
+    print("| date | SB3 save | zip -> int8 artifact | size | TFLite Micro arena | int8 vs SB3's actions | machine |")
+    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         for case in ("pendulum_vecnorm", "cartpole"):
             print(row(case, Path(folder)))
