@@ -14,6 +14,11 @@ from kppo.version import __version__
 
 #: public name -> the module that defines it
 _EXPORTS = {
+    "HParam": "kppo.sb3.logger",
+    "RMSpropTFLike": "kppo.core.optimizers",
+    "load_results": "kppo.sb3.results_plotter",
+    "ts2xy": "kppo.sb3.results_plotter",
+    "sync_envs_normalization": "kppo.sb3.utils",
     "ActScaling": "kppo.agent.policy",
     "ActionMasker": "kppo.gym_envs.action_masks",
     "AtariVectorEnvAdapter": "kppo.sb3.envs.ale_vector",
@@ -111,6 +116,7 @@ __all__ = [
     "EveryNTimesteps",
     "FlattenExtractor",
     "FloatSchedule",
+    "HParam",
     "LinearSchedule",
     "LogEveryNTimesteps",
     "MaskablePPO",
@@ -121,6 +127,7 @@ __all__ = [
     "Policy",
     "PopulationResult",
     "ProgressBarCallback",
+    "RMSpropTFLike",
     "RecurrentPPO",
     "SmallCNN",
     "StopTrainingOnMaxEpisodes",
@@ -147,10 +154,13 @@ __all__ = [
     "is_masking_supported",
     "is_vecenv_wrapped",
     "is_wrapped",
+    "load_results",
     "make_atari_env",
     "make_vec_env",
     "set_random_seed",
+    "sync_envs_normalization",
     "train",
+    "ts2xy",
     "unwrap_vec_normalize",
     "unwrap_vec_wrapper",
     "unwrap_wrapper",
@@ -193,6 +203,9 @@ if TYPE_CHECKING:
     from kppo.sb3.ppo import PPO
     from kppo.sb3.recurrent_ppo import RecurrentPPO
     from kppo.sb3.policies import ActorCriticPolicy
+    from kppo.core.optimizers import RMSpropTFLike
+    from kppo.sb3.logger import HParam
+    from kppo.sb3.results_plotter import load_results, ts2xy
     from kppo.sb3.torch_layers import BaseFeaturesExtractor, create_mlp
     from kppo.sb3.utils import (
         ConstantSchedule,
@@ -207,6 +220,7 @@ if TYPE_CHECKING:
         is_vecenv_wrapped,
         is_wrapped,
         set_random_seed,
+        sync_envs_normalization,
         unwrap_vec_normalize,
         unwrap_vec_wrapper,
         unwrap_wrapper,

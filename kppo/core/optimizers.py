@@ -162,6 +162,27 @@ class TorchRMSprop(keras.optimizers.Optimizer):
         }
 
 
+class RMSpropTFLike(TorchRMSprop):
+    """SB3's `RMSpropTFLike` (stable_baselines3.common.sb2_compat.rmsprop_tf_like: TF1's RMSProp, the square average
+    starting at 1 and eps inside the square root) as a Keras optimizer: `policy_kwargs=dict(optimizer_class=
+    kppo.RMSpropTFLike, optimizer_kwargs=dict(alpha=0.99, eps=1e-5, weight_decay=0))` as with SB3's class, or on its
+    own (`l2` is torch's `weight_decay`)."""
+
+    def __init__(
+        self,
+        learning_rate: float = 0.01,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        momentum: float = 0.0,
+        centered: bool = False,
+        l2: float = 0.0,
+        name: str = "rmsprop_tf_like",
+        **kwargs,
+    ):
+        kwargs.pop("tf_like", None)  # from_config gives it back
+        super().__init__(learning_rate, alpha, eps, momentum, centered, l2, tf_like=True, name=name, **kwargs)
+
+
 class TorchSGD(keras.optimizers.Optimizer):
     """torch.optim.SGD's update (module docstring): the momentum buffer starts as the first gradient."""
 

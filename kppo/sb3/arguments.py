@@ -117,6 +117,16 @@ TORCH_OPTIMIZERS: dict[str, tuple[str, dict[str, str]]] = {
             "centered": "rmsprop_centered",
         },
     ),
+    "kppo.core.optimizers.RMSpropTFLike": (
+        "rmsprop_tf",
+        {
+            "alpha": "rmsprop_alpha",
+            "eps": "optimizer_eps",
+            "weight_decay": "weight_decay",
+            "momentum": "optimizer_momentum",
+            "centered": "rmsprop_centered",
+        },
+    ),
     "torch.optim.sgd.SGD": (
         "sgd",
         {
@@ -164,8 +174,8 @@ def optimizer_config(optimizer_class: Any, optimizer_kwargs: dict | None) -> dic
     path = class_path(optimizer_class)
     if path not in TORCH_OPTIMIZERS:
         raise ArgumentTypeError(
-            f"policy_kwargs.optimizer_class: expected torch.optim.Adam, AdamW, RMSprop, SGD or SB3's RMSpropTFLike "
-            f"(Keras optimizers with their semantics are built for those), got {path}"
+            f"policy_kwargs.optimizer_class: expected torch.optim.Adam, AdamW, RMSprop, SGD or (SB3's or kppo's) "
+            f"RMSpropTFLike (Keras optimizers with their semantics are built for those), got {path}"
         )
     name, fields = TORCH_OPTIMIZERS[path]
     out: dict[str, Any] = {"optimizer": name}

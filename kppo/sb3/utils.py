@@ -10,6 +10,7 @@ unwrap_vec_normalize
 check_env                                         stable_baselines3.common.env_checker (gymnasium's checker
                                                   and the spaces kppo trains on)
 get_action_masks, is_masking_supported            sb3_contrib.common.maskable.utils
+sync_envs_normalization                           stable_baselines3.common.vec_env
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from kppo.core.errors import ArgumentError
 from kppo.gym_envs.action_masks import METHOD
 from kppo.gym_envs.spaces import check_action_space, check_observation_space
 from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
-from kppo.sb3.vec_normalize import VecNormalize
+from kppo.sb3.vec_normalize import RunningMeanStd, VecNormalize
 
 Schedule = Callable[[float], float]
 
@@ -149,6 +150,24 @@ def unwrap_vec_normalize(env: VecEnv) -> VecNormalize | None:
     """The `VecNormalize` in `env`'s chain of VecEnv wrappers, or None."""
     found = unwrap_vec_wrapper(env, VecNormalize)
     return found if isinstance(found, VecNormalize) else None
+
+
+def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
+    """SB3's `sync_envs_normalization`: `eval_env`'s VecNormalize gets `env`'s statistics as they are now (a copy).
+    The two must wrap alike (one-line ArgumentError otherwise). kppo's model normalizes by itself, so an evaluation
+    through the model is right without it; this keeps the eval env's `obs_rms` / `normalize_obs` in step, as SB3."""
+    here, there = env, eval_env
+    while isinstance(here, VecEnvWrapper):
+        if not isinstance(there, VecEnvWrapper) or isinstance(here, VecNormalize) != isinstance(there, VecNormalize):
+            raise ArgumentError(
+                f"eval_env: expected the wrappers of env ({type(here).__name__} here), got {type(there).__name__}"
+            )
+        if isinstance(here, VecNormalize) and isinstance(there, VecNormalize):
+            obs, ret = (
+                RunningMeanStd(np.copy(r.mean), np.copy(r.var), float(r.count)) for r in (here.obs_rms, here.ret_rms)
+            )
+            there.loaded = (obs, ret)
+        here, there = here.venv, there.venv
 
 
 def check_env(env: gym.Env, warn: bool = True, skip_render_check: bool = True) -> None:

@@ -109,3 +109,21 @@ def test_rmsprop_tf_like_follows_sb3s_class_step_by_step(case):
     for gradient, want in zip(data["grads"], data[f"case{case}"]):
         optimizer.apply_gradients([(tf.constant(gradient), variable)])
         np.testing.assert_allclose(variable.numpy(), want, rtol=0, atol=2e-7)
+
+
+def test_the_public_rmsprop_tf_like_is_sb3s_class_on_its_own():
+    """`kppo.RMSpropTFLike` used directly as a Keras optimizer: SB3's recorded steps (case 0), and it survives
+    Keras' get_config / from_config."""
+    import kppo
+
+    data = np.load(Path(__file__).parents[1] / "fixtures" / "sb3" / "rmsprop_tf_like.npz")
+    momentum, centered, weight_decay = data["case0_settings"]
+    optimizer = kppo.RMSpropTFLike(
+        7e-4, alpha=0.99, eps=1e-5, momentum=float(momentum), centered=bool(centered), l2=float(weight_decay)
+    )
+    variable = tf.Variable(data["initial"])
+    for gradient, want in zip(data["grads"], data["case0"]):
+        optimizer.apply_gradients([(tf.constant(gradient), variable)])
+        np.testing.assert_allclose(variable.numpy(), want, rtol=0, atol=2e-7)
+    again = kppo.RMSpropTFLike.from_config(optimizer.get_config())
+    assert again.tf_like and again.eps == 1e-5

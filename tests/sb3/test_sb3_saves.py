@@ -116,6 +116,23 @@ def test_the_exported_artifact_equals_sb3_from_raw_observations(case, tmp_path):
             assert np.abs(got - data["actions"]).max() <= 0.01 * 4.0
 
 
+@pytest.mark.parametrize("case", ["gsde", "multidiscrete", "multibinary", "cnn", "maskable"])
+def test_every_policy_kinds_float32_artifact_equals_sb3(case, tmp_path):
+    """The other policy kinds' float32 artifacts from raw observations (HWC images; masks as the artifact's second
+    input): SB3's deterministic actions, to float32 rounding for gSDE's Box."""
+    data = _data(case)
+    model = CASES[case].load(SAVED / f"{case}.zip")
+    raw = data["obs"].astype(np.float32) if case != "cnn" else data["obs"]
+    exported = kppo.export(model, tmp_path / "f32.tflite", batch_size=None, representative_obs=None)
+    runner = TFLiteRunner(exported.path)
+    masks = data.get("action_masks")
+    got = np.asarray(runner(raw) if masks is None else runner(raw, masks)).reshape(data["actions"].shape)
+    if data["actions"].dtype.kind == "f":
+        _close(got, data["actions"])
+    else:
+        np.testing.assert_array_equal(got, data["actions"])
+
+
 def test_the_cli_exports_and_evaluates_sb3_saves(tmp_path, capsys):
     from kppo.cli.main import main
 

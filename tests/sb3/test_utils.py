@@ -85,3 +85,82 @@ def test_set_random_seed_seeds_numpys_global_generator():
     first = np.random.rand(3)
     kppo.set_random_seed(5, using_cuda=True)
     np.testing.assert_array_equal(np.random.rand(3), first)
+
+
+def test_rmsprop_tf_like_is_an_optimizer_class_as_sb3s():
+    model = kppo.PPO(
+        "MlpPolicy",
+        "CartPole-v1",
+        n_steps=32,
+        policy_kwargs=dict(optimizer_class=kppo.RMSpropTFLike, optimizer_kwargs=dict(alpha=0.99, eps=1e-5)),
+    )
+    assert (model.config.optimizer, model.config.rmsprop_alpha, model.config.optimizer_eps) == (
+        "rmsprop_tf",
+        0.99,
+        1e-5,
+    )
+
+
+def test_sync_envs_normalization_copies_the_statistics_as_sb3s():
+    model = kppo.PPO("MlpPolicy", VecNormalize(kppo.make_vec_env("Pendulum-v1", n_envs=2, seed=0)), n_steps=64, seed=0)
+    model.learn(64 * 2)
+    eval_env = VecNormalize(kppo.make_vec_env("Pendulum-v1", n_envs=1, seed=1), training=False)
+    kppo.sync_envs_normalization(model.get_env(), eval_env)
+    np.testing.assert_array_equal(eval_env.obs_rms.mean, model.get_env().obs_rms.mean)
+    np.testing.assert_array_equal(eval_env.ret_rms.var, model.get_env().ret_rms.var)
+    obs = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(eval_env.normalize_obs(obs), model.get_env().normalize_obs(obs))
+    before = eval_env.obs_rms.mean.copy()
+    model.learn(64, reset_num_timesteps=False)
+    np.testing.assert_array_equal(eval_env.obs_rms.mean, before)  # a copy, not a view
+    with pytest.raises(AssertionError, match=r"^eval_env: expected the wrappers of env \(VecNormalize here\)"):
+        kppo.sync_envs_normalization(model.get_env(), kppo.make_vec_env("Pendulum-v1", n_envs=1))
+
+
+def test_load_results_and_ts2xy_read_monitor_files_as_sb3s(tmp_path):
+    """Two Monitor files of a VecEnv (SB3's `monitor_dir`): one frame ordered by time, x as SB3's three axes."""
+    env = kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0, monitor_dir=str(tmp_path))
+    env.reset()
+    rng = np.random.default_rng(0)
+    episodes = 0
+    while episodes < 6:
+        _, _, dones, _ = env.step(rng.integers(0, 2, size=2))
+        episodes += int(dones.sum())
+    env.close()
+    frame = kppo.load_results(tmp_path)
+    assert len(frame) >= 6 and list(frame.columns[:4]) == ["index", "r", "l", "t"]
+    assert np.all(np.diff(frame.t.values) >= 0) and frame.t.values[0] >= 0
+    x, y = kppo.ts2xy(frame, "timesteps")
+    np.testing.assert_array_equal(x, np.cumsum(frame.l.values))
+    np.testing.assert_array_equal(y, frame.r.values)
+    assert list(kppo.ts2xy(frame, "episodes")[0]) == list(range(len(frame)))
+    np.testing.assert_allclose(kppo.ts2xy(frame, "walltime_hrs")[0], frame.t.values / 3600.0)
+    with pytest.raises(AssertionError, match="x_axis: expected one of"):
+        kppo.ts2xy(frame, "steps")
+    from kppo.sb3.results_plotter import LoadMonitorResultsError
+
+    with pytest.raises(LoadMonitorResultsError, match="No monitor files of the form"):
+        kppo.load_results(tmp_path / "empty")
+
+
+def test_hparam_goes_to_tensorboard_only(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from kppo.sb3.logger import Logger
+
+    logger = Logger(verbose=1, tensorboard_dir=tmp_path)
+    logger.record(
+        "hparams",
+        kppo.HParam({"gamma": 0.99, "policy": "MlpPolicy"}, {"rollout/ep_rew_mean": 0.0}),
+        exclude=("stdout", "log", "json", "csv"),
+    )
+    logger.record("train/loss", 1.5)
+    logger.dump(0)
+    logger.close()
+    assert "hparams" not in capsys.readouterr().out
+    events = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    events.Reload()
+    tags = events.Tags()["tensors"]
+    assert "_hparams_/session_start_info" in tags and "rollout/ep_rew_mean" in tags and "train/loss" in tags
+    with pytest.raises(AssertionError, match="metric_dict: expected at least one metric"):
+        kppo.HParam({"gamma": 0.99}, {})

@@ -18,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
+from kppo.sb3.envs.custom_vec_env import CustomVecEnvAdapter
 from kppo.sb3.envs.monitor import EpisodeWriter
 from kppo.gym_envs.vector_info import returning, same_step, sb3_info, sub_env_info
 
@@ -38,11 +39,28 @@ def sb3_infos(infos: dict[str, Any], terminated: np.ndarray, truncated: np.ndarr
 
 class VecEnv:
     """SB3's `VecEnv` over `vector_env`, a gymnasium vector env (re-created in SAME_STEP mode when it is an
-    unwrapped NEXT_STEP one, `kppo.gym_envs.vector_info.same_step`)."""
+    unwrapped NEXT_STEP one, `kppo.gym_envs.vector_info.same_step`). A user's subclass written as SB3's abstract
+    `VecEnv` calls `super().__init__(num_envs, observation_space, action_space)` and defines `reset`, `step_async`,
+    `step_wait` (and `close`, `get_attr`, ... as it needs): kppo then trains on it through
+    `kppo.sb3.envs.custom_vec_env.CustomVecEnvAdapter`."""
 
-    def __init__(self, vector_env: VectorEnv):
+    def __init__(
+        self,
+        vector_env: VectorEnv | int,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+    ):
+        if isinstance(vector_env, (int, np.integer)) and not isinstance(vector_env, bool):
+            # SB3's abstract VecEnv: a user's subclass defines reset / step_async / step_wait (custom_vec_env)
+            if observation_space is None or action_space is None:
+                raise ValueError("VecEnv(num_envs, observation_space, action_space): expected both spaces, got None")
+            self.num_envs, self.observation_space, self.action_space = int(vector_env), observation_space, action_space
+            vector_env = CustomVecEnvAdapter(self, closes_itself=type(self).close is not VecEnv.close)
         if not isinstance(vector_env, VectorEnv):
-            raise ValueError(f"vector_env: expected a gymnasium VectorEnv, got {type(vector_env).__name__}")
+            raise ValueError(
+                f"vector_env: expected a gymnasium VectorEnv (or SB3's num_envs, observation_space, action_space), "
+                f"got {type(vector_env).__name__}"
+            )
         self.vector_env = same_step(vector_env)
         self.num_envs = self.vector_env.num_envs
         self.observation_space = self.vector_env.single_observation_space
@@ -170,13 +188,21 @@ class VecEnv:
 
     @property
     def envs(self) -> list[gym.Env]:
-        """The sub-envs, when they run in this process (SB3's `DummyVecEnv.envs`)."""
+        """The sub-envs, when they run in this process (SB3's `DummyVecEnv.envs`); a user's SB3-style subclass sets
+        its own (`self.envs = [...]`, as DummyVecEnv does)."""
+        own = self.__dict__.get("_own_envs")
+        if own is not None:
+            return own
         local = self._local_envs()
         if local is None:
             raise AttributeError(
                 f"envs: the sub-envs of a {type(self.vector_env.unwrapped).__name__} run in other processes"
             )
         return local
+
+    @envs.setter
+    def envs(self, envs: list[gym.Env]) -> None:
+        self._own_envs = list(envs)
 
     @property
     def pending_seed(self) -> int | None:
