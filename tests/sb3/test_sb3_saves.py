@@ -118,11 +118,12 @@ def test_the_exported_artifact_equals_sb3_from_raw_observations(case, tmp_path):
 
 @pytest.mark.parametrize("case", ["gsde", "multidiscrete", "multibinary", "cnn", "maskable"])
 def test_every_policy_kinds_float32_artifact_equals_sb3(case, tmp_path):
-    """The other policy kinds' float32 artifacts from raw observations (HWC images; masks as the artifact's second
-    input): SB3's deterministic actions, to float32 rounding for gSDE's Box."""
+    """The other policy kinds' float32 artifacts, fed what SB3's policy read (the CNN's images CHW, as the saved
+    model's observation space after SB3's VecTransposeImage; masks as the artifact's second input): SB3's
+    deterministic actions, to float32 rounding for gSDE's Box."""
     data = _data(case)
     model = CASES[case].load(SAVED / f"{case}.zip")
-    raw = data["obs"].astype(np.float32) if case != "cnn" else data["obs"]
+    raw = _policy_obs(case, data) if case == "cnn" else data["obs"].astype(np.float32)
     exported = kppo.export(model, tmp_path / "f32.tflite", batch_size=None, representative_obs=None)
     runner = TFLiteRunner(exported.path)
     masks = data.get("action_masks")
