@@ -93,40 +93,21 @@ def net_arch_units(net_arch: Any) -> tuple[list[int], list[int]]:
 # optimizer_class / optimizer_kwargs: torch's optimizers named by module and qualname (torch is never imported)
 # ---------------------------------------------------------------------------------------------------------------
 
+#: The RMSprops' torch kwargs -> Config fields (torch's, SB3's RMSpropTFLike and kppo's).
+_RMSPROP_FIELDS = {
+    "alpha": "rmsprop_alpha",
+    "eps": "optimizer_eps",
+    "weight_decay": "weight_decay",
+    "momentum": "optimizer_momentum",
+    "centered": "rmsprop_centered",
+}
 #: torch optimizer classes -> (`Config.optimizer`, {torch kwarg: Config field}); the math is in kppo.core.optimizers.
 TORCH_OPTIMIZERS: dict[str, tuple[str, dict[str, str]]] = {
     "torch.optim.adam.Adam": ("adam", {"eps": "optimizer_eps", "weight_decay": "weight_decay"}),
     "torch.optim.adamw.AdamW": ("adamw", {"eps": "optimizer_eps", "weight_decay": "weight_decay"}),
-    "torch.optim.rmsprop.RMSprop": (
-        "rmsprop",
-        {
-            "alpha": "rmsprop_alpha",
-            "eps": "optimizer_eps",
-            "weight_decay": "weight_decay",
-            "momentum": "optimizer_momentum",
-            "centered": "rmsprop_centered",
-        },
-    ),
-    "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike": (
-        "rmsprop_tf",
-        {
-            "alpha": "rmsprop_alpha",
-            "eps": "optimizer_eps",
-            "weight_decay": "weight_decay",
-            "momentum": "optimizer_momentum",
-            "centered": "rmsprop_centered",
-        },
-    ),
-    "kppo.core.optimizers.RMSpropTFLike": (
-        "rmsprop_tf",
-        {
-            "alpha": "rmsprop_alpha",
-            "eps": "optimizer_eps",
-            "weight_decay": "weight_decay",
-            "momentum": "optimizer_momentum",
-            "centered": "rmsprop_centered",
-        },
-    ),
+    "torch.optim.rmsprop.RMSprop": ("rmsprop", _RMSPROP_FIELDS),
+    "stable_baselines3.common.sb2_compat.rmsprop_tf_like.RMSpropTFLike": ("rmsprop_tf", _RMSPROP_FIELDS),
+    "kppo.core.optimizers.RMSpropTFLike": ("rmsprop_tf", _RMSPROP_FIELDS),
     "torch.optim.sgd.SGD": (
         "sgd",
         {

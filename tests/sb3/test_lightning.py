@@ -9,7 +9,7 @@ import yaml
 
 import kppo
 from kppo.sb3.lightning import RolloutBufferSamples
-from tests.helpers.sb3_reference import ENV_IDS, load, set_weights
+from tests.helpers.sb3_reference import load, update_model
 
 
 def test_hparams_are_the_constructors_arguments_and_hparams_initial_does_not_change():
@@ -41,21 +41,7 @@ def test_training_step_is_sb3s_minibatch_loss(task):
     """From SB3's initial weights, the loss of SB3's first minibatch (recorded by `record_sb3_update.py`) equals
     SB3's `loss` to float32 rounding; `batch_idx` does not change it."""
     data = load(f"update_{task}")
-    policy_kwargs = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]))
-    if task == "pendulum":
-        policy_kwargs.update(ortho_init=False, log_std_init=-0.5)
-    model = kppo.PPO(
-        "MlpPolicy",
-        kppo.make_vec_env(ENV_IDS[task], n_envs=int(data["n_envs"]), seed=0),
-        n_steps=int(data["n_steps"]),
-        batch_size=int(data["batch_size"]),
-        clip_range=float(data["clip_range"]),
-        ent_coef=float(data["ent_coef"]),
-        vf_coef=float(data["vf_coef"]),
-        policy_kwargs=policy_kwargs,
-        seed=0,
-    )
-    set_weights(model.agent, data)
+    model = update_model(task, data)
     rows = data["permutations"][0][: int(data["batch_size"])]
     batch = RolloutBufferSamples(
         *(data[name][rows] for name in ("obs", "actions", "old_values", "old_log_prob", "advantages", "returns"))

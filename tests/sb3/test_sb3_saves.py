@@ -4,27 +4,16 @@ values equal SB3's on the recorded observations to float32 rounding, per policy 
 into the model; the exported float32 artifact takes raw observations and equals SB3's actions, int8 within a stated
 error."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import kppo
 from kppo._tf import tf
 from kppo.exporter.parity import TFLiteRunner
+from tests.helpers.sb3_reference import SAVED, SAVED_CASES
 
-SAVED = Path(__file__).resolve().parents[1] / "fixtures" / "sb3" / "saved"
 #: case -> the kppo class that loads it
-CASES = {
-    "cartpole": kppo.PPO,
-    "pendulum_vecnorm": kppo.PPO,
-    "gsde": kppo.PPO,
-    "multidiscrete": kppo.PPO,
-    "multibinary": kppo.PPO,
-    "cnn": kppo.PPO,
-    "maskable": kppo.MaskablePPO,
-    "lstm": kppo.RecurrentPPO,
-}
+CASES = {case: getattr(kppo, name) for case, name in SAVED_CASES.items()}
 #: float32 rounding of the values and Box actions (|error| <= TOL * max(1, |SB3's|))
 TOL = 1e-5
 

@@ -7,35 +7,12 @@ kppo.PPO computes SB3's update: torch's Adam (`adam_style="torch"`) and the samp
 import numpy as np
 import pytest
 
-import kppo
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.training.runners.settings import update_settings
 from kppo.core.types import Batch
 from kppo.update.ppo import minibatch_step
-from tests.helpers.sb3_reference import ENV_IDS, load, set_weights
-
-
-def _model(task: str, data) -> kppo.PPO:
-    policy_kwargs = dict(net_arch=dict(pi=[64, 64], vf=[64, 64]))
-    if task == "pendulum":
-        policy_kwargs.update(ortho_init=False, log_std_init=-0.5)
-    return kppo.PPO(
-        "MlpPolicy",
-        kppo.make_vec_env(ENV_IDS[task], n_envs=int(data["n_envs"]), seed=0),
-        n_steps=int(data["n_steps"]),
-        batch_size=int(data["batch_size"]),
-        n_epochs=int(data["n_epochs"]),
-        learning_rate=float(data["learning_rate"]),
-        gamma=float(data["gamma"]),
-        gae_lambda=float(data["gae_lambda"]),
-        clip_range=float(data["clip_range"]),
-        ent_coef=float(data["ent_coef"]),
-        vf_coef=float(data["vf_coef"]),
-        max_grad_norm=float(data["max_grad_norm"]),
-        policy_kwargs=policy_kwargs,
-        seed=0,
-    )
+from tests.helpers.sb3_reference import load, set_weights, update_model
 
 
 def _update(agent, config, data) -> list:
@@ -64,9 +41,8 @@ def _update(agent, config, data) -> list:
 @pytest.mark.parametrize("task", ["pendulum", "cartpole"])
 def test_one_update_of_kppo_ppo_equals_sb3s(task):
     data = load(f"update_{task}")
-    model = _model(task, data)
+    model = update_model(task, data)  # SB3's initial weights in
     assert (model.config.adam_style, model.config.advantage_std_ddof) == ("torch", 1)
-    set_weights(model.agent, data)
     results = _update(model.agent, model.config, data)
     close = dict(rtol=2e-5, atol=2e-6)
     for field, sb3 in (
@@ -86,9 +62,9 @@ def test_one_update_of_kppo_ppo_equals_sb3s(task):
 
 
 @pytest.mark.parametrize("changes", [{"adam_style": "keras"}, {"advantage_std_ddof": 0}])
-def test_keras_adam_or_the_population_std_do_not_give_sb3sset_weights(changes):
+def test_keras_adam_or_the_population_std_do_not_give_sb3s_weights(changes):
     data = load("update_pendulum")
-    model = _model("pendulum", data)
+    model = update_model("pendulum", data)
     config = model.config.replace(**changes)
     agent = make_agent(config, data["obs"].shape[1], model.action_space)
     set_weights(agent, data)
