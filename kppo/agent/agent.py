@@ -185,7 +185,13 @@ def make_agent(
     )
     latent_dim = widths[-1] if widths else (config.lstm_hidden_size if config.recurrent else input_dim)
     dist = make_distribution(
-        action_space, config.squash, config.use_sde, latent_dim, config.full_std, config.box_actions == "rescale"
+        action_space,
+        config.squash,
+        config.use_sde,
+        latent_dim,
+        config.full_std,
+        config.box_actions == "rescale",
+        config.use_expln,
     )
     if config.action_masks and not dist.mask_size:  # sb3-contrib's MaskablePPO asserts its supported spaces
         raise ArgumentError(

@@ -185,6 +185,10 @@ class Config:
     use_sde: bool = _f(False, "generalized State-Dependent Exploration (Box actions): noise = latent @ eps.")
     sde_sample_freq: int = _f(-1, "gSDE: redraw the exploration matrices every N steps (-1: once per rollout).")
     full_std: bool = _f(True, "gSDE: one std per (latent, action) pair (else one per latent feature).")
+    use_expln: bool = _f(
+        False,
+        "gSDE: the std from log_std by SB3's expln (exp below 0, log1p(x) + 1 above: grows slowly) instead of exp.",
+    )
     recurrent: str | None = _f(
         None,
         "Recurrent policy: 'lstm' (an LSTM before the actor's MLP, sb3-contrib's MlpLstmPolicy) or null; minibatches: "

@@ -224,9 +224,14 @@ class DiagGaussian(ActionDistribution):
         return env.reshape(*env.shape[:-1], *self.env_shape)
 
 
+#: SB3's epsilon inside expln's log1p (StateDependentNoiseDistribution.epsilon).
+EXPLN_EPSILON = 1e-6
+
+
 class StateDependentNoise(DiagGaussian):
     """generalized State-Dependent Exploration (gSDE; Raffin et al. 2021, https://arxiv.org/abs/2005.05719), as
-    SB3's `StateDependentNoiseDistribution` with learn_features=False and use_expln=False.
+    SB3's `StateDependentNoiseDistribution` with learn_features=False; `use_expln` as SB3's (the std is exp(log_std)
+    for log_std <= 0 and log1p(log_std + 1e-6) + 1 above, so it grows slowly).
 
     params = (mean [B, A], latent [B, L], log_std [L, A] or [L, 1] when not full_std). The exploration noise is
     a = mean + latent @ eps_b with eps_b ~ N(0, exp(log_std)^2) per env b, redrawn every `sde_sample_freq` steps;
@@ -237,14 +242,26 @@ class StateDependentNoise(DiagGaussian):
     has_log_std = False
 
     def __init__(
-        self, space: gym.spaces.Box, squash: bool, latent_dim: int, full_std: bool = True, rescale: bool = True
+        self,
+        space: gym.spaces.Box,
+        squash: bool,
+        latent_dim: int,
+        full_std: bool = True,
+        rescale: bool = True,
+        use_expln: bool = False,
     ):
         super().__init__(space, squash, rescale)
         self.latent_dim = int(latent_dim)
         self.full_std = bool(full_std)
+        self.use_expln = bool(use_expln)
 
     def _std(self, log_std: tf.Tensor) -> tf.Tensor:
-        return tf.exp(log_std) * tf.ones([self.latent_dim, self.param_size])  # [L, A]
+        if self.use_expln:
+            above = tf.math.log1p(tf.maximum(log_std, 0.0) + EXPLN_EPSILON) + 1.0
+            std = tf.where(log_std <= 0.0, tf.exp(tf.minimum(log_std, 0.0)), above)
+        else:
+            std = tf.exp(log_std)
+        return std * tf.ones([self.latent_dim, self.param_size])  # [L, A]
 
     def distribution(self, params):
         mean, latent, log_std = params
@@ -264,7 +281,12 @@ class StateDependentNoise(DiagGaussian):
         return mean + tf.einsum("bl,bla->ba", latent, noise)
 
     def _std_np(self, log_std: np.ndarray) -> np.ndarray:
-        return np.exp(log_std) * np.ones([self.latent_dim, self.param_size], np.float32)
+        if self.use_expln:
+            above = np.log1p(np.maximum(log_std, 0.0) + EXPLN_EPSILON) + 1.0
+            std = np.where(log_std <= 0.0, np.exp(np.minimum(log_std, 0.0)), above).astype(np.float32)
+        else:
+            std = np.exp(log_std)
+        return std * np.ones([self.latent_dim, self.param_size], np.float32)
 
     def new_noise_np(self, params, rng, num_envs):
         return rng.standard_normal(self.noise_shape(num_envs), dtype=np.float32) * self._std_np(params[2])
@@ -389,6 +411,7 @@ def make_distribution(
     latent_dim: int = 0,
     full_std: bool = True,
     rescale: bool = True,
+    use_expln: bool = False,
 ) -> ActionDistribution:
     """Picks the distribution for `action_space` (ValueError naming the space if unsupported).
 
@@ -399,7 +422,7 @@ def make_distribution(
     if use_sde:
         if not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"use_sde: gSDE needs a Box action space, got {action_space}")  # SB3: ValueError too
-        return StateDependentNoise(action_space, squash, latent_dim, full_std, rescale)
+        return StateDependentNoise(action_space, squash, latent_dim, full_std, rescale, use_expln)
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(action_space)
     if isinstance(action_space, gym.spaces.Box):

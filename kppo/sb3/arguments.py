@@ -285,8 +285,7 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     out["squash"] = bool(kwargs.pop("squash_output", False))
     out["box_actions"] = "rescale" if out["squash"] else "clip"  # SB3: unscale a squashed action, else clip it
     out["full_std"] = bool(kwargs.pop("full_std", True))
-    if kwargs.pop("use_expln", False):
-        raise NotSupportedError("policy_kwargs.use_expln: expected False (kppo's gSDE uses exp(log_std)), got True")
+    out["use_expln"] = bool(kwargs.pop("use_expln", False))
     if kwargs.pop("clip_mean", 2.0) != 2.0:
         raise ArgumentTypeError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
     if "optimizer_class" in kwargs or "optimizer_kwargs" in kwargs:

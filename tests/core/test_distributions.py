@@ -124,6 +124,25 @@ def test_gsde_density_and_noise():
     np.testing.assert_allclose(big.std(axis=0), np.exp(log_std.numpy()), rtol=0.06)
 
 
+def test_gsde_expln_std_is_sb3s_formula_in_tensorflow_and_numpy():
+    """SB3's use_expln: exp(log_std) at or below 0, log1p(log_std + 1e-6) + 1 above (hand values); the density
+    and the host's noise use it."""
+    dist = make_distribution(ASYMMETRIC, use_sde=True, latent_dim=5, full_std=False, use_expln=True)
+    log_std = np.array([[-2.0], [-0.5], [0.0], [0.5], [3.0]], np.float32)
+    want = np.array([np.exp(-2.0), np.exp(-0.5), 1.0, np.log1p(0.5 + 1e-6) + 1.0, np.log1p(3.0 + 1e-6) + 1.0])
+    np.testing.assert_allclose(dist._std(tf.constant(log_std)).numpy()[:, 0], want, rtol=1e-6)
+    np.testing.assert_allclose(dist._std_np(log_std)[:, 1], want, rtol=1e-6)
+    plain = make_distribution(ASYMMETRIC, use_sde=True, latent_dim=5, full_std=False)
+    np.testing.assert_allclose(plain._std_np(log_std)[:, 0], np.exp(log_std[:, 0]), rtol=1e-6)
+    params = (tf.zeros([1, 2]), tf.ones([1, 5]), tf.constant(log_std))
+    variance = np.sum(want**2) + 1e-6  # every latent feature 1: the variance sums the squared stds
+    u = np.array([[0.3, -0.4]], np.float32)
+    logp = np.sum(-0.5 * u**2 / variance - 0.5 * np.log(variance) - 0.5 * np.log(2 * np.pi))
+    assert dist.log_prob(params, tf.constant(u)).numpy()[0] == pytest.approx(logp, rel=1e-5)
+    noise = dist.new_noise_np((None, None, log_std), np.random.default_rng(0), 4000)
+    np.testing.assert_allclose(noise.std(axis=0)[:, 0], want, rtol=0.06)
+
+
 def test_gsde_needs_a_box():
     with pytest.raises(ValueError, match="use_sde: gSDE needs a Box action space, got Discrete"):
         make_distribution(gym.spaces.Discrete(2), use_sde=True, latent_dim=4)

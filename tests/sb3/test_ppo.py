@@ -400,3 +400,19 @@ def test_learn_names_a_total_timesteps_that_is_no_number(total):
     with pytest.raises(ValueError, match=r"total_timesteps: expected a number of steps, got "):
         model.learn(total)
     assert model.num_timesteps == 0
+
+
+def test_use_expln_is_sb3s_gsde_option():
+    """policy_kwargs=dict(use_expln=True) with gSDE: the Config's use_expln, a run that trains, and a density that
+    differs from exp's once log_std is above 0 (log_std_init=1: expln's std 1.69 against exp's 2.72)."""
+    settings = dict(use_sde=True, n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    expln = kppo.PPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(use_expln=True, log_std_init=1.0), **settings)
+    plain = kppo.PPO("MlpPolicy", "Pendulum-v1", policy_kwargs=dict(log_std_init=1.0), **settings)
+    assert expln.config.use_expln and not plain.config.use_expln
+    obs = np.array([[0.6, 0.8, -1.0]], np.float32)  # at 0 the latent features are tanh(0) = 0: no noise at all
+    actions = np.array([[0.5]], np.float32)
+    _, logp_expln, _ = expln.policy.evaluate_actions(obs, actions)
+    _, logp_exp, _ = plain.policy.evaluate_actions(obs, actions)
+    assert float(logp_expln[0]) > float(logp_exp[0])  # a narrower Gaussian: a higher density near the mean
+    expln.learn(32)
+    assert np.isfinite(expln.agent.actor.sde_log_std.numpy()).all()
