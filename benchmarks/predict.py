@@ -93,7 +93,7 @@ def worker_kppo(args) -> dict:
 
     model = kppo.PPO("MlpPolicy", ENV_ID, seed=0)
     out = measure(model, kppo.evaluate_policy, make_env, args)
-    policy, row = model.policy, np.zeros((1, 4), np.float32)
+    policy, row = model.kppo_policy, np.zeros((1, 4), np.float32)
     out["tensorflow_path_us"] = per_call_us(lambda: policy.get_action_flat(row), args.calls, args.repeats)
     out["versions"] = {"kppo": kppo.__version__, "tensorflow": _version("tensorflow"), "numpy": np.__version__}
     return out
