@@ -148,7 +148,7 @@ def test_micro_check_reports_a_model_tflite_micro_rejects_in_one_line(cartpole, 
     result, _ = cartpole
     exported = kppo.export(result, tmp_path / "policy_dynamic.tflite", quantize="dynamic")  # float input, int8 weights
     out = _micro_check_cli(exported.path)
-    assert out.returncode == 1 and out.stdout == ""
+    assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
     assert lines[0].startswith("micro_check: TFLite Micro rejects policy_dynamic.tflite")
@@ -286,3 +286,42 @@ def test_the_kit_commands_run_from_their_console_scripts_and_with_python_m(cartp
     assert run(
         sys.executable, "-m", "kppo_runtime.evaluate", path, "--env", "CartPole-v1", "--episodes", "1"
     ).startswith("CartPole-v1: ")
+
+
+def _kit_cli(module: str, args: list, block: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`python -m kppo_runtime.<module> args` without TensorFlow (and without the modules in `block`)."""
+    hide = "".join(f"sys.modules[{name!r}] = None\n" for name in block)
+    code = f"{hide}from kppo_runtime.{module} import main\nsys.exit(main({[str(a) for a in args]!r}))\n"
+    return subprocess.run(
+        [sys.executable, "-c", BLOCK_TF + code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize(
+    "module, args, block, says",
+    [
+        (
+            "evaluate",
+            ["{artifact}", "--env", "Pendulum-v1"],
+            ("gymnasium",),
+            "kppo-evaluate: kppo_runtime.evaluate needs gymnasium",
+        ),
+        ("evaluate", ["{missing}", "--env", "CartPole-v1"], (), "kppo-evaluate: "),
+        ("evaluate", ["{artifact}", "--env", "NoSuchEnv-v9"], (), "kppo-evaluate: "),
+        ("latency", ["{damaged}"], (), "kppo-latency: "),
+        ("micro_check", ["{damaged}"], (), "micro_check: "),
+    ],
+)
+def test_the_kits_command_lines_fail_in_one_line_with_status_2(cartpole, tmp_path, module, args, block, says):
+    """A missing extra, a missing file, an unknown env and a damaged artifact: one line on standard error, exit 2
+    (kppo-evaluate without gymnasium printed a two-exception traceback)."""
+    _, exported = cartpole
+    damaged = tmp_path / "damaged.tflite"
+    damaged.write_bytes(exported.path.read_bytes()[:200])
+    meta = exported.path.with_name(exported.path.name + ".metadata.json")
+    (tmp_path / "damaged.tflite.metadata.json").write_text(meta.read_text())
+    paths = {"artifact": exported.path, "missing": tmp_path / "none.tflite", "damaged": damaged}
+    out = _kit_cli(module, [a.format(**paths) for a in args], block)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1, out.stderr[-2000:]
+    assert lines[0].startswith(says) and "Traceback" not in out.stderr

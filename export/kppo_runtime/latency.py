@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from kppo_runtime.errors import USER_ERRORS, fail
 from kppo_runtime.runtime import Controller, example_masks
 
 
@@ -41,14 +42,19 @@ def measure(controller: Controller, calls: int) -> dict[str, float]:
     return {"invoke_us": float(np.median(invoke)) / 1e3, "act_us": float(np.median(act)) / 1e3}
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
+    """`kppo-latency`: the medians; a user's error (a missing or damaged artifact) is one line and exit status 2."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("artifact")
     parser.add_argument("--calls", type=int, default=10_000)
     args = parser.parse_args(argv)
-    result = measure(Controller(args.artifact), args.calls)
+    try:
+        result = measure(Controller(args.artifact), args.calls)
+    except USER_ERRORS as error:
+        return fail("kppo-latency", error)
     print(f"median {result['invoke_us']:.2f} us per invoke (set input + invoke), {result['act_us']:.2f} us per act()")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

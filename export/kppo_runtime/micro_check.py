@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kppo_runtime.errors import USER_ERRORS, fail
 from kppo_runtime.runtime import Controller, example_masks, load_metadata
 
 _NOISE = ("All temp buffers must be freed", "Number of allocated temp buffers", "Created TensorFlow Lite")
@@ -225,9 +226,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         report = check(args.artifact, args.observations)
-    except (ValueError, RuntimeError, OSError) as error:  # MicroError, and LiteRT / file errors
-        print(f"micro_check: {' '.join(str(error).split())}", file=sys.stderr)
-        return 1
+    except USER_ERRORS as error:  # MicroError, and LiteRT / file errors
+        return fail("micro_check", error)
     print(json.dumps(report))
     return 0
 
