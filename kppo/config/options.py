@@ -34,7 +34,7 @@ from collections.abc import Mapping
 
 import yaml
 
-from kppo.config.spellings import translate
+from kppo.config.spellings import suggest, translate
 from kppo.config.values import coerce, read_text, yaml_problem
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "softplus", "swish", "silu", "elu", "selu", "sigmoid", "leaky_relu")
@@ -276,6 +276,16 @@ class Config:
         "Training iterations (rollout + GAE + update) per compiled call (fewer host round trips; debug prints per "
         "call).",
     )
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Config:
+        """Refuses an unknown field name in one line, with the nearest known one (the dataclass's own TypeError
+        quotes the name raw, a newline in it included)."""
+        del args
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = [name for name in kwargs if name not in names]
+        if unknown:
+            raise TypeError(f"Config: unknown field {unknown[0]!r} ({suggest(str(unknown[0]), names)})")
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

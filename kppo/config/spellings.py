@@ -98,7 +98,7 @@ def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]
         elif key == "batch_size":
             minibatch_size = value
         else:
-            raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; {_suggest(key, names)})")
+            raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; {suggest(key, names)})")
     for name, number, schedule in _zoo_schedules(out):
         put(schedule, "linear", f"{name}: {out[name]}")
         out[name] = number
@@ -150,7 +150,7 @@ def _zoo_schedules(out: dict[str, Any]) -> list[tuple[str, float, str]]:
     return found
 
 
-def _suggest(key: str, names: set[str]) -> str:
+def suggest(key: str, names: set[str]) -> str:
     """'did you mean ...?' for the option name nearest to `key` (any spelling, any case), else where to look."""
     spellings = {n.lower(): n for n in [*_REX_NAMES, *_SB3_NAMES, "ANNEAL_LR", "NORMALIZE_ENV", "batch_size", *names]}
     near = difflib.get_close_matches(key.lower(), spellings, n=1, cutoff=0.75)

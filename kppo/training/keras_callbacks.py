@@ -37,7 +37,7 @@ from kppo.core.errors import first_line
 from kppo.core.types import Diagnostics
 from kppo.training.metrics import Progress, training_row
 
-__all__ = ["Backup", "KerasCallbacks", "KerasModelView", "backup_of", "split_callbacks"]
+__all__ = ["Backup", "KerasCallbacks", "KerasModelView", "backup_of", "remove_backup", "split_callbacks"]
 
 
 def split_callbacks(callback: Any) -> tuple[Any, list[keras.callbacks.Callback]]:
