@@ -257,7 +257,8 @@ def test_the_kit_refuses_a_mask_for_an_unmasked_artifact(cartpole):
 
 def test_the_controller_needs_neither_gymnasium_nor_tflite_micro():
     """A device that only acts installs numpy + ai-edge-litert: gymnasium and tflite-micro are extras (eval, micro),
-    imported by evaluate and micro_check only."""
+    used by evaluate and micro_check only; evaluate imports without gymnasium and says what to install when it is
+    asked to play episodes."""
     requires = importlib.metadata.requires("kppo-runtime")
     hard = {re.match(r"[\w.-]+", r).group() for r in requires if "extra ==" not in r}
     assert hard == {"numpy", "ai-edge-litert"}, requires
@@ -265,7 +266,9 @@ def test_the_controller_needs_neither_gymnasium_nor_tflite_micro():
         "import json\n"
         "for name in ('gymnasium', 'gym', 'tflite_micro'):\n    sys.modules[name] = None\n"
         "import kppo_runtime.runtime, kppo_runtime.latency, kppo_runtime.micro_check\n"
-        "try:\n    import kppo_runtime.evaluate\n    err = ''\nexcept ImportError as e:\n    err = str(e)\n"
+        "import kppo_runtime.evaluate\n"
+        "try:\n    kppo_runtime.evaluate.run_episodes(None, 'CartPole-v1', 1, 0)\n    err = ''\n"
+        "except ImportError as e:\n    err = str(e)\n"
         "print(json.dumps({'err': err}))\n"
     )
     assert got["err"].startswith('kppo_runtime.evaluate needs gymnasium: pip install "kppo-runtime[eval]"')
