@@ -348,7 +348,7 @@ class Config:
     def replace(self, **changes: Any) -> Config:
         """A copy with `changes` applied (any spelling), validated again."""
         merged = self.to_dict()
-        merged.update(translate(changes, Config.__dataclass_fields__))
+        merged.update(translate(changes, Config.__dataclass_fields__, base=merged))
         return Config(**merged)
 
     def sweep(self, **values: list) -> Sweep:

@@ -55,7 +55,9 @@ _SB3_NAMES = {
 _ZOO_SCHEDULES = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule", "ent_coef": "ent_schedule"}
 
 
-def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]) -> dict[str, Any]:
+def translate(
+    values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field], base: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """Maps rex/SB3 spellings to kppo field names (the vocabulary in `kppo.config.options`' docstring).
 
     Special cases: rex `ANNEAL_LR` (bool) -> `lr_schedule`; rex `NORMALIZE_ENV` and SB3/zoo `normalize` -> both
@@ -67,7 +69,8 @@ def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]
     Raises:
         ValueError: a key that is no spelling of any option, or the same option given twice.
 
-    `fields` are the Config's dataclass fields (names and defaults).
+    `fields` are the Config's dataclass fields (names and defaults); `base`, the values that `values` change (what
+    SB3's `batch_size` is read against when `values` give no `n_envs` / `n_steps`; the defaults without it).
     """
     names = set(fields)
     out: dict[str, Any] = {}
@@ -105,7 +108,7 @@ def translate(values: Mapping[str, Any], fields: Mapping[str, dataclasses.Field]
     if minibatch_size is not None:
         if "num_minibatches" in out:
             raise ValueError("config: give either batch_size (SB3 minibatch size) or num_minibatches, not both")
-        out["num_minibatches"] = _num_minibatches(out, fields, minibatch_size)
+        out["num_minibatches"] = _num_minibatches({**(base or {}), **out}, fields, minibatch_size)
     return out
 
 

@@ -257,6 +257,12 @@ def test_sb3_batch_size_follows_kppo_ppos_rule_a_warning_and_equal_minibatches()
         Config.from_dict({"batch_size": 0})
 
 
+def test_replace_reads_sb3_batch_size_against_this_configs_rollout():
+    config = Config(num_envs=4, num_steps=64)  # 256 transitions a rollout
+    assert config.replace(batch_size=64).num_minibatches == 4  # not 2048 / 64: the default rollout
+    assert config.replace(batch_size=64, n_steps=128).num_minibatches == 8  # the rollout the change makes
+
+
 @pytest.mark.parametrize("spelling", ["kppo", "rex", "sb3"])
 def test_yaml_round_trip_is_lossless(spelling, tmp_path):
     base = {
