@@ -4,10 +4,14 @@ TensorFlow's C++ runtime writes "Could not find cuda drivers", "oneDNN custom op
 absl pre-init warnings straight to file descriptor 2 while it loads, before `TF_CPP_MIN_LOG_LEVEL` is read
 by absl. We capture fd 2 during the import and replay every line that is not one of those known notices,
 so real import errors stay visible. Set `KPPO_TF_VERBOSE=1` to see everything.
+
+A population's trace logs, per stateless random op, that `tf.vectorized_map` runs it as a loop over the members: the
+design (`kppo.training.runners.population`), not a problem, so TensorFlow's Python logger drops those lines too.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -25,6 +29,14 @@ _NOISE = (
     "This TensorFlow binary is optimized to use available CPU instructions",
     "To enable the following instructions",
 )
+
+
+_PFOR_LOOP = "Using a while_loop for converting Stateless"
+
+
+class _DropPforLoopNotices(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_PFOR_LOOP)
 
 
 def _is_noise(line: str) -> bool:
@@ -58,3 +70,5 @@ def _import_quietly():
 
 
 tf = _import_quietly()
+if not os.environ.get("KPPO_TF_VERBOSE"):
+    tf.get_logger().addFilter(_DropPforLoopNotices())
