@@ -77,6 +77,8 @@ _EXPORTS = {
     "set_random_seed": "kppo.sb3.utils",
     "create_mlp": "kppo.sb3.torch_layers",
     "train": "kppo.training.train",
+    "tune": "kppo.tune.search",
+    "TuneResult": "kppo.tune.search",
     "unwrap_vec_normalize": "kppo.sb3.utils",
     "unwrap_vec_wrapper": "kppo.sb3.utils",
     "unwrap_wrapper": "kppo.sb3.utils",
@@ -93,6 +95,7 @@ _SUBPACKAGES = (
     "rollout",
     "sb3",
     "training",
+    "tune",
     "update",
 )
 
@@ -135,6 +138,7 @@ __all__ = [
     "StopTrainingOnRewardThreshold",
     "SubprocVecEnv",
     "Sweep",
+    "TuneResult",
     "VecEnv",
     "VecEnvWrapper",
     "VecExtractDictObs",
@@ -161,6 +165,7 @@ __all__ = [
     "sync_envs_normalization",
     "train",
     "ts2xy",
+    "tune",
     "unwrap_vec_normalize",
     "unwrap_vec_wrapper",
     "unwrap_wrapper",
@@ -229,6 +234,7 @@ if TYPE_CHECKING:
     from kppo.training.metrics import METRICS
     from kppo.training.results import PopulationResult, PPOResult
     from kppo.training.train import train
+    from kppo.tune.search import TuneResult, tune
 
 
 def __getattr__(name: str) -> Any:

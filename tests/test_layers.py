@@ -35,8 +35,9 @@ LAYERS = {
     "training": 8,
     "sb3": 9,
     "exporter": 9,
-    "kppo": 10,
-    "cli": 11,
+    "tune": 10,  # above sb3/: it reads RL-Zoo's hyperparameter files through SB3's arguments
+    "kppo": 11,
+    "cli": 12,
 }
 MAX_COMPLEXITY = 15
 

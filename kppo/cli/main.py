@@ -1,4 +1,4 @@
-"""`kppo train | eval | export`: YAML configs + dotted overrides -> Config -> train -> a run directory.
+"""`kppo train | eval | export | tune`: YAML configs + dotted overrides -> Config -> train -> a run directory.
 
     kppo train                                  # the default example: TF-native CartPole, exports policy.tflite
     kppo train pendulum --set learning_rate=3e-4 --seed 1 --out runs/p1
@@ -7,6 +7,7 @@
     kppo export model.zip --vecnormalize vec_normalize.pkl --quantize int8 --out p.tflite   # an SB3 save
     kppo eval model.zip --env CartPole-v1       # an SB3 save: --env names its env
     kppo train cartpole --seeds 0-7 --sweep learning_rate=3e-4,1e-3   # 16 agents in one compiled program
+    kppo tune cartpole --space space.yaml --trials 16 --batch 8   # a search; 8 trials a compiled population
 
 A run directory holds config.yaml, agent/ (networks, optimizer and statistics; no pickle), metrics.csv,
 tensorboard/, learning_curve.png, policy.tflite + policy.tflite.metadata.json, summary.json. `eval` and `export`
@@ -26,6 +27,8 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from kppo.cli.tune import add_tune_parser
 
 
 def _config_dir() -> Path:
@@ -49,10 +52,13 @@ def _config_help() -> str:
     return "\n".join(lines)
 
 
-def load_config(spec: str | None, overrides: list[str], seed: int | None):
+def load_config(spec: Any, overrides: list[str], seed: int | None):
+    """CONFIG (None: the default example; a YAML file; a name from configs/; or a Config) with --set and --seed."""
     from kppo.config.options import Config
 
-    if spec is None:
+    if isinstance(spec, Config):
+        config = spec
+    elif spec is None:
         config = Config(verbose=0)
     elif spec.endswith((".yaml", ".yml")) or Path(spec).is_file():
         config = Config.from_yaml(Path(spec))
@@ -359,6 +365,12 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from kppo.cli.tune import run_tune
+
+    return run_tune(args, load_config)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kppo", description="PPO for TensorFlow/Keras.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -400,6 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out")
     ex.add_argument("--vecnormalize", metavar="PKL", help="an SB3 save's vec_normalize.pkl: its statistics baked in")
     ex.set_defaults(func=cmd_export)
+    add_tune_parser(sub, cmd_tune)
     return parser
 
 

@@ -163,8 +163,15 @@ def metric_columns(rows: list[dict]) -> dict[str, np.ndarray]:
     return {name: np.asarray([row[name] for row in rows]) for name in rows[0]} if rows else {}
 
 
-def population_members(config: Config | Sweep | None, seed: Any) -> list[Config]:
-    """The members' configs: every point of a sweep (or the config) with every seed (`seed`: an int or a list)."""
+def population_members(config: Config | Sweep | list[Config] | None, seed: Any) -> list[Config]:
+    """The members' configs: every point of a sweep (or the config) with every seed (`seed`: an int or a list); a
+    list of Configs is the members as they are."""
+    if isinstance(config, (list, tuple)):
+        if seed is not None:
+            raise ValueError(f"seed: expected None with a list of member configs (each has its seed), got {seed!r}")
+        if not config or not all(isinstance(c, Config) for c in config):
+            raise TypeError(f"config: expected a non-empty list of kppo.Config, got {config!r}")
+        return list(config)
     sweep = config if isinstance(config, Sweep) else Sweep(Config() if config is None else config, {})
     seeds = [sweep.config.seed] if seed is None else [seed] if isinstance(seed, (int, np.integer)) else list(seed)
     if not seeds:
@@ -173,4 +180,4 @@ def population_members(config: Config | Sweep | None, seed: Any) -> list[Config]
 
 
 def is_population(config: Any, seed: Any) -> bool:
-    return isinstance(config, Sweep) or isinstance(seed, (list, tuple, range, np.ndarray))
+    return isinstance(config, (Sweep, list, tuple)) or isinstance(seed, (list, tuple, range, np.ndarray))

@@ -56,7 +56,7 @@ __all__ = ["LoopResult", "run_loop", "train"]
 
 def train(
     env: Any = None,
-    config: Config | Sweep | None = None,
+    config: Config | Sweep | list[Config] | None = None,
     seed: int | list[int] | None = None,
     *,
     callback: Any = None,
@@ -75,7 +75,8 @@ def train(
             gymnasium env id, `gym.Env`, factory or `gym.vector.VectorEnv` (host rollout; see `Config.env_backend`).
             Defaults to `config.env`.
         config: hyperparameters. Defaults to `Config()` (the fixed CartPole setting). A `Config.sweep(...)` trains
-            every grid point (with every seed) as one population.
+            every grid point (with every seed) as one population; a list of Configs trains those members (they
+            may differ in seed and `SWEEPABLE` fields: what `kppo.tune` batches).
         seed: overrides `config.seed`; a list of seeds trains one population member per seed (and grid point).
         callback: Stable-Baselines3 callbacks (a `BaseCallback`, a list, or a function `(locals, globals) -> bool`),
             as `PPO.learn` takes them: on gymnasium envs `on_step` runs after every vector step with SB3's `locals`;

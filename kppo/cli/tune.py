@@ -1,0 +1,108 @@
+"""`kppo tune CONFIG --space SPACE.yaml ...`: a hyperparameter search (`kppo.tune`) from the command line.
+
+    kppo tune cartpole --space space.yaml --trials 16 --batch 8            # 8 trials a compiled population
+    kppo tune cartpole --storage postgresql://u@db/kppo --study s --trials 3   # one study, many processes
+    kppo tune ppo.yml --env CartPole-v1 --trials 32                        # an RL-Zoo hyperparameter file
+
+CONFIG is what `kppo train` takes (a YAML file or a name from configs/), or an RL-Zoo `hyperparams/ppo.yml`-style
+file (`--env` picks its entry). SIGINT and SIGTERM stop the search; the trials they cut are marked failed, and
+`--resume` runs them again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+from typing import Any
+from collections.abc import Callable
+
+import yaml
+
+__all__ = ["add_tune_parser", "run_tune"]
+
+
+def add_tune_parser(sub: Any, func: Callable) -> None:
+    tune = sub.add_parser(
+        "tune",
+        help="search hyperparameters with Optuna; trials batched as compiled populations",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tune.add_argument("config", nargs="?", help="a YAML config, a name from configs/, or an RL-Zoo hyperparams file")
+    tune.add_argument("--space", help="the search space YAML (default: RL-Zoo's PPO space)")
+    tune.add_argument("--trials", type=int, default=16, help="trials this process runs (Optuna's n_trials)")
+    tune.add_argument("--timeout", type=float, help="stop asking for trials after this many seconds")
+    tune.add_argument("--batch", type=int, default=1, help="trials trained together as one population")
+    tune.add_argument("--seeds-per-trial", type=int, default=1, help="seeds per trial; the objective is their mean")
+    tune.add_argument("--sampler", default="tpe", help="tpe, random, cmaes, qmc or an optuna.samplers class")
+    tune.add_argument("--sampler-seed", type=int, default=0)
+    tune.add_argument("--startup-trials", type=int, default=10, help="random trials before TPE models")
+    tune.add_argument("--pruner", default="median", help="median, none, halving, hyperband or an optuna.pruners class")
+    tune.add_argument("--objective-rounds", type=int, default=1, help="last evaluation rounds a trial's value averages")
+    tune.add_argument("--storage", metavar="URL", help="Optuna storage URL or journal:PATH (default: OUT/study.db)")
+    tune.add_argument("--study", metavar="NAME", help="study name (default: the env and a digest of config and space)")
+    tune.add_argument("--resume", action="store_true", help="continue a study; its cut trials run again")
+    tune.add_argument("--out", help="the study's folder (default: runs/tune-<env>-<time>)")
+    tune.add_argument("--env", help="an RL-Zoo file's entry")
+    tune.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a config field")
+    tune.add_argument("--quiet", action="store_true", help="no line per trial")
+    tune.set_defaults(func=func)
+
+
+def _base_config(args: Any, load_config: Callable) -> Any:
+    """CONFIG as `kppo train` reads it, or an RL-Zoo file's entry; then --set."""
+    from kppo.tune.zoo import is_zoo_file, read_zoo
+
+    path = Path(args.config) if args.config else None
+    if path is not None and path.is_file():
+        try:
+            values = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            values = None  # load_config says what is wrong, with the line
+        if is_zoo_file(values):
+            _, config = read_zoo(path, args.env)
+            return load_config(config, args.set, None)
+    if args.env is not None:
+        raise ValueError(f"--env: only an RL-Zoo file's entry is chosen so; use --set env={args.env} instead")
+    return load_config(args.config, args.set, None)
+
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: the running trials are marked cut before the process ends."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: signal.default_int_handler(signum, frame))
+
+
+def run_tune(args: Any, load_config: Callable) -> int:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise ValueError("tune: Optuna is not installed; pip install 'kppo[tune]'") from None
+    from kppo.tune.search import tune
+
+    config = _base_config(args, load_config)
+    _stop_on_sigterm()
+    try:
+        result = tune(
+            None,
+            config,
+            args.space,
+            trials=args.trials,
+            timeout=args.timeout,
+            batch=args.batch,
+            seeds_per_trial=args.seeds_per_trial,
+            sampler=args.sampler,
+            pruner=args.pruner,
+            storage=args.storage,
+            study=args.study,
+            resume=args.resume,
+            out=args.out,
+            sampler_seed=args.sampler_seed,
+            startup_trials=args.startup_trials,
+            objective_rounds=args.objective_rounds,
+            verbose=0 if args.quiet else 1,
+        )
+    except KeyboardInterrupt:
+        print("kppo tune: interrupted; the cut trials are marked failed (rerun with --resume)")
+        return 130
+    return 0 if result.best_value is not None else 1

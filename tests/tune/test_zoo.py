@@ -1,0 +1,92 @@
+"""RL-Zoo's hyperparameter files as the base config of a search: its CartPole entry as RL-Zoo 2.9.2 ships it."""
+
+import pytest
+
+from kppo.tune.zoo import read_zoo
+
+# rl_zoo3 2.9.2, hyperparams/ppo.yml (CartPole-v1 and, abridged, Pendulum-v1)
+ZOO = """
+CartPole-v1:
+  n_envs: 8
+  n_timesteps: !!float 1e5
+  policy: 'MlpPolicy'
+  n_steps: 32
+  batch_size: 256
+  gae_lambda: 0.8
+  gamma: 0.98
+  n_epochs: 20
+  ent_coef: 0.0
+  learning_rate: lin_0.001
+  clip_range: lin_0.2
+
+Pendulum-v1:
+  n_envs: 4
+  n_timesteps: !!float 1e5
+  policy: 'MlpPolicy'
+  n_steps: 1024
+  gae_lambda: 0.95
+  gamma: 0.9
+  n_epochs: 10
+  ent_coef: 0.0
+  learning_rate: !!float 1e-3
+  clip_range: 0.2
+  use_sde: True
+  sde_sample_freq: 4
+  normalize: "{'norm_obs': True, 'norm_reward': False}"
+  policy_kwargs: "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[64], vf=[64]))"
+"""
+
+
+def test_rl_zoos_cartpole_entry_on_sb3s_defaults(tmp_path):
+    path = tmp_path / "ppo.yml"
+    path.write_text(ZOO)
+    env, config = read_zoo(path, "CartPole-v1")
+    assert env == "CartPole-v1" and config.env == "CartPole-v1" and config.env_backend == "gymnasium"
+    assert (config.num_envs, config.num_steps, config.total_timesteps) == (8, 32, 100_000)
+    assert config.num_minibatches == 1  # batch_size 256 = the whole 8 x 32 rollout
+    assert (config.learning_rate, config.lr_schedule, config.clip_range, config.clip_schedule) == (
+        0.001,
+        "linear",
+        0.2,
+        "linear",
+    )
+    assert (config.gamma, config.gae_lambda, config.num_epochs, config.ent_coef) == (0.98, 0.8, 20, 0.0)
+    assert config.clip_range_vf is None and config.adam_style == "torch"  # SB3's, not kppo's CartPole setting
+    assert config.eval_freq == 1 and config.num_eval_envs == 5  # RL-Zoo's search: n_timesteps // 1e5 rounds
+
+
+def test_policy_kwargs_and_normalize_strings_are_read_as_syntax_never_run(tmp_path):
+    path = tmp_path / "ppo.yml"
+    path.write_text(ZOO)
+    _, config = read_zoo(path, "Pendulum-v1")
+    assert config.activation == "relu" and config.actor_hidden_units == (64,) == config.critic_hidden_units
+    assert (config.log_std_init, config.kernel_init, config.use_sde, config.sde_sample_freq) == (
+        -2.0,
+        "torch_default",
+        True,
+        4,
+    )
+    assert config.normalize_obs and not config.normalize_reward
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.yml"
+    evil.write_text(f"CartPole-v1:\n  policy_kwargs: \"__import__('os').system('touch {marker}')\"\n")
+    with pytest.raises(ValueError, match=r"CartPole-v1.policy_kwargs: expected literals, dict\(...\)"):
+        read_zoo(evil)
+    assert not marker.exists()
+
+
+def test_a_file_of_many_envs_needs_env_and_bad_entries_name_the_file(tmp_path):
+    path = tmp_path / "ppo.yml"
+    path.write_text(ZOO)
+    with pytest.raises(ValueError, match=r"an RL-Zoo file of 2 envs; name one with --env"):
+        read_zoo(path)
+    with pytest.raises(ValueError, match=r"--env: expected one of the file's envs"):
+        read_zoo(path, "Acrobot-v1")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("CartPole-v1:\n  n_stepz: 32\n")
+    with pytest.raises(ValueError, match=r"RL-Zoo YAML '.*bad.yml': CartPole-v1: .*unknown option 'n_stepz'"):
+        read_zoo(bad)
+    cnn = tmp_path / "cnn.yml"
+    cnn.write_text("PongNoFrameskip-v4:\n  policy: CnnPolicy\n")
+    with pytest.raises(ValueError, match=r"policy: expected MlpPolicy in a search, got 'CnnPolicy'"):
+        read_zoo(cnn)
