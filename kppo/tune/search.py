@@ -176,7 +176,7 @@ def tune(
         raise ValueError(f"objective_rounds: expected >= 1, got {objective_rounds}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     made_sampler = make_sampler(sampler, sampler_seed, startup_trials)
-    made_pruner = make_pruner(pruner, min(startup_trials, 5), base.eval_rounds // 3)
+    made_pruner = make_pruner(pruner, startup_trials, base.eval_rounds // 3)  # RL-Zoo: both startups equal
     backend, label = open_storage(storage, out)
     name = study or study_name(base, search, env_name)
     identity = {"env": env_name, "config": base.to_dict(), "space": search.to_dict()}
