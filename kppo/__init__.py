@@ -77,8 +77,8 @@ _EXPORTS = {
     "set_random_seed": "kppo.sb3.utils",
     "create_mlp": "kppo.sb3.torch_layers",
     "train": "kppo.training.train",
-    "tune": "kppo.tune.search",
-    "TuneResult": "kppo.tune.search",
+    "tune": "kppo.tuning.search",
+    "TuneResult": "kppo.tuning.search",
     "unwrap_vec_normalize": "kppo.sb3.utils",
     "unwrap_vec_wrapper": "kppo.sb3.utils",
     "unwrap_wrapper": "kppo.sb3.utils",
@@ -95,7 +95,7 @@ _SUBPACKAGES = (
     "rollout",
     "sb3",
     "training",
-    "tune",
+    "tuning",
     "update",
 )
 
@@ -234,7 +234,7 @@ if TYPE_CHECKING:
     from kppo.training.metrics import METRICS
     from kppo.training.results import PopulationResult, PPOResult
     from kppo.training.train import train
-    from kppo.tune.search import TuneResult, tune
+    from kppo.tuning.search import TuneResult, tune
 
 
 def __getattr__(name: str) -> Any:

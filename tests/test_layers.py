@@ -35,7 +35,7 @@ LAYERS = {
     "training": 8,
     "sb3": 9,
     "exporter": 9,
-    "tune": 10,  # above sb3/: it reads RL-Zoo's hyperparameter files through SB3's arguments
+    "tuning": 10,  # above sb3/: it reads RL-Zoo's hyperparameter files through SB3's arguments
     "kppo": 11,
     "cli": 12,
 }

@@ -47,12 +47,15 @@ def add_tune_parser(sub: Any, func: Callable) -> None:
     tune.add_argument("--env", help="an RL-Zoo file's entry")
     tune.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a config field")
     tune.add_argument("--quiet", action="store_true", help="no line per trial")
+    tune.add_argument("--pbt", action="store_true", help="population-based training of --batch members instead")
+    tune.add_argument("--pbt-interval", type=int, default=2, help="evaluation rounds between two exploit steps")
+    tune.add_argument("--pbt-quantile", type=float, default=0.25, help="the bottom share that copies the top one")
     tune.set_defaults(func=func)
 
 
 def _base_config(args: Any, load_config: Callable) -> Any:
     """CONFIG as `kppo train` reads it, or an RL-Zoo file's entry; then --set."""
-    from kppo.tune.zoo import is_zoo_file, read_zoo
+    from kppo.tuning.zoo import is_zoo_file, read_zoo
 
     path = Path(args.config) if args.config else None
     if path is not None and path.is_file():
@@ -73,14 +76,42 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: signal.default_int_handler(signum, frame))
 
 
+def _run_pbt(args: Any, config: Any) -> int:
+    """`kppo tune --pbt`: one population of --batch members (pbt.csv, best.yaml, best_schedule.yaml in --out)."""
+    from kppo.tuning.pbt import pbt
+    from kppo.tuning.space import load_space
+
+    if args.space is None:
+        raise ValueError("--pbt: expected --space (the sweepable values the members start from and perturb)")
+    out = Path(args.out or f"runs/pbt-{config.env}")
+    result = pbt(
+        None,
+        config,
+        load_space(args.space, config),
+        members=args.batch,
+        interval=args.pbt_interval,
+        quantile=args.pbt_quantile,
+        seed=args.sampler_seed,
+        out=out,
+    )
+    if not args.quiet:
+        print(
+            f"[kppo tune] pbt: best member {result.best_value:.2f} with {result.best_params}; "
+            f"{len(result.lineage)} copies in {out / 'pbt.csv'}; {out / 'best.yaml'}"
+        )
+    return 0
+
+
 def run_tune(args: Any, load_config: Callable) -> int:
     try:
         import optuna  # noqa: F401
     except ImportError:
         raise ValueError("tune: Optuna is not installed; pip install 'kppo[tune]'") from None
-    from kppo.tune.search import tune
+    from kppo.tuning.search import tune
 
     config = _base_config(args, load_config)
+    if args.pbt:
+        return _run_pbt(args, config)
     _stop_on_sigterm()
     try:
         result = tune(

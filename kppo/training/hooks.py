@@ -23,6 +23,8 @@ class Hooks(NamedTuple):
     on_progress: Callable[[int], None] | None = None  # environment steps so far, after every call
     should_stop: Callable[[], bool] | None = None  # polled after every call: True checkpoints and returns
     keras: Any = None  # kppo.training.keras_callbacks.KerasCallbacks (then one iteration a call: an epoch)
+    # after each round's row (before its checkpoint): (runner, state, row) -> the state to go on from (PBT)
+    between_rounds: Callable[[Any, Any, dict], Any] | None = None
 
 
 def run_callback(callback: Any, event: str, model: Any, *args: Any) -> Any:

@@ -66,6 +66,7 @@ def train(
     checkpoint_dir: str | Path | None = None,
     resume: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    between_rounds: Callable[[Runner, Any, dict], Any] | None = None,
 ) -> PPOResult | PopulationResult:
     """Trains PPO on a TF-native or a gymnasium environment; or a population (several seeds, a `Config.sweep`) on a
     TF-native environment in one compiled program.
@@ -96,6 +97,9 @@ def train(
             the iterations after the resume.
         should_stop: polled after every compiled call; True -> checkpoint (if a directory is set) and return early
             with `PPOResult.interrupted` set (signal handlers use this).
+        between_rounds: `(runner, state, row) -> state`, called after each evaluation round (after `on_eval`,
+            before the round's checkpoint); the loop goes on from the state it returns (population-based training
+            copies and perturbs members here).
 
     Returns:
         PPOResult; for a population, PopulationResult (one PPOResult per member).
@@ -105,9 +109,8 @@ def train(
         for name, value in unsupported.items():
             if value is not None:
                 raise ValueError(f"{name}: expected None for a population (several seeds or a sweep), got {value!r}")
-        return _train_population(
-            env, population_members(config, seed), on_eval, on_progress, checkpoint_dir, resume, should_stop
-        )
+        hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop, between_rounds=between_rounds)
+        return _train_population(env, population_members(config, seed), hooks, checkpoint_dir, resume)
     config = Config() if config is None else config
     if not isinstance(config, Config):  # a Sweep is a population (above)
         raise TypeError(f"config: expected a kppo.Config or a Config.sweep(...), got {type(config).__name__}")
@@ -129,6 +132,7 @@ def train(
         on_eval=on_eval,
         on_progress=on_progress,
         should_stop=should_stop,
+        between_rounds=between_rounds,
         keras=KerasCallbacks(keras_callbacks, runner.agent, config.rollout_size) if keras_callbacks else None,
     )
     if hooks.callback is not None:
@@ -177,9 +181,7 @@ def _check_resume(runner: Runner, checkpoint_dir: Any, resume: bool) -> None:
         raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
 
 
-def _train_population(
-    env: Any, configs: list[Config], on_eval, on_progress, checkpoint_dir, resume, should_stop
-) -> PopulationResult:
+def _train_population(env: Any, configs: list[Config], hooks: Hooks, checkpoint_dir, resume) -> PopulationResult:
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs)
@@ -187,9 +189,8 @@ def _train_population(
     runner, checkpointer, rows = checkpointing(
         runner, base, checkpoint_dir, resume, "this population", population.weights
     )
-    if on_eval is None and base.verbose >= 1:
-        on_eval = print_population_row
-    hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop)
+    if hooks.on_eval is None and base.verbose >= 1:
+        hooks = hooks._replace(on_eval=print_population_row)
     plan = plan_rounds(base, int(runner.view(runner.state).iteration))._replace(
         gradient_steps=population.weights.steps.numpy().astype(np.int64)
     )  # Adam steps: restored by a resume
@@ -398,6 +399,8 @@ class _Run:
         self.rows.append(row)
         if self.hooks.on_eval is not None:
             self.hooks.on_eval(row)
+        if self.hooks.between_rounds is not None:
+            self.state = self.model.runner_state = self.hooks.between_rounds(self.runner, self.state, row)
         if self.checkpointer is not None:
             self.save()
 

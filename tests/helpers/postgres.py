@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for the tests that share an Optuna study between processes (tests/tune).
+"""A throwaway PostgreSQL server for the tests that share an Optuna study between processes (tests/tuning).
 
 `start_postgres()` runs `initdb` into a fresh folder under the system temp dir, starts the server with `pg_ctl` on a
 free port of 127.0.0.1 (its unix socket inside that folder, no other listener), creates the database `kppo` and returns

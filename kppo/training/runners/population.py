@@ -31,7 +31,8 @@ from kppo.update.schedules import config_schedules, with_values
 
 
 class MemberValues(NamedTuple):
-    """The swept hyperparameters, float32 [M] each (a member's own value inside the vectorized program)."""
+    """The swept hyperparameters, float32 [M] each (a member's own value inside the vectorized program), held in
+    variables: population-based training assigns new values between compiled calls without a retrace."""
 
     learning_rate: Any
     ent_coef: Any
@@ -46,7 +47,12 @@ assert MemberValues._fields == SWEEPABLE  # one list of sweepable fields
 
 
 def member_values(configs: list[Config]) -> MemberValues:
-    return MemberValues(*[tf.constant([getattr(c, name) for c in configs], tf.float32) for name in SWEEPABLE])
+    return MemberValues(
+        *[
+            tf.Variable(tf.constant([getattr(c, name) for c in configs], tf.float32), trainable=False, name=name)
+            for name in SWEEPABLE
+        ]
+    )
 
 
 def check_members(configs: list[Config]) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from kppo.config.options import Config
 from kppo.core.errors import reason
-from kppo.tune.space import SearchSpace
+from kppo.tuning.space import SearchSpace
 
 __all__ = ["Liveness", "cut_trials", "fail_stale_trials", "open_storage", "open_study", "study_name"]
 

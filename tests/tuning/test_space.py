@@ -4,7 +4,7 @@ import optuna
 import pytest
 
 from kppo.config.options import Config
-from kppo.tune.space import default_space, load_space, parse_space
+from kppo.tuning.space import default_space, load_space, parse_space
 
 BASE = Config(num_envs=4, num_steps=64)
 

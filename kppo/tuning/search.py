@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 from kppo.config.options import Config
 from kppo.training.runners.population import check_members
-from kppo.tune import report
-from kppo.tune.space import SearchSpace, default_space, load_space, parse_space
-from kppo.tune.storage import RETRY_OF, Liveness, cut_trials, fail_stale_trials, open_storage, open_study, study_name
-from kppo.tune.trials import Pending, group_by_shape, run_group
+from kppo.tuning import report
+from kppo.tuning.space import SearchSpace, default_space, load_space, parse_space
+from kppo.tuning.storage import RETRY_OF, Liveness, cut_trials, fail_stale_trials, open_storage, open_study, study_name
+from kppo.tuning.trials import Pending, group_by_shape, run_group
 
 __all__ = ["TuneResult", "make_pruner", "make_sampler", "tune"]
 
@@ -156,13 +156,16 @@ def tune(
         timeout: stop asking for trials after this many seconds.
         batch: trials asked together; those that differ only in sweepable fields train as one population.
         seeds_per_trial: seeds each trial trains (`config.seed`, +1, ...); the objective is their mean.
-        sampler, pruner: short names or Optuna class names.
+        sampler: a short name (`tpe`, `random`, `cmaes`, `qmc`) or an Optuna sampler class name.
+        pruner: a short name (`median`, `none`, `halving`, `hyperband`) or an Optuna pruner class name.
         storage: an Optuna storage URL (default: SQLite in `out`); `journal:PATH` for Optuna's journal file.
         study: the study's name (default: the env and a digest of config and space, so equal searches meet).
         resume: the study must exist; trials an interruption or a killed process cut are run again first.
         out: the study's folder (best.yaml, trials.csv, plots; the default SQLite file).
-        sampler_seed: the sampler's seed; startup_trials: random trials before TPE models (and before the median
-            pruner prunes); objective_rounds: the last evaluation rounds a trial's value averages.
+        sampler_seed: the sampler's seed.
+        startup_trials: random trials before TPE models (and before the median pruner prunes).
+        objective_rounds: the last evaluation rounds a trial's value averages.
+        verbose: 0 silent, 1 a console line per finished trial.
     """
     import optuna
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kppo.tune.zoo import read_zoo
+from kppo.tuning.zoo import read_zoo
 
 # rl_zoo3 2.9.2, hyperparams/ppo.yml (CartPole-v1 and, abridged, Pendulum-v1)
 ZOO = """

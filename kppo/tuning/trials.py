@@ -19,7 +19,7 @@ import numpy as np
 
 from kppo.config.options import SWEEPABLE, Config
 from kppo.core.errors import reason
-from kppo.tune.storage import CUT
+from kppo.tuning.storage import CUT
 from kppo.training.train import train
 
 __all__ = ["Pending", "group_by_shape", "run_group"]

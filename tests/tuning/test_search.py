@@ -9,7 +9,7 @@ import yaml
 
 from kppo.cli.main import main
 from kppo.config.options import Config
-from kppo.tune.search import make_pruner, make_sampler, tune
+from kppo.tuning.search import make_pruner, make_sampler, tune
 
 # Small enough to compile fast (no XLA), long enough that the learning rate matters.
 TINY = Config(

@@ -1,4 +1,4 @@
-"""The `postgres_url` fixture's server (tests/tune/conftest.py) takes connections and holds an Optuna study that two
+"""The `postgres_url` fixture's server (tests/tuning/conftest.py) takes connections and holds an Optuna study that two
 other processes each add a trial to: the storage the tuning tests share between processes is a real one."""
 
 import subprocess
