@@ -13,6 +13,7 @@ a Config. Fields in `SWEEPABLE` batch: trials that differ only in them train as 
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,10 +99,13 @@ class Distribution:
 
 @dataclass(frozen=True)
 class SearchSpace:
-    """Parameter name -> distribution, in the file's order; `fields` maps each to the Config fields it sets."""
+    """Parameter name -> distribution, in the file's order; `fields` maps each to the Config fields it sets;
+    `constants`: Config changes every trial takes (RL-Zoo's space: its sampled rates are constants)."""
 
     params: dict[str, Distribution]
     fields: dict[str, tuple[str, ...]]
+    constants: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    sb3_budget: bool = False  # a trial trains whole rollouts until its budget is reached (SB3's `learn` counting)
 
     def suggest(self, trial: Any) -> dict[str, Any]:
         """A trial's parameters (an enqueued trial returns its fixed values)."""
@@ -109,7 +113,10 @@ class SearchSpace:
 
     def apply(self, config: Config, params: Mapping[str, Any]) -> Config:
         """`config` with a trial's parameters (any spelling, RL-Zoo's derived ones) applied and validated."""
-        return config.replace(**changes_of(params))
+        changes = {**self.constants, **changes_of(params)}
+        if self.sb3_budget:
+            changes["total_timesteps"] = _sb3_budget(config, changes)
+        return config.replace(**changes)
 
     @property
     def batches(self) -> bool:
@@ -119,6 +126,14 @@ class SearchSpace:
 
     def to_dict(self) -> dict[str, dict]:
         return {name: dist.to_dict() for name, dist in self.params.items()}
+
+
+def _sb3_budget(config: Config, changes: Mapping[str, Any]) -> int:
+    """`config.total_timesteps` rounded up to whole rollouts of the changed config, as SB3's `learn` counts: it
+    collects rollouts until the budget is reached, so a rollout longer than the budget still trains once."""
+    kppo = translate(changes, Config.__dataclass_fields__, config.to_dict())
+    rollout = int(kppo.get("num_envs", config.num_envs)) * int(kppo.get("num_steps", config.num_steps))
+    return -(-config.total_timesteps // rollout) * rollout
 
 
 def changes_of(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -197,17 +212,17 @@ def _check_zoo_choices(where: str, name: str, dist: Distribution) -> None:
             )
 
 
-def _check_values(where: str, base: Config, name: str, dist: Distribution) -> None:
+def _check_values(where: str, base: Config, name: str, dist: Distribution, sb3_budget: bool) -> None:
     """Every bound or choice makes a valid Config from `base` (a one-line error naming the value otherwise)."""
     for value in dist.values():
         try:
-            SearchSpace({}, {}).apply(base, {name: value})
+            SearchSpace({}, {}, sb3_budget=sb3_budget).apply(base, {name: value})
         except ValueError as err:
             raise ValueError(f"{where}: the value {value!r} makes no valid config ({err})") from None
 
 
-def parse_space(values: Any, base: Config, source: str = "space") -> SearchSpace:
-    """A checked SearchSpace from a mapping (`source` names it in errors)."""
+def parse_space(values: Any, base: Config, source: str = "space", *, sb3_budget: bool = False) -> SearchSpace:
+    """A checked SearchSpace from a mapping (`source` names it in errors; `sb3_budget`: see `SearchSpace`)."""
     if not isinstance(values, Mapping) or not values:
         raise ValueError(f"{source}: expected a mapping of field: {{type: ..., ...}}, got {values!r}")
     params: dict[str, Distribution] = {}
@@ -224,9 +239,9 @@ def parse_space(values: Any, base: Config, source: str = "space") -> SearchSpace
             if field in seen:
                 raise ValueError(f"{where}: sets {field!r}, which {seen[field]!r} sets too")
             seen[field] = name
-        _check_values(where, base, name, dist)
+        _check_values(where, base, name, dist, sb3_budget)
         params[name] = dist
-    return SearchSpace(params, fields)
+    return SearchSpace(params, fields, sb3_budget=sb3_budget)
 
 
 def load_space(path_or_text: str | Path, base: Config) -> SearchSpace:
@@ -240,8 +255,10 @@ def load_space(path_or_text: str | Path, base: Config) -> SearchSpace:
 
 
 def default_space(base: Config) -> SearchSpace:
-    """RL-Zoo's PPO search (`rl_zoo3.hyperparams_opt.sample_ppo_params`, rl_zoo3 2.9.2), under its names."""
-    return parse_space(
+    """RL-Zoo's PPO search (`rl_zoo3.hyperparams_opt.sample_ppo_params`, rl_zoo3 2.9.2), under its names, with
+    RL-Zoo's meaning: a sampled learning rate or clip range is a constant (it replaces the base's `lin_0.001`), and a
+    trial trains whole rollouts until its budget is reached, as SB3's `learn` counts (n_steps up to 4096)."""
+    space = parse_space(
         {
             "batch_size_pow": {"type": "int", "low": 2, "high": 10},
             "n_steps_pow": {"type": "int", "low": 5, "high": 12},
@@ -257,4 +274,6 @@ def default_space(base: Config) -> SearchSpace:
         },
         base,
         "the default space",
+        sb3_budget=True,
     )
+    return dataclasses.replace(space, constants={"lr_schedule": "constant", "clip_schedule": "constant"})

@@ -2,6 +2,7 @@
 
 import pytest
 
+from kppo.tuning.space import default_space, parse_space
 from kppo.tuning.zoo import read_zoo
 
 # rl_zoo3 2.9.2, hyperparams/ppo.yml (CartPole-v1 and, abridged, Pendulum-v1)
@@ -53,6 +54,28 @@ def test_rl_zoos_cartpole_entry_on_sb3s_defaults(tmp_path):
     assert (config.gamma, config.gae_lambda, config.num_epochs, config.ent_coef) == (0.98, 0.8, 20, 0.0)
     assert config.clip_range_vf is None and config.adam_style == "torch"  # SB3's, not kppo's CartPole setting
     assert config.eval_freq == 1 and config.num_eval_envs == 5  # RL-Zoo's search: n_timesteps // 1e5 rounds
+
+
+def test_rl_zoos_sampled_rates_replace_the_files_schedules_as_rl_zoo_does(tmp_path):
+    # RL-Zoo's sample_ppo_params returns plain floats, which replace `lin_0.001` / `lin_0.2`: constant rates.
+    path = tmp_path / "ppo.yml"
+    path.write_text(ZOO)
+    _, config = read_zoo(path, "CartPole-v1")
+    trial = default_space(config).apply(config, {"learning_rate": 3e-4, "clip_range": 0.3})
+    assert (trial.learning_rate, trial.lr_schedule, trial.clip_range, trial.clip_schedule) == (
+        3e-4,
+        "constant",
+        0.3,
+        "constant",
+    )
+    # A budget counted as SB3's learn counts it: whole rollouts until n_timesteps (100k) is reached.
+    space = default_space(config.replace(total_timesteps=50_000))
+    assert space.apply(config, {"n_steps_pow": 12}).total_timesteps == 4 * 8 * 4096  # 131,072 >= 100k
+    assert space.apply(config, {"n_steps_pow": 5}).total_timesteps == 391 * 8 * 32  # 100,096
+    assert space.apply(config.replace(total_timesteps=20_000), {"n_steps_pow": 12}).total_timesteps == 8 * 4096
+    # A space of one's own samples a schedule's starting value, keeping the schedule.
+    own = parse_space({"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-3}}, config)
+    assert own.apply(config, {"learning_rate": 3e-4}).lr_schedule == "linear"
 
 
 def test_policy_kwargs_and_normalize_strings_are_read_as_syntax_never_run(tmp_path):
