@@ -67,6 +67,7 @@ def train(
     resume: bool = False,
     should_stop: Callable[[], bool] | None = None,
     between_rounds: Callable[[Runner, Any, dict], Any] | None = None,
+    programs: dict | None = None,
 ) -> PPOResult | PopulationResult:
     """Trains PPO on a TF-native or a gymnasium environment; or a population (several seeds, a `Config.sweep`) on a
     TF-native environment in one compiled program.
@@ -100,6 +101,9 @@ def train(
         between_rounds: `(runner, state, row) -> state`, called after each evaluation round (after `on_eval`,
             before the round's checkpoint); the loop goes on from the state it returns (population-based training
             copies and perturbs members here).
+        programs: a dict kept between calls: a TF-native population whose members differ from an earlier one's
+            only in seeds and `SWEEPABLE` values reuses its compiled programs instead of tracing and compiling again
+            (the same run a fresh program makes; `kppo.tune` passes one across its batches).
 
     Returns:
         PPOResult; for a population, PopulationResult (one PPOResult per member).
@@ -110,7 +114,7 @@ def train(
             if value is not None:
                 raise ValueError(f"{name}: expected None for a population (several seeds or a sweep), got {value!r}")
         hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop, between_rounds=between_rounds)
-        return _train_population(env, population_members(config, seed), hooks, checkpoint_dir, resume)
+        return _train_population(env, population_members(config, seed), hooks, checkpoint_dir, resume, programs)
     config = Config() if config is None else config
     if not isinstance(config, Config):  # a Sweep is a population (above)
         raise TypeError(f"config: expected a kppo.Config or a Config.sweep(...), got {type(config).__name__}")
@@ -181,10 +185,12 @@ def _check_resume(runner: Runner, checkpoint_dir: Any, resume: bool) -> None:
         raise ValueError("resume: exact resume needs a TF-native env (gymnasium envs cannot save their state)")
 
 
-def _train_population(env: Any, configs: list[Config], hooks: Hooks, checkpoint_dir, resume) -> PopulationResult:
+def _train_population(
+    env: Any, configs: list[Config], hooks: Hooks, checkpoint_dir, resume, programs=None
+) -> PopulationResult:
     """`train` for several members: one population runner, the same loop, one PPOResult per member."""
     base = configs[0]
-    runner, population = make_population_runner(base.env if env is None else env, configs)
+    runner, population = make_population_runner(base.env if env is None else env, configs, programs)
     _check_resume(runner, checkpoint_dir, resume)
     runner, checkpointer, rows = checkpointing(
         runner, base, checkpoint_dir, resume, "this population", population.weights

@@ -199,6 +199,7 @@ def tune(
 
 def _run(env, study, space, base, seeds, trials, timeout, batch, objective_rounds, console) -> None:
     live, start, asked = Liveness(), time.monotonic(), 0
+    programs: dict = {}  # compiled populations by shape: a later batch of the same shapes reuses one
     try:
         while asked < trials and (timeout is None or time.monotonic() - start < timeout):
             fail_stale_trials(study)
@@ -206,7 +207,7 @@ def _run(env, study, space, base, seeds, trials, timeout, batch, objective_round
             pending = [p for p in (_ask(study, space, base, seeds, live, console) for _ in range(size)) if p]
             asked += size
             for group in group_by_shape(pending):
-                run_group(env, study, group, seeds, objective_rounds, _logger(console, study))
+                run_group(env, study, group, seeds, objective_rounds, _logger(console, study), programs)
                 for item in group:
                     live.release(item.trial)
     finally:

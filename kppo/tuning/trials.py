@@ -98,8 +98,10 @@ def run_group(
     seeds: list[int],
     objective_rounds: int,
     log: Callable[[Pending, str], None],
+    programs: dict | None = None,
 ) -> None:
-    """Trains the group's trials x seeds as one run and tells each trial its value (or pruned, or failed)."""
+    """Trains the group's trials x seeds as one run and tells each trial its value (or pruned, or failed);
+    `programs`: the compiled populations of earlier groups, which a group of the same shapes reuses."""
     configs: list[Config] = []
     for item in pending:
         item.members = list(range(len(configs), len(configs) + len(seeds)))
@@ -112,6 +114,7 @@ def run_group(
             configs if len(configs) > 1 else configs[0],
             on_eval=reporter.on_eval,
             should_stop=reporter.should_stop,
+            programs=programs,
         )
     except (ValueError, TypeError, FloatingPointError, OSError) as err:  # this trial's config or run, not the study
         _fail(study, pending, "error", reason(err), log)

@@ -100,15 +100,16 @@ def make_runner(
     return make_native_runner(env, config, eval_metrics_fn)
 
 
-def make_population_runner(env: Any, configs: list[Config]) -> tuple[Runner, Any]:
+def make_population_runner(env: Any, configs: list[Config], programs: dict | None = None) -> tuple[Runner, Any]:
     """The runner of a population (seeds and sweep points; its diagnostics and evaluations have a member axis) and
     the population (`configs`, `weights`, `new_agent`): on TF-native envs every member's iterations in one compiled
     call (`population.PopulationRunner`); on gymnasium envs one vector env of every member's envs and one compiled
-    update (`host_population.HostPopulationRunner`)."""
+    update (`host_population.HostPopulationRunner`). `programs`: compiled TF-native population programs kept between
+    calls for reuse by populations of the same shapes (`population.make_native_population`)."""
     kind = runner_kind(env, configs[0])
     if kind == "host":
         runner = HostPopulationRunner(preprocessed(env, configs[0], kind), configs)
         return runner, runner.population
     if kind == "replicated":
         raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
-    return make_native_population(env, configs)
+    return make_native_population(env, configs, programs)

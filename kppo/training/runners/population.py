@@ -312,7 +312,54 @@ class PopulationRunner(Runner):
         return member_state(state, index)
 
 
-def make_native_population(env: str | VecEnv, configs: list[Config]) -> tuple[Runner, Population]:
-    """The Runner for the training loop (its diagnostics and evaluations have a member axis) and the population."""
+#: Compiled populations a `programs` dict keeps (by shape), the newest.
+KEPT_PROGRAMS = 4
+
+
+def make_native_population(
+    env: str | VecEnv, configs: list[Config], programs: dict | None = None
+) -> tuple[Runner, Population]:
+    """The Runner for the training loop (its diagnostics and evaluations have a member axis) and the population.
+
+    `programs` (a dict the caller keeps between calls) holds the runners built so far by shape: a population whose
+    members differ from an earlier one's only in seeds and sweepable values runs that runner's compiled programs,
+    with the new members' weights, Adam state, values and runner state assigned into its variables (`reuse`)."""
     population = build_population(env, configs)
-    return PopulationRunner(population), population
+    key = _program_key(env, configs)
+    runner = programs.get(key) if programs is not None and key is not None else None
+    if runner is None:
+        runner = PopulationRunner(population)
+        if programs is not None and key is not None:
+            while len(programs) >= KEPT_PROGRAMS:  # the oldest goes: memory stays bounded in a long search
+                del programs[next(iter(programs))]
+            programs[key] = runner
+        return runner, population
+    return reuse(runner, population), runner.population
+
+
+def _program_key(env: str | VecEnv, configs: list[Config]) -> tuple | None:
+    """What a compiled population program depends on: the env (by name; an env object by identity), the member
+    count and every field but the seed and the sweepable values."""
+    if not isinstance(env, str):
+        return None  # a VecEnv object may change between calls: no reuse
+    shape = tuple(sorted((k, repr(v)) for k, v in configs[0].to_dict().items() if k not in SWEEPABLE and k != "seed"))
+    return env, len(configs), shape
+
+
+def reuse(runner: PopulationRunner, new: Population) -> PopulationRunner:
+    """`runner` (compiled for members of `new`'s shapes) set to start `new`'s members: their weights, fresh Adam
+    state and values assigned into its variables, their runner state and evaluation keys in place of its own. Its
+    compiled calls read only those variables and the state passed in, so nothing retraces and the run is the one a
+    fresh runner of `new` would make."""
+    mine = runner.population
+    for variable, value in zip(_variables(mine.weights), _variables(new.weights)):
+        variable.assign(value)
+    for variable, value in zip(mine.values, new.values):
+        variable.assign(value)
+    runner.population = mine._replace(configs=new.configs, state=new.state, key_eval=new.key_eval)
+    runner.state, runner.config = new.state, new.configs[0]
+    return runner
+
+
+def _variables(weights: MemberWeights) -> list:
+    return [*weights.params, *weights.m, *weights.v, weights.steps]

@@ -104,6 +104,29 @@ def test_a_members_result_does_not_depend_on_another_members_values():
     assert results[0].diagnostics.total_loss[1] != results[1].diagnostics.total_loss[1]
 
 
+def test_a_population_of_the_same_shapes_reuses_the_compiled_program_and_runs_as_a_fresh_one():
+    base = kppo.Config(**SMALL, **GRAPH, normalize_obs=True, learning_rate=1e-3)
+    first = [base.replace(seed=1), base.replace(seed=2, ent_coef=0.05)]
+    second = [base.replace(seed=7, learning_rate=3e-3), base.replace(seed=8, clip_range=0.1, gamma=0.9)]
+    programs: dict = {}
+    kppo.train("cartpole", first, programs=programs)
+    (runner,) = programs.values()
+    traces = runner.iterations_fn.experimental_get_tracing_count()
+    reused = kppo.train("cartpole", second, programs=programs)
+    assert list(programs.values()) == [runner] and runner.iterations_fn.experimental_get_tracing_count() == traces
+    fresh = kppo.train("cartpole", second)
+    for name, values in fresh.metrics.items():
+        if not name.startswith("time/"):  # wall-clock rates
+            np.testing.assert_array_equal(reused.metrics[name], values, err_msg=name)
+    for a, b in zip(reused.members, fresh.members):
+        assert a.config == b.config
+        for x, y in zip(a.agent.variables, b.agent.variables):
+            np.testing.assert_array_equal(x.numpy(), y.numpy())
+        np.testing.assert_array_equal(a.runner_state.rollout.obs_stats.mean, b.runner_state.rollout.obs_stats.mean)
+    kppo.train("cartpole", [base.replace(seed=1, num_epochs=2), base.replace(seed=2, num_epochs=2)], programs=programs)
+    assert len(programs) == 2  # another shape: another program
+
+
 def test_train_with_several_seeds_returns_one_result_per_member_and_a_summary():
     config = kppo.Config(**SMALL).sweep(learning_rate=[1e-3, 3e-3])
     result = kppo.train("cartpole", config, seed=[0, 1])
