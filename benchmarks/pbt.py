@@ -38,12 +38,14 @@ def initial_values(members: int) -> list[dict[str, float]]:
     return [{"learning_rate": float(lr), "clip_range": 0.2} for lr in np.geomspace(5e-3, 2e-2, members)]
 
 
-def one_procedure(seed: int, interval: int) -> dict:
+def one_procedure(seed: int, interval: int, total_timesteps: int | None = None) -> dict:
     import kppo
     from kppo.tuning.pbt import pbt
     from kppo.tuning.space import parse_space
 
     base = kppo.Config.from_yaml(CONFIG).replace(lr_schedule="constant", eval_freq=16, seed=100 * seed, verbose=0)
+    if total_timesteps is not None:  # a shorter smoke run of the script
+        base = base.replace(total_timesteps=total_timesteps)
     space = parse_space(SPACE, base)
     start = time.perf_counter()
     configs = [space.apply(base, p).replace(seed=base.seed + i) for i, p in enumerate(initial_values(MEMBERS))]
@@ -75,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the whole procedure")
     parser.add_argument("--interval", type=int, default=1, help="evaluation rounds between two exploit steps")
+    parser.add_argument("--total-timesteps", type=int, help="a member's budget (default: the config's, 100k)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     record = {
@@ -90,7 +93,7 @@ def main() -> None:
         "procedures": [],
     }
     for seed in range(args.seeds):
-        row = one_procedure(seed, args.interval)
+        row = one_procedure(seed, args.interval, args.total_timesteps)
         record["procedures"].append(row)
         print(
             f"seed {seed}: best member fixed {row['fixed_best']:8.1f}, pbt {row['pbt_best']:8.1f}; "

@@ -25,8 +25,8 @@ def _script(path: Path) -> str:
 
 #: Guides whose examples take 30-70 s here (several compiled programs each; images: an Atari CNN and a MinAtar run;
 #: the README's tests already run a population, a mirrored run and the CLI's train-export path in the default suite,
-#: tests/sb3/test_cnn_policy.py a CnnPolicy): `-m slow`.
-SLOW = {"populations", "recurrent-and-masks", "distributed", "images"}
+#: tests/sb3/test_cnn_policy.py a CnnPolicy; tests/tuning a batched search and PBT): `-m slow`.
+SLOW = {"populations", "recurrent-and-masks", "distributed", "images", "tuning"}
 
 
 #: Files a guide's code reads, copied into its working directory: (source under the repository, name there).

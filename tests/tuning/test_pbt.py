@@ -11,21 +11,10 @@ from kppo.config.options import Config
 from kppo.training.train import train
 from kppo.tuning.pbt import copy_member, explore, pbt, set_member_values
 from kppo.tuning.space import parse_space
+from tests.tuning.settings import TINY as SETTINGS
 
-TINY = Config(
-    num_envs=4,
-    num_steps=16,
-    total_timesteps=4 * 16 * 8,
-    num_minibatches=2,
-    num_epochs=2,
-    eval_freq=4,
-    num_eval_envs=4,
-    iterations_per_call=2,
-    normalize_obs=True,  # a member's statistics must be copied too
-    jit_rollout=False,
-    jit_update=False,
-    jit_eval=False,
-)
+# A member's statistics must be copied too (normalize_obs); two exploit steps in the run.
+TINY = SETTINGS.replace(eval_freq=4, iterations_per_call=2, normalize_obs=True)
 SPACE = parse_space({"learning_rate": {"type": "float", "low": 1e-5, "high": 1e-2, "log": True}}, TINY)
 
 

@@ -10,21 +10,8 @@ import yaml
 from kppo.cli.main import main
 from kppo.config.options import Config
 from kppo.tuning.search import make_pruner, make_sampler, tune
+from tests.tuning.settings import TINY
 
-# Small enough to compile fast (no XLA), long enough that the learning rate matters.
-TINY = Config(
-    num_envs=4,
-    num_steps=16,
-    total_timesteps=4 * 16 * 8,
-    num_minibatches=2,
-    num_epochs=2,
-    eval_freq=2,
-    num_eval_envs=4,
-    iterations_per_call=4,
-    jit_rollout=False,
-    jit_update=False,
-    jit_eval=False,
-)
 SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 3e-2, "log": True}}
 
 
