@@ -17,9 +17,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kppo.config.options import SWEEPABLE, Config
+from kppo.config.options import Config
 from kppo.core.errors import reason
 from kppo.tuning.storage import CUT
+from kppo.training.runners.population import shape_key
 from kppo.training.train import train
 
 __all__ = ["Pending", "group_by_shape", "run_group"]
@@ -35,11 +36,6 @@ class Pending:
     members: list[int] = field(default_factory=list)  # its columns in the population
     history: list[float] = field(default_factory=list)
     done: bool = False
-
-
-def shape_key(config: Config) -> tuple:
-    """What trials must share to train as one population: every field but the seed and the sweepable ones."""
-    return tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k not in SWEEPABLE and k != "seed"))
 
 
 def group_by_shape(pending: list[Pending]) -> list[list[Pending]]:

@@ -342,8 +342,12 @@ def _program_key(env: str | VecEnv, configs: list[Config]) -> tuple | None:
     count and every field but the seed and the sweepable values."""
     if not isinstance(env, str):
         return None  # a VecEnv object may change between calls: no reuse
-    shape = tuple(sorted((k, repr(v)) for k, v in configs[0].to_dict().items() if k not in SWEEPABLE and k != "seed"))
-    return env, len(configs), shape
+    return env, len(configs), shape_key(configs[0])
+
+
+def shape_key(config: Config) -> tuple:
+    """What members must share to train as one population: every field but the seed and the sweepable ones."""
+    return tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k not in SWEEPABLE and k != "seed"))
 
 
 def reuse(runner: PopulationRunner, new: Population) -> PopulationRunner:
