@@ -276,6 +276,7 @@ class _Run:
         self.per_call = 1 if one_a_call else plan.iterations_per_call
         self.call_s = 0.0  # wall time of the last call
         self.keras_stop = False  # a Keras callback set model.stop_training
+        self.stop_after_row = False  # should_stop said so at a round's last call
         # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
         self.warmup = threading.Thread(target=runner.warmup if plan.with_evaluation else (lambda: None), daemon=True)
 
@@ -334,8 +335,11 @@ class _Run:
             check_finite(diag, self.iteration)
         return diag, progress
 
-    def after_call(self, diag: Diagnostics, n: int, progress: Progress) -> LoopResult | None:
-        """Reports, callbacks, checkpoint, stop requests; the run's result when it ends here."""
+    def after_call(self, diag: Diagnostics, n: int, progress: Progress, row_next: bool = False) -> LoopResult | None:
+        """Reports, callbacks, checkpoint, stop requests; the run's result when it ends here. `row_next`: this call
+        ends a round whose metric row comes next, so neither a periodic checkpoint nor a stop request saves here (a
+        checkpoint at the round's end without its row would lose the row on a resume): the round's evaluation saves,
+        and a stop is acted on after it (`stop_after_row`)."""
         hooks, model, callback = self.hooks, self.model, self.hooks.callback
         if hooks.on_call is not None:
             hooks.on_call(diag, n, progress)
@@ -353,9 +357,13 @@ class _Run:
             self.checkpointer is not None
             and self.checkpoint_every
             and self.iteration - self.last_checkpoint >= self.checkpoint_every
+            and not row_next
         ):
             self.save()
         if hooks.should_stop is not None and hooks.should_stop():
+            if row_next:
+                self.stop_after_row = True
+                return None if continue_training else self.finish(False, True)
             if self.checkpointer is not None:
                 self.save()
             return self.finish(True, False)
@@ -380,12 +388,14 @@ class _Run:
             diag, progress = self.count(result, n)
             done += n
             sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
-            ended = self.after_call(diag, n, progress)
+            ended = self.after_call(diag, n, progress, row_next=done == size and self.plan.with_evaluation)
             if ended is not None:
                 return ended
         if self.plan.with_evaluation:
             assert sums is not None and progress is not None  # size > 0: the round ran
             self.evaluate_round(round_index, sums, done, time.perf_counter() - round_start, progress)
+            if self.stop_after_row:  # asked at the round's last call: the row and its checkpoint came first
+                return self.finish(True, False)
         return None
 
     def evaluate_round(

@@ -5,6 +5,7 @@ import pytest
 import kppo
 from kppo import envs
 from kppo._tf import tf
+from kppo.training.checkpointer import TrainingCheckpointer
 from kppo.training.metrics import METRICS
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 6, eval_freq=2, num_eval_envs=3, num_hidden_units=16)
@@ -167,6 +168,33 @@ def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
     np.testing.assert_array_equal(full.metrics["train/total_steps"], resumed.metrics["train/total_steps"])
     np.testing.assert_array_equal(full.metrics["eval/mean_returns"], resumed.metrics["eval/mean_returns"])
     np.testing.assert_array_equal(full.metrics["train/gradient_steps"], resumed.metrics["train/gradient_steps"])
+
+
+def test_a_checkpoint_at_a_rounds_end_holds_its_row_so_a_resume_from_it_loses_none(tmp_path, monkeypatch):
+    # checkpoint_every = a round: the periodic save and the round's row meet at iterations 4 and 8. A checkpoint
+    # there without the row (a kill before the round's own save, or a stop asked at that call) lost the row.
+    config = kppo.Config(
+        **{**TINY, "total_timesteps": 4 * 16 * 8, "eval_freq": 2, "iterations_per_call": 1, "checkpoint_every": 4}
+    )
+    saves = []
+    real_save = TrainingCheckpointer.save
+    monkeypatch.setattr(
+        TrainingCheckpointer,
+        "save",
+        lambda self, state, rows, it: saves.append((it, len(rows))) or real_save(self, state, rows, it),
+    )
+    full = kppo.train("CartPole-v1", config)
+    calls = []
+    stopped = kppo.train(
+        "CartPole-v1", config, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 4
+    )
+    assert stopped.interrupted and len(stopped.metrics["eval/mean_returns"]) == 1  # evaluated, then stopped
+    assert all(rows == it // 4 for it, rows in saves if it % 4 == 0), saves
+    resumed = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, resume=True)
+    assert all(rows == it // 4 for it, rows in saves if it % 4 == 0), saves
+    for name, values in full.metrics.items():
+        if not name.startswith("time/"):
+            np.testing.assert_array_equal(resumed.metrics[name], values, err_msg=name)
 
 
 def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(tmp_path):
