@@ -28,3 +28,29 @@ def package_versions(*names: str) -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return out
+
+
+def run_record(**fields: object) -> dict:
+    """The header of a benchmark's JSON record: date and time, CPU model, cores and load average at the start, then
+    `fields`; `finish_record` adds the load average at the end and writes it."""
+    import os
+    import time
+
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "load_average_start": os.getloadavg(),
+        **fields,
+    }
+
+
+def finish_record(record: dict, path: str | None) -> None:
+    """Adds the load average at the end; writes `record` as JSON to `path` (its folder made) when one is given."""
+    import json
+    import os
+
+    record["load_average_end"] = os.getloadavg()
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(record, indent=1) + "\n")

@@ -15,15 +15,13 @@ The figure of merit is the final evaluation return: the best member's and the me
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from machine import cpu_model, package_versions
+from machine import finish_record, package_versions, run_record
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pendulum_100k.yaml"
 SPACE = {
@@ -80,18 +78,14 @@ def main() -> None:
     parser.add_argument("--total-timesteps", type=int, help="a member's budget (default: the config's, 100k)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
-    record = {
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "load_average_start": os.getloadavg(),
-        "config": str(CONFIG.name),
-        "space": SPACE,
-        "initial": initial_values(MEMBERS),
-        "interval": args.interval,
-        "versions": package_versions("kppo", "tensorflow"),
-        "procedures": [],
-    }
+    record = run_record(
+        config=str(CONFIG.name),
+        space=SPACE,
+        initial=initial_values(MEMBERS),
+        interval=args.interval,
+        versions=package_versions("kppo", "tensorflow"),
+        procedures=[],
+    )
     for seed in range(args.seeds):
         row = one_procedure(seed, args.interval, args.total_timesteps)
         record["procedures"].append(row)
@@ -101,13 +95,10 @@ def main() -> None:
             f"{row['fixed_s']:.0f} s / {row['pbt_s']:.0f} s",
             flush=True,
         )
-    record["load_average_end"] = os.getloadavg()
     wins = sum(r["pbt_best"] > r["fixed_best"] for r in record["procedures"])
     record["pbt_best_wins"] = wins
     print(f"PBT's best member beats the best fixed member in {wins} of {args.seeds} procedures")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    finish_record(record, args.json)
 
 
 if __name__ == "__main__":

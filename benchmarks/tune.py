@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-from machine import cpu_model, package_versions
+from machine import finish_record, package_versions, run_record
 
 SPACE = {
     "learning_rate": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
@@ -79,17 +77,13 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(BATCHES[args.worker], args.trials, args.pruner)))
         return
-    record = {
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "load_average_start": os.getloadavg(),
-        "space": SPACE,
-        "trials": args.trials,
-        "pruner": args.pruner,
-        "versions": package_versions("kppo", "tensorflow", "optuna"),
-        "runs": [],
-    }
+    record = run_record(
+        space=SPACE,
+        trials=args.trials,
+        pruner=args.pruner,
+        versions=package_versions("kppo", "tensorflow", "optuna"),
+        runs=[],
+    )
     for kind in args.order.split(","):
         result = run(kind, args.trials, args.pruner)
         record["runs"].append(result)
@@ -98,14 +92,11 @@ def main() -> None:
             f"(trial {result['best_trial']}), {result['complete']} complete, {result['pruned']} pruned",
             flush=True,
         )
-    record["load_average_end"] = os.getloadavg()
     walls = {r["kind"]: r["wall_s"] for r in record["runs"]}
     if {"batched", "sequential"} <= walls.keys():
         record["ratio"] = walls["batched"] / walls["sequential"]
         print(f"batched / sequential wall: {record['ratio']:.2f}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    finish_record(record, args.json)
 
 
 if __name__ == "__main__":

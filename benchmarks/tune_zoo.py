@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from machine import cpu_model, package_versions
+from machine import finish_record, package_versions, run_record
 
 HERE = Path(__file__).resolve().parent
 KPPO = [sys.executable, "-m", "kppo.cli"]
@@ -113,16 +112,12 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     zoo = zoo_file(args.peer_python)
-    record = {
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "load_average_start": os.getloadavg(),
-        "trials": args.trials,
-        "n_timesteps": args.n_timesteps,
-        "versions": package_versions("kppo", "tensorflow", "optuna", "gymnasium"),
-        "rows": [],
-    }
+    record = run_record(
+        trials=args.trials,
+        n_timesteps=args.n_timesteps,
+        versions=package_versions("kppo", "tensorflow", "optuna", "gymnasium"),
+        rows=[],
+    )
     parts = args.parts.split(",")
     for env in args.envs.split(","):
         todo = [("peer", None)] if "peer" in parts else []
@@ -135,10 +130,7 @@ def main() -> None:
                 row = run_kppo(zoo, env, args, batch or 1, SWEEPABLE_ZOO_SPACE if batch else None)
             record["rows"].append(row)
             print(line(row), flush=True)
-    record["load_average_end"] = os.getloadavg()
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    finish_record(record, args.json)
 
 
 if __name__ == "__main__":

@@ -338,10 +338,10 @@ def make_native_population(
 
 
 def _program_key(env: str | VecEnv, configs: list[Config]) -> tuple | None:
-    """What a compiled population program depends on: the env (by name; an env object by identity), the member
-    count and every field but the seed and the sweepable values."""
+    """What a compiled population program depends on: the env's name, the member count and every field but the
+    seed and the sweepable values; None (no reuse) for an env object, which may change between calls."""
     if not isinstance(env, str):
-        return None  # a VecEnv object may change between calls: no reuse
+        return None
     return env, len(configs), shape_key(configs[0])
 
 
