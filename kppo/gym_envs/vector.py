@@ -18,17 +18,20 @@ Observations are flattened to float32 vectors as `kppo.gym_envs.spaces` describe
 (`EnvError`): gymnasium's errors for an id (unknown, deprecated, a missing extra such as Box2D or MuJoCo), a factory
 that needs arguments, raises or returns no `gym.Env`; and, from the sub-envs kppo builds (each wrapped in `CheckedEnv`),
 an exception in `reset`/`step` (its type and first line, chained) or a return that breaks the gymnasium API, naming the
-step and the env index; non-finite observations or rewards, naming the step, the env index and the value.
+step and the env index; non-finite observations or rewards, naming the step, the env index and the value; a worker
+process of an async vector env that died (killed, out of memory), naming the worker, its pid and how it ended (the
+pipe to a dead worker fails at once, so a run never waits on it), and `close` then ends the other workers.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
-from gymnasium.vector import SyncVectorEnv, VectorEnv
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
 from kppo.gym_envs.spaces import (
     action_dtype,
@@ -98,6 +101,31 @@ def _check_finite(what: str, values: np.ndarray, step: int, rows: np.ndarray | N
         raise ValueError(
             f"env returned a non-finite {what} at step {step} in env {index}: {_format_values(values[index])}"
         )
+
+
+#: What talking to a dead worker process raises (from its pipe).
+_PIPE_ERRORS = (BrokenPipeError, EOFError, ConnectionResetError)
+
+
+def _how_it_ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            pass
+    return f"exit code {exitcode}"
+
+
+def dead_workers(vec_env: VectorEnv) -> list[str]:
+    """The worker processes of an async vector env that are no longer alive, as "i (pid P, killed by SIGKILL)"."""
+    base = vec_env.unwrapped
+    if not isinstance(base, AsyncVectorEnv):
+        return []
+    return [
+        f"{index} (pid {process.pid}, {_how_it_ended(process.exitcode)})"
+        for index, process in enumerate(base.processes)
+        if not process.is_alive()
+    ]
 
 
 def vector_env_of(env: Any) -> VectorEnv | None:
@@ -220,13 +248,21 @@ class GymVecEnv:
             _check_finite("observation", obs, self._step_count)
         return GymStep(obs, reward, terminated, truncated, final_obs, raw_obs, infos)
 
-    @staticmethod
-    def _call(step: int, method: Callable, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, step: int, method: Callable, *args: Any, **kwargs: Any) -> Any:
         """`method(*args, **kwargs)` of the vector env; an exception becomes a one-line EnvError naming the step."""
         try:
             return method(*args, **kwargs)
         except SubEnvError as err:  # from a CheckedEnv: names the env
             raise EnvError(err.message(step)) from (err.__cause__ or err)
+        except _PIPE_ERRORS as err:
+            dead = dead_workers(self.vec_env)
+            if not dead:
+                raise EnvError(
+                    f"env raised {type(err).__name__} in {method.__name__}() at step {step}{first_line(err)}"
+                ) from err
+            raise EnvError(
+                f"env worker process {', '.join(dead)} died before {method.__name__}() at step {step} returned"
+            ) from err
         except Exception as err:  # a vector env kppo did not build: the env index is unknown
             raise EnvError(
                 f"env raised {type(err).__name__} in {method.__name__}() at step {step}{first_line(err)}"
@@ -257,10 +293,17 @@ class GymVecEnv:
         return final_obs
 
     def close(self) -> None:
-        """Closes the vector env (idempotent)."""
-        if not self._closed:
-            self._closed = True
+        """Closes the vector env (idempotent); an async one with a dead worker is closed by ending the others."""
+        if self._closed:
+            return
+        self._closed = True
+        if dead_workers(self.vec_env):
+            self.vec_env.unwrapped.close(terminate=True)
+            return
+        try:
             self.vec_env.close()
+        except _PIPE_ERRORS:  # a worker died while closing
+            self.vec_env.unwrapped.close(terminate=True)
 
     def __enter__(self) -> GymVecEnv:
         return self

@@ -8,7 +8,7 @@ import json
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -37,9 +37,28 @@ class _NestVariables(tf.Module):
         return tf.nest.pack_sequence_as(self._structure, [v if v is None else tf.identity(v) for v in self.leaves])
 
 
+class RoundSoFar(NamedTuple):
+    """The part of a round done before a checkpoint inside it: its diagnostics' sums (Python floats, or numpy arrays
+    [M] for a population), iterations and training wall time. A resume adds the rest of the round to them, so the
+    round's metric row is the one an uninterrupted run makes."""
+
+    sums: tuple
+    iterations: int
+    wall_s: float
+
+
+class Restored(NamedTuple):
+    """What a checkpoint gives a resumed run: the runner state, the metric rows so far and the round in progress."""
+
+    state: Any
+    rows: list[dict]
+    round_so_far: RoundSoFar | None
+
+
 class TrainingCheckpointer:
     """Writes and restores everything a run needs to continue exactly: networks, optimizer (Adam moments and step),
-    the runner state (env state, observations, statistics, RNG key, iteration) and the metric rows so far.
+    the runner state (env state, observations, statistics, RNG key, iteration), the metric rows so far and the sums of
+    the round in progress (`RoundSoFar`).
 
     `tf.train.CheckpointManager` writes the data files first and then replaces the `checkpoint` index atomically, so
     a crash while writing leaves the previous checkpoint usable; `restore_latest` falls back to an older checkpoint
@@ -81,16 +100,17 @@ class TrainingCheckpointer:
     def _plain_state(self, state: Any) -> Any:
         return state if self.strategy is None else self._gather(state)
 
-    def save(self, state: Any, rows: list[dict], iteration: int) -> str:
+    def save(self, state: Any, rows: list[dict], iteration: int, round_so_far: RoundSoFar | None = None) -> str:
         self.state.assign(self._plain_state(state))
-        self.rows.assign(json.dumps([{k: _plain(v) for k, v in row.items()} for row in rows]))
+        self.rows.assign(json.dumps(_rows_record(rows, round_so_far)))
         path = self.writer.save(checkpoint_number=iteration)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return path
 
-    def restore_latest(self) -> tuple[Any, list[dict]] | None:
-        """(runner state, metric rows) of the newest readable checkpoint, or None if there is none."""
+    def restore_latest(self) -> Restored | None:
+        """The state, metric rows and round in progress of the newest readable checkpoint, or None if there is
+        none."""
         for path in reversed(self.manager.checkpoints):
             try:
                 self.checkpoint.read(path).assert_existing_objects_matched()
@@ -100,10 +120,40 @@ class TrainingCheckpointer:
             state = self.state.read()
             if self.strategy is not None:
                 state = from_replica_values(self.strategy, state)
-            return state, json.loads(self.rows.numpy().decode())
+            return Restored(state, *_read_rows_record(json.loads(self.rows.numpy().decode())))
         return None
 
 
 def _plain(value: Any) -> Any:
     value = np.asarray(value)
     return value.item() if value.ndim == 0 else value.tolist()
+
+
+def _typed(value: Any) -> list:
+    """A sum as [dtype, values]: read back with its dtype, the rest of the round adds to it as it would have."""
+    value = np.asarray(value)
+    return [value.dtype.str, value.tolist()]
+
+
+def _untyped(record: list) -> Any:
+    value = np.asarray(record[1], dtype=np.dtype(record[0]))
+    return value.item() if value.ndim == 0 else value
+
+
+def _rows_record(rows: list[dict], round_so_far: RoundSoFar | None) -> dict:
+    record: dict[str, Any] = {"rows": [{k: _plain(v) for k, v in row.items()} for row in rows]}
+    if round_so_far is not None:
+        sums, iterations, wall_s = round_so_far
+        record["round"] = {"sums": [_typed(x) for x in sums], "iterations": iterations, "wall_s": wall_s}
+    return record
+
+
+def _read_rows_record(record: Any) -> tuple[list[dict], RoundSoFar | None]:
+    """(rows, round in progress); a checkpoint written before kppo saved the round in progress holds a plain list."""
+    if isinstance(record, list):
+        return record, None
+    part = record.get("round")
+    if part is None:
+        return record["rows"], None
+    sums = tuple(_untyped(x) for x in part["sums"])
+    return record["rows"], RoundSoFar(sums, int(part["iterations"]), float(part["wall_s"]))

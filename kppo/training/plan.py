@@ -21,6 +21,7 @@ class Plan(NamedTuple):
     total_timesteps: int  # progress_remaining = 1 - model.num_timesteps / total_timesteps
     debug: bool = False
     gradient_steps: Any = 0  # applied before this run (a resume: the restored Adam step count; [M] for a population)
+    round_so_far: Any = None  # a resume inside a round: the part of it done before (`checkpointer.RoundSoFar`)
 
 
 def round_sizes(num_iterations: int, rounds: int) -> list[int]:

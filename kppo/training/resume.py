@@ -8,18 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from kppo.agent.agent import Agent, SavedAgent, read_any_cells
-from kppo.training.checkpointer import TrainingCheckpointer
+from kppo.training.checkpointer import Restored, RoundSoFar, TrainingCheckpointer
 from kppo.config.options import Config
 from kppo.training.runners import Runner, make_runner
 
 
 def checkpointing(
     runner: Runner, config: Config, checkpoint_dir: Any, resume: bool, fits: str, weights: Any = None
-) -> tuple[Runner, TrainingCheckpointer | None, list[dict]]:
-    """(runner, checkpointer or None, metric rows so far): with `resume`, the runner starts from the newest readable
-    checkpoint that fits `fits` and the rows are restored."""
+) -> tuple[Runner, TrainingCheckpointer | None, list[dict], RoundSoFar | None]:
+    """(runner, checkpointer or None, metric rows so far, the round in progress): with `resume`, the runner starts
+    from the newest readable checkpoint that fits `fits`, and its rows and round in progress are restored."""
     checkpointer: TrainingCheckpointer | None = None
     rows: list[dict] = []
+    round_so_far = None
     if checkpoint_dir is not None:
         checkpointer = TrainingCheckpointer(
             checkpoint_dir, runner.agent, runner.state, strategy=runner.strategy, weights=weights
@@ -27,14 +28,14 @@ def checkpointing(
     if resume:
         if checkpointer is None:
             raise ValueError("resume: expected a checkpoint_dir to resume from, got None")
-        (state, rows), _ = restore_run(checkpointer, runner, config, "resume", fits)
+        (state, rows, round_so_far), _ = restore_run(checkpointer, runner, config, "resume", fits)
         runner = runner.with_state(state)
-    return runner, checkpointer, rows
+    return runner, checkpointer, rows, round_so_far
 
 
-def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) -> tuple[tuple[Any, list], list[str]]:
-    """((runner state, metric rows), why newer checkpoints were skipped) of the newest readable checkpoint; a
-    one-line ValueError naming `field` when none is readable (none written, or none that fits `fits`)."""
+def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) -> tuple[Restored, list[str]]:
+    """(what the newest readable checkpoint holds, why newer checkpoints were skipped); a one-line ValueError naming
+    `field` when none is readable (none written, or none that fits `fits`)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         restored = checkpointer.restore_latest()
@@ -51,7 +52,7 @@ def restore_newest(checkpointer: TrainingCheckpointer, field: str, fits: str) ->
 
 def restore_run(
     checkpointer: TrainingCheckpointer, runner: Runner, config: Config, field: str, fits: str
-) -> tuple[tuple[Any, list], list[str]]:
+) -> tuple[Restored, list[str]]:
     """`restore_newest` into the runner's agent, a run checkpointed while kppo's LSTM cells had one bias included
     (`kppo.agent.agent.read_any_cells`)."""
 
@@ -79,7 +80,7 @@ def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
         checkpointer = TrainingCheckpointer(
             run_dir / "checkpoints", runner.agent, runner.state, strategy=runner.strategy
         )
-        (state, _), unreadable = restore_run(
+        (state, _, _), unreadable = restore_run(
             checkpointer, runner, config, "checkpoints", repr(str(run_dir / "config.yaml"))
         )
         state = runner.view(state)

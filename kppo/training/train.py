@@ -39,6 +39,7 @@ from kppo.training.metrics import (
     training_row,
 )
 from kppo.training.plan import Plan, plan_rounds
+from kppo.training.checkpointer import RoundSoFar
 from kppo.training.resume import checkpointing
 from kppo.training.results import (
     PopulationResult,
@@ -94,8 +95,8 @@ def train(
         checkpoint_dir: write checkpoints here: every `config.checkpoint_every` iterations (0: at round ends), at
             the end, and when `should_stop` says so. Keeps the last 3.
         resume: continue from the newest readable checkpoint in `checkpoint_dir` (TF-native envs: the resumed run
-            ends bit-identical to an uninterrupted one on CPU). The metric row of an interrupted round averages only
-            the iterations after the resume.
+            ends bit-identical to an uninterrupted one on CPU, its metric rows too but for their wall times: a
+            checkpoint inside a round holds the round's sums so far).
         should_stop: polled after every compiled call; True -> checkpoint (if a directory is set) and return early
             with `PPOResult.interrupted` set (signal handlers use this).
         between_rounds: `(runner, state, row) -> state`, called after each evaluation round (after `on_eval`,
@@ -129,7 +130,7 @@ def train(
     if backup is not None:
         checkpoint_dir, resume, checkpoint_every = backup.directory, backup.resume, backup.every
     _check_resume(runner, checkpoint_dir, resume)
-    runner, checkpointer, rows = checkpointing(runner, config, checkpoint_dir, resume, "this config")
+    runner, checkpointer, rows, round_so_far = checkpointing(runner, config, checkpoint_dir, resume, "this config")
     model = TrainingModel(runner, config)
     hooks = Hooks(
         callback=None if sb3_callback is None else make_callback(sb3_callback),
@@ -143,7 +144,7 @@ def train(
         hooks.callback.init_callback(model)
     try:
         plan = plan_rounds(config, int(runner.view(runner.state).iteration))._replace(
-            gradient_steps=int(runner.agent.optimizer.iterations.numpy())
+            gradient_steps=int(runner.agent.optimizer.iterations.numpy()), round_so_far=round_so_far
         )  # restored by a resume
         result = run_loop(runner, plan, hooks, model, rows, checkpointer, checkpoint_every)
     finally:
@@ -192,14 +193,14 @@ def _train_population(
     base = configs[0]
     runner, population = make_population_runner(base.env if env is None else env, configs, programs)
     _check_resume(runner, checkpoint_dir, resume)
-    runner, checkpointer, rows = checkpointing(
+    runner, checkpointer, rows, round_so_far = checkpointing(
         runner, base, checkpoint_dir, resume, "this population", population.weights
     )
     if hooks.on_eval is None and base.verbose >= 1:
         hooks = hooks._replace(on_eval=print_population_row)
     plan = plan_rounds(base, int(runner.view(runner.state).iteration))._replace(
-        gradient_steps=population.weights.steps.numpy().astype(np.int64)
-    )  # Adam steps: restored by a resume
+        gradient_steps=population.weights.steps.numpy().astype(np.int64), round_so_far=round_so_far
+    )  # Adam steps and the round in progress: restored by a resume
     try:
         result = run_loop(runner, plan, hooks, TrainingModel(runner, base), rows, checkpointer, base.checkpoint_every)
     finally:
@@ -277,6 +278,7 @@ class _Run:
         self.call_s = 0.0  # wall time of the last call
         self.keras_stop = False  # a Keras callback set model.stop_training
         self.stop_after_row = False  # should_stop said so at a round's last call
+        self.round_so_far: RoundSoFar | None = plan.round_so_far  # the round in progress, as a checkpoint saves it
         # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
         self.warmup = threading.Thread(target=runner.warmup if plan.with_evaluation else (lambda: None), daemon=True)
 
@@ -372,13 +374,15 @@ class _Run:
         return None if continue_training else self.finish(False, True)
 
     def save(self) -> None:
-        self.checkpointer.save(self.state, self.rows, self.iteration)
+        self.checkpointer.save(self.state, self.rows, self.iteration, self.round_so_far)
         self.last_checkpoint = self.iteration
 
     def run_round(self, round_index: int, size: int) -> LoopResult | None:
-        """`size` iterations in calls of at most `per_call`, then the round's evaluation; the result if the run ends."""
+        """`size` iterations in calls of at most `per_call`, then the round's evaluation; the result if the run ends.
+        A round a resume starts inside goes on from the sums its checkpoint saved (`round_so_far`)."""
         round_start, done = time.perf_counter(), 0
-        sums: Diagnostics | None = None
+        before = self.round_so_far or RoundSoFar((), 0, 0.0)
+        sums: Diagnostics | None = Diagnostics(*before.sums) if before.sums else None
         progress: Progress | None = None
         while done < size:
             n = min(self.per_call, size - done)
@@ -388,12 +392,15 @@ class _Run:
             diag, progress = self.count(result, n)
             done += n
             sums = diag if sums is None else Diagnostics(*[a + b for a, b in zip(sums, diag)])
+            wall = before.wall_s + time.perf_counter() - round_start
+            self.round_so_far = RoundSoFar(tuple(sums), before.iterations + done, wall) if done < size else None
             ended = self.after_call(diag, n, progress, row_next=done == size and self.plan.with_evaluation)
             if ended is not None:
                 return ended
         if self.plan.with_evaluation:
             assert sums is not None and progress is not None  # size > 0: the round ran
-            self.evaluate_round(round_index, sums, done, time.perf_counter() - round_start, progress)
+            wall = before.wall_s + time.perf_counter() - round_start
+            self.evaluate_round(round_index, sums, before.iterations + done, wall, progress)
             if self.stop_after_row:  # asked at the round's last call: the row and its checkpoint came first
                 return self.finish(True, False)
         return None

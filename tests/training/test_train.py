@@ -181,7 +181,7 @@ def test_a_checkpoint_at_a_rounds_end_holds_its_row_so_a_resume_from_it_loses_no
     monkeypatch.setattr(
         TrainingCheckpointer,
         "save",
-        lambda self, state, rows, it: saves.append((it, len(rows))) or real_save(self, state, rows, it),
+        lambda self, state, rows, it, *part: saves.append((it, len(rows))) or real_save(self, state, rows, it, *part),
     )
     full = kppo.train("CartPole-v1", config)
     calls = []
@@ -192,6 +192,28 @@ def test_a_checkpoint_at_a_rounds_end_holds_its_row_so_a_resume_from_it_loses_no
     assert all(rows == it // 4 for it, rows in saves if it % 4 == 0), saves
     resumed = kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path, resume=True)
     assert all(rows == it // 4 for it, rows in saves if it % 4 == 0), saves
+    for name, values in full.metrics.items():
+        if not name.startswith("time/"):
+            np.testing.assert_array_equal(resumed.metrics[name], values, err_msg=name)
+
+
+@pytest.mark.parametrize("seeds", [None, pytest.param([0, 1], marks=pytest.mark.slow)], ids=["one run", "population"])
+def test_a_resume_inside_a_round_makes_the_rounds_row_an_uninterrupted_run_makes(tmp_path, seeds):
+    # Rounds of 4 iterations; the stop comes after the 2nd and the run resumes inside the first round. Its row once
+    # averaged only the 2 iterations after the resume (the round's sums so far were not checkpointed).
+    config = kppo.Config(**{**TINY, "total_timesteps": 4 * 16 * 8, "eval_freq": 2, "iterations_per_call": 1})
+    full = kppo.train("CartPole-v1", config, seed=seeds)
+    calls = []
+    stopped = kppo.train(
+        "CartPole-v1",
+        config,
+        seed=seeds,
+        checkpoint_dir=tmp_path,
+        should_stop=lambda: calls.append(1) or len(calls) == 2,
+    )
+    assert stopped.interrupted and len(stopped.metrics) == 0  # no round ended
+    resumed = kppo.train("CartPole-v1", config, seed=seeds, checkpoint_dir=tmp_path, resume=True)
+    assert set(resumed.metrics) == set(full.metrics)
     for name, values in full.metrics.items():
         if not name.startswith("time/"):
             np.testing.assert_array_equal(resumed.metrics[name], values, err_msg=name)

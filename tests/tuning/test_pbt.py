@@ -56,6 +56,7 @@ def test_explore_multiplies_by_0_8_or_1_2_within_the_space_or_redraws():
     assert {explore(choices, {"clip_range": 0.2}, rng, 0.0)["clip_range"] for _ in range(30)} == {0.1, 0.3}
 
 
+@pytest.mark.slow  # 25 s of training; the copy's bit-identity test and explore's stay in the default suite
 def test_pbt_writes_its_lineage_the_best_config_and_the_schedule_that_made_it(tmp_path):
     result = pbt("CartPole-v1", TINY, SPACE, members=4, interval=1, out=tmp_path, seed=3)
     assert result.returns.shape == (4, 4)  # rounds x members
