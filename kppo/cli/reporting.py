@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core.errors import system_reason
+from kppo.core.files import atomic_dir, atomic_file
 from kppo.version import __version__
 
 
 def write_metrics_csv(path: Path, metrics: dict[str, np.ndarray]) -> None:
     """One row per evaluation round, one column per metric (kppo.METRICS plus hook metrics)."""
     names = list(metrics)
-    with open(path, "w", newline="") as f:
+    with atomic_file(path) as partial, open(partial, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(names)
         for row in zip(*(np.asarray(metrics[n]).reshape(len(metrics[n]), -1)[:, 0] for n in names)):
@@ -25,15 +27,21 @@ def write_metrics_csv(path: Path, metrics: dict[str, np.ndarray]) -> None:
 
 
 def write_tensorboard(directory: Path, metrics: dict[str, np.ndarray]) -> None:
-    writer = tf.summary.create_file_writer(str(directory))
+    """Every round's scalars in one events file; the folder is replaced as a whole, so a rerun (a resume) never adds
+    a second copy of a step."""
     steps = np.asarray(metrics["train/total_steps"]).astype(np.int64)
-    with writer.as_default():
-        for name, values in metrics.items():
-            values = np.asarray(values)
-            if values.ndim == 1 and np.issubdtype(values.dtype, np.number):
-                for step, value in zip(steps, values):
-                    tf.summary.scalar(name, float(value), step=int(step))
-    writer.close()
+    with atomic_dir(directory) as staging:
+        try:
+            writer = tf.summary.create_file_writer(str(staging))
+            with writer.as_default():
+                for name, values in metrics.items():
+                    values = np.asarray(values)
+                    if values.ndim == 1 and np.issubdtype(values.dtype, np.number):
+                        for step, value in zip(steps, values):
+                            tf.summary.scalar(name, float(value), step=int(step))
+            writer.close()
+        except tf.errors.OpError as err:
+            raise OSError(system_reason(err)) from None
 
 
 def plot_learning_curve(path: Path, metrics: dict[str, np.ndarray], title: str) -> None:
@@ -55,8 +63,11 @@ def plot_learning_curve(path: Path, metrics: dict[str, np.ndarray], title: str) 
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with atomic_file(path) as partial:
+            fig.savefig(partial, format="png")
+    finally:
+        plt.close(fig)
 
 
 def write_summary(path: Path, result: Any, extra: dict | None = None) -> dict:
@@ -84,5 +95,6 @@ def write_summary(path: Path, result: Any, extra: dict | None = None) -> dict:
         },
         **(extra or {}),
     }
-    Path(path).write_text(json.dumps(summary, indent=2))
+    with atomic_file(path) as partial:
+        partial.write_text(json.dumps(summary, indent=2))
     return summary

@@ -19,6 +19,8 @@ common/utils.py, common/policies.py, common/preprocessing.py) and listed in `kpp
 
 from __future__ import annotations
 
+import re
+
 
 class ArgumentError(ValueError, AssertionError):
     """A bad argument value where Stable-Baselines3 fails an `assert` (e.g. `batch_size=1`, `n_steps * n_envs = 1`,
@@ -44,3 +46,10 @@ def first_line(err: BaseException, sep: str = ": ") -> str:
 def reason(err: BaseException) -> str:
     """The first line of `err`'s message, or its type's name when it has none."""
     return first_line(err, sep="") or type(err).__name__
+
+
+def system_reason(err: BaseException) -> str:
+    """The operating system's words in a TensorFlow write error ("... .tempstate123; File too large [Op:SaveV2]"),
+    else `reason(err)`."""
+    found = re.search(r";\s*([^;\[\]]+?)\s*\[Op:", str(err))
+    return found.group(1) if found else reason(err)

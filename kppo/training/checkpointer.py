@@ -14,7 +14,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.core.distribute import from_replica_values, is_chief, replica_values, worker_id
-from kppo.core.errors import reason
+from kppo.core.errors import reason, system_reason
 
 
 class _NestVariables(tf.Module):
@@ -103,10 +103,22 @@ class TrainingCheckpointer:
     def save(self, state: Any, rows: list[dict], iteration: int, round_so_far: RoundSoFar | None = None) -> str:
         self.state.assign(self._plain_state(state))
         self.rows.assign(json.dumps(_rows_record(rows, round_so_far)))
-        path = self.writer.save(checkpoint_number=iteration)
+        try:
+            path = self.writer.save(checkpoint_number=iteration)
+        except tf.errors.OpError as err:  # a full disk, a file-size limit, a folder removed under the run
+            self._remove_partial(iteration)
+            raise OSError(
+                f"checkpoint_dir: could not write checkpoint {iteration} into {str(self.manager.directory)!r} "
+                f"({system_reason(err)}); the checkpoints before it are kept"
+            ) from None
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return path
+
+    def _remove_partial(self, iteration: int) -> None:
+        """What a failed save left (TensorFlow writes `ckpt-N_temp/` first, then renames its files)."""
+        for partial in Path(self.writer.directory).glob(f"ckpt-{iteration}_temp*"):
+            shutil.rmtree(partial, ignore_errors=True)
 
     def restore_latest(self) -> Restored | None:
         """The state, metric rows and round in progress of the newest readable checkpoint, or None if there is
