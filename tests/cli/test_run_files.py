@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.util import tensor_util
 
 from kppo.cli import reporting
 from kppo.core import files
@@ -27,16 +28,14 @@ METRICS = {
 def _scalars(directory):
     events = EventAccumulator(str(directory), size_guidance={"tensors": 0})
     events.Reload()
-    return [
-        (e.step, float(np.asarray(e.tensor_proto.float_val or [0])[0])) for e in events.Tensors("eval/mean_returns")
-    ]
+    return [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in events.Tensors("eval/mean_returns")]
 
 
 def test_a_rerun_replaces_the_tensorboard_folder_and_repeats_no_step(tmp_path):
     reporting.write_tensorboard(tmp_path / "tb", METRICS)
     reporting.write_tensorboard(tmp_path / "tb", METRICS)  # a resumed run writes the whole history again
     assert len(list((tmp_path / "tb").iterdir())) == 1
-    assert [step for step, _ in _scalars(tmp_path / "tb")] == [64, 128, 192]
+    assert _scalars(tmp_path / "tb") == [(64, 10.0), (128, 20.0), (192, 30.0)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tb"]
 
 
