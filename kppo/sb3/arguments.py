@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import gymnasium as gym
 import keras
+import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
@@ -281,7 +282,7 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     ortho_init = kwargs.pop("ortho_init", True)
     out["kernel_init"] = "orthogonal" if ortho_init else "torch_default"
     out["bias_init"] = "zeros" if ortho_init else "torch_default"  # SB3 zeroes biases only in its orthogonal init
-    out["log_std_init"] = float(kwargs.pop("log_std_init", 0.0))
+    out["log_std_init"] = number_kwarg(kwargs, "log_std_init", 0.0, float)
     out["squash"] = bool(kwargs.pop("squash_output", False))
     out["box_actions"] = "rescale" if out["squash"] else "clip"  # SB3: unscale a squashed action, else clip it
     out["full_std"] = bool(kwargs.pop("full_std", True))
@@ -305,6 +306,18 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
             f"features_extractor_class, features_extractor_kwargs, normalize_images, share_features_extractor)"
         )
     return out
+
+
+def number_kwarg(kwargs: dict, key: str, default: Any, kind: type) -> Any:
+    """`kind(kwargs.pop(key, default))`; a value that is not a number is an ArgumentTypeError naming
+    `policy_kwargs.<key>` (torch's constructors refuse it with a TypeError)."""
+    value = kwargs.pop(key, default)
+    try:
+        if isinstance(value, (str, bytes)) or not isinstance(value, (int, float, np.number)):
+            raise TypeError(value)
+        return kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ArgumentTypeError(f"policy_kwargs.{key}: expected a number, got {value!r}") from None
 
 
 def tf_device(device: str) -> str | None:

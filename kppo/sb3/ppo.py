@@ -99,6 +99,43 @@ def _ppo_arg(name: str) -> property:
     return property(lambda self: self._ppo_args[name], doc=f"SB3's `{name}` (as given to the constructor).")
 
 
+_SAVED_ARGUMENTS = (
+    "policy",
+    "policy_kwargs",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "normalize_advantage",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "target_kl",
+    "learning_rate",
+    "clip_range",
+    "clip_range_vf",
+    "seed",
+    "use_sde",
+    "sde_sample_freq",
+    "stats_window_size",
+)
+
+
+def _saved_arguments(metadata: dict, source: str) -> dict:
+    """The SB3 arguments a kppo.PPO save holds in metadata.json's `extra.sb3`; a one-line ValueError naming `source`
+    when they are missing or not what `save` writes."""
+    extra = metadata.get("extra")
+    saved = extra.get("sb3") if isinstance(extra, dict) else None
+    if not isinstance(saved, dict):
+        raise ValueError(f"path: {source!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
+    missing = [key for key in _SAVED_ARGUMENTS if key not in saved]
+    if missing or not isinstance(saved["policy_kwargs"], dict):
+        what = f"no {', '.join(missing)}" if missing else f"policy_kwargs {saved['policy_kwargs']!r}"
+        raise ValueError(f"path: {source!r}: metadata.json: extra.sb3: expected kppo.PPO's arguments, got {what}")
+    return saved
+
+
 def check_not_gym_tuple(observation: Any) -> None:
     """SB3's one-line error for `predict((obs, info))`: the Gym API's `reset()` result given as an observation."""
     if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
@@ -656,34 +693,12 @@ class PPO(BaseAlgorithm, LightningSurface):
         del print_system_info, force_reset
         if is_sb3_save(path):  # a zip Stable-Baselines3 wrote: read without torch, nothing unpickled
             return model_from_sb3(cls, read_sb3_save(path), env, device, kwargs)
+        source = path if isinstance(path, (str, Path)) else "the file object"
         path = agent_dir(path)
         _, metadata, _, _ = checkpoint.read_metadata(path)
-        saved = metadata.get("extra", {}).get("sb3")
-        if saved is None:
-            raise ValueError(f"path: {str(path)!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
+        saved = _saved_arguments(metadata, str(source))
         saved["policy_kwargs"] = saved_extractor(saved["policy_kwargs"], custom_objects or {})
-        args = {
-            k: saved[k]
-            for k in (
-                "n_steps",
-                "batch_size",
-                "n_epochs",
-                "gamma",
-                "gae_lambda",
-                "normalize_advantage",
-                "ent_coef",
-                "vf_coef",
-                "max_grad_norm",
-                "target_kl",
-                "learning_rate",
-                "clip_range",
-                "clip_range_vf",
-                "seed",
-                "use_sde",
-                "sde_sample_freq",
-                "stats_window_size",
-            )
-        }
+        args = {k: saved[k] for k in _SAVED_ARGUMENTS if k not in ("policy", "policy_kwargs")}
         args.update(kwargs)
         model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
         loaded = load_agent(path, model._user_extractor_factory)

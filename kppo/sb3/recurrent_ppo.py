@@ -19,7 +19,7 @@ from typing import Any
 
 from kppo.sb3.ppo import PPO, check_not_gym_tuple
 from kppo.core.errors import ArgumentError
-from kppo.sb3.arguments import policy_config
+from kppo.sb3.arguments import number_kwarg, policy_config
 
 _LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
 
@@ -45,7 +45,7 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
     return {
         **policy_config(kwargs),
         "recurrent": "lstm",
-        "lstm_hidden_size": int(lstm.get("lstm_hidden_size", 256)),
+        "lstm_hidden_size": number_kwarg(dict(lstm), "lstm_hidden_size", 256, int),
         "enable_critic_lstm": critic_lstm,
         "shared_lstm": shared,
     }

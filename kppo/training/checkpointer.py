@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from google.protobuf import text_format
 
 from kppo._tf import tf
 from kppo.core.distribute import from_replica_values, is_chief, replica_values, worker_id
@@ -87,7 +88,7 @@ class TrainingCheckpointer:
         if weights is None and getattr(agent, "lstm", None) is not None:
             networks["memory"] = agent.lstm  # a recurrent agent's LSTM cells
         self.checkpoint = tf.train.Checkpoint(**networks, runner_state=self.state, metric_rows=self.rows)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, str(directory), max_to_keep=max_to_keep)
+        self.manager = _manager(self.checkpoint, Path(directory), max_to_keep)
         # Multi-worker: every worker saves (gathering the cluster's state is collective), only the chief into
         # `directory`; the others write to a scratch directory removed after each save. All restore the chief's.
         self.scratch = None if is_chief(strategy) else Path(directory) / f".worker-{worker_id(strategy)}"
@@ -134,6 +135,17 @@ class TrainingCheckpointer:
                 state = from_replica_values(self.strategy, state)
             return Restored(state, *_read_rows_record(json.loads(self.rows.numpy().decode())))
         return None
+
+
+def _manager(checkpoint: Any, directory: Path, max_to_keep: int) -> Any:
+    """The folder's CheckpointManager; a `checkpoint` state file it cannot parse is a one-line ValueError naming it."""
+    try:
+        return tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=max_to_keep)
+    except (UnicodeDecodeError, ValueError, text_format.ParseError, tf.errors.OpError) as err:
+        raise ValueError(
+            f"checkpoints: expected {str(directory / 'checkpoint')!r} to be TensorFlow's checkpoint list, got a file "
+            f"it cannot read ({reason(err)})"
+        ) from None
 
 
 def _plain(value: Any) -> Any:
