@@ -28,6 +28,7 @@ real LiteRT interpreter before `export` returns.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import tempfile
@@ -41,6 +42,8 @@ import numpy as np
 from kppo.agent import checkpoint
 from kppo._tf import tf
 from kppo.agent.agent import load_agent
+from kppo.core.errors import system_reason
+from kppo.core.files import atomic_file
 from kppo.exporter.calibration import policy_env, record_observations
 from kppo.exporter.convert import convert, quantized_image_input
 from kppo.exporter.inputs import ArtifactInput, artifact_inputs, input_metadata, join_graph, per_key, split_rows
@@ -255,9 +258,12 @@ def export(
                 saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None, policy
             )
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(blob)
+            with atomic_file(path) as partial:
+                partial.write_bytes(blob)
             runner = TFLiteRunner(blob, inputs)
             run, ops = (runner if policy.lstm is None else runner.step), runner.ops()
+    except tf.errors.OpError as err:  # the temporary SavedModel: a full disk, a file-size limit
+        raise OSError(f"{path}: could not write it ({system_reason(err)}); what it held before is kept") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     parity = (
@@ -272,7 +278,8 @@ def export(
         assert calibration_rows is not None  # made above for int8
         metadata["calibration"] = {"source": calibration, "observations": len(calibration_rows)}
     metadata_path = path.with_name(path.name + ".metadata.json")
-    metadata_path.write_text(json.dumps(metadata, indent=2))
+    with atomic_file(metadata_path) as partial:
+        partial.write_text(json.dumps(metadata, indent=2))
     return Exported(path, metadata_path, metadata)
 
 
@@ -388,6 +395,8 @@ def _metadata(
         "size_bytes": path.stat().st_size
         if path.is_file()
         else sum(p.stat().st_size for p in path.rglob("*") if p.is_file()),
+        # a .tflite file's SHA-256: the kit and `TFLiteRunner` refuse a damaged file, or the metadata of another one
+        **({"sha256": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}),
     }
 
 
