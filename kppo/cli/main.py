@@ -17,17 +17,17 @@ of a run that stopped before writing agent/ (interrupted, killed) use its newest
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import yaml
 
+from kppo.cli.runs import printable
 from kppo.cli.tune import add_tune_parser
 
 
@@ -52,8 +52,20 @@ def _config_help() -> str:
     return "\n".join(lines)
 
 
+def parse_value(option: str, text: str) -> Any:
+    """A command-line value (--set NAME=VALUE, --sweep NAME=V1,V2) read as YAML, bounded as config files are
+    (`load_yaml`); a one-line error naming `option` when it is not YAML."""
+    from kppo.config.options import load_yaml  # the loader Config.from_yaml reads files with
+
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError:
+        raise ValueError(f"{option}: could not parse the value {text!r}") from None
+
+
 def load_config(spec: Any, overrides: list[str], seed: int | None):
-    """CONFIG (None: the default example; a YAML file; a name from configs/; or a Config) with --set and --seed."""
+    """CONFIG (None: the default example; a YAML file; a name from configs/; or a Config) with --set and --seed; a
+    gymnasium env id is checked to be registered."""
     from kppo.config.options import Config
 
     if isinstance(spec, Config):
@@ -71,15 +83,15 @@ def load_config(spec: Any, overrides: list[str], seed: int | None):
     changes: dict[str, Any] = {}
     for item in overrides:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise ValueError(f"--set: expected name=value, got {item!r}")
-        try:
-            changes[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError:
-            raise ValueError(f"--set {key}: could not parse the value {value!r}") from None
+        changes[key.strip()] = parse_value(f"--set {printable(key)}", value)
     if seed is not None:
         changes["seed"] = seed
-    return config.replace(**changes) if changes else config
+    config = config.replace(**changes) if changes else config
+    if config.env_backend != "native":  # said now, not by the first trial or member that builds it
+        _gym_id(config.env, "env")
+    return config
 
 
 def _gym_id(env_id: str, option: str) -> str:
@@ -96,7 +108,7 @@ def _gym_id(env_id: str, option: str) -> str:
         gym.spec(env_id)
     except (gym.error.Error, ImportError) as err:
         raise ValueError(
-            f"{option}: expected a built-in task or a registered gymnasium id, got {env_id!r} ({err})"
+            f"{option}: expected a built-in task or a registered gymnasium id, got {env_id!r} ({printable(str(err))})"
         ) from None
     return env_id
 
@@ -119,11 +131,10 @@ def cmd_train(args) -> int:
         config = Config.from_yaml(out / "config.yaml")
     else:
         config = load_config(args.config, args.set, args.seed)
-        if config.env_backend != "native":
-            _gym_id(config.env, "env")
         default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         out = writable_dir(Path(args.out) if args.out else default, "--out")
         config.to_yaml(out / "config.yaml")
+    args.start_work()
     received = stop_on_signals()
     progress = TrainingProgress(config.num_iterations * config.rollout_size, args.quiet)
     rows: list[dict] = []
@@ -265,6 +276,8 @@ def cmd_eval(args) -> int:
 
     if args.episodes < 1:
         raise ValueError(f"--episodes: expected an integer >= 1, got {args.episodes}")
+    if not 0 <= args.seed < 2**32:  # what gymnasium's reset(seed=) takes
+        raise ValueError(f"--seed: expected an integer from 0 to 2**32 - 1, got {args.seed}")
     if args.env:
         args.env = _gym_id(args.env, "--env")
     target = Path(args.target)
@@ -274,6 +287,7 @@ def cmd_eval(args) -> int:
     if sb3_model is not None:  # a zip Stable-Baselines3 saved: it names no env
         if not args.env:
             raise ValueError("--env: expected a gymnasium id for an SB3 save (SB3's zip names no env)")
+        args.start_work()
         returns = _gym_returns(sb3_model.kppo_policy, args.env, args.episodes, args.seed, sb3_model._model_spaces())
         print(f"{args.env}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
         return 0
@@ -312,6 +326,7 @@ def cmd_eval(args) -> int:
             f"RUN_DIR|ARTIFACT: expected a run directory, an agent directory or a .tflite file, got {str(target)!r}"
         )
     env_id = _gym_id(env_id, "env")
+    args.start_work()
     returns = _gym_returns(model, env_id, args.episodes, args.seed, spaces)
     print(f"{env_id}: {np.mean(returns):.2f} +- {np.std(returns):.2f} over {args.episodes} episodes")
     return 0
@@ -336,6 +351,8 @@ def cmd_export(args) -> int:
     from kppo.agent.checkpoint import read_metadata
     from kppo.cli.runs import writable_dir
 
+    if args.batch_size < 0:
+        raise ValueError(f"--batch-size: expected an integer >= 0 (0: a dynamic batch), got {args.batch_size}")
     source: Any = Path(args.run)
     quantize = None if args.quantize in (None, "none", "float32") else args.quantize
     default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
@@ -354,6 +371,7 @@ def cmd_export(args) -> int:
         source = _load_unfinished_run(source)
     if sb3_model is not None:
         source = sb3_model
+    args.start_work()
     exported = kppo.export(
         source, out, format=args.format, quantize=quantize, batch_size=None if args.batch_size == 0 else args.batch_size
     )
@@ -371,9 +389,31 @@ def cmd_tune(args) -> int:
     return run_tune(args, load_config)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with kppo's one-line errors: `kppo <command>: error: <message>` and a pointer to --help on stderr,
+    exit status 2 (argparse's own print the usage first, several lines); --help is argparse's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}  # the root parser's: command -> its parser
+
+    def error(self, message: str) -> NoReturn:
+        shown = printable(message)  # an argument's text, a line break in it included, stays on the line
+        print(f"{self.prog}: error: {shown} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """As argparse's, with unrecognized arguments refused by the command they were given to, quoted."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self.commands.get(str(getattr(parsed, "command", "")), self)
+            parser.error(f"unrecognized arguments: {' '.join(map(repr, extras))}")
+        return parsed
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kppo", description="PPO for TensorFlow/Keras.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="kppo", description="PPO for TensorFlow/Keras.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     train = sub.add_parser(
         "train",
         help="train (default: TF-native CartPole) and export policy.tflite",
@@ -413,24 +453,48 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--vecnormalize", metavar="PKL", help="an SB3 save's vec_normalize.pkl: its statistics baked in")
     ex.set_defaults(func=cmd_export)
     add_tune_parser(sub, cmd_tune)
+    parser.commands = dict(sub.choices)
     return parser
 
 
-def _show_warning(command: str, message, category, filename, lineno, file=None, line=None) -> None:
-    """Warnings as one line on stderr, like the errors (e.g. fewer evaluation rounds than eval_freq)."""
-    del category, filename, lineno, line
-    print(f"kppo {command}: warning: {message}", file=file or sys.stderr)
+class _Warnings:
+    """A command's warnings as one line each on stderr, like its errors (e.g. fewer evaluation rounds than
+    eval_freq). They are held while the command checks its arguments and shown once its work starts
+    (`args.start_work()`, which the commands call), so that a refused command prints its one error line only (a
+    warning about a command that did not run is noise, e.g. Optuna's "experimental" one before a --pruner error)."""
+
+    def __init__(self, command: str) -> None:
+        self.command, self.live = command, False
+        self.held: list[str] = []
+
+    def show(self, message, category, filename, lineno, file=None, line=None) -> None:
+        del category, filename, lineno, line
+        text = f"kppo {self.command}: warning: {message}"
+        if self.live:
+            print(text, file=file or sys.stderr)
+        else:
+            self.held.append(text)
+
+    def start(self) -> None:
+        self.live = True
+        for text in self.held:
+            print(text, file=sys.stderr)
+        self.held.clear()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    shown = _Warnings(args.command)
+    args.start_work = shown.start
     with warnings.catch_warnings():  # restores the previous warning display on return
-        warnings.showwarning = functools.partial(_show_warning, args.command)
+        warnings.showwarning = shown.show
         try:
-            return args.func(args)
+            code = args.func(args)
         except (ValueError, FloatingPointError, OSError) as err:  # OSError: kppo's one-line write failures
             print(f"kppo {args.command}: error: {err}", file=sys.stderr)
             return 2
+        shown.start()  # a command that returned without starting (nothing to do) still says its warnings
+        return code
 
 
 if __name__ == "__main__":

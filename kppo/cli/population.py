@@ -20,30 +20,70 @@ import yaml
 POPULATION_FILE = "population.yaml"
 
 
+#: The most members `--seeds` names (a population trains them all in one program).
+MAX_SEEDS = 10_000
+
+
 def parse_seeds(text: str) -> list[int]:
     """ "0-7", "0,3,5" or "0-3,10" -> seeds (in order, no repeats); a one-line error naming --seeds otherwise."""
-    seeds: list[int] = []
+    seeds: dict[int, None] = {}  # ordered, and a repeat is found at once (a list made 0-100000 quadratic)
     try:
         for part in text.split(","):
             low, dash, high = part.strip().partition("-")
             span = range(int(low), int(high if dash else low) + 1)
             if not span:
                 raise ValueError
-            seeds += [s for s in span if s not in seeds]
+            if len(seeds) + len(span) > MAX_SEEDS:
+                raise OverflowError
+            seeds.update(dict.fromkeys(span))
     except ValueError:
         raise ValueError(f"--seeds: expected seeds like 0-7 or 0,3,5 (integers >= 0), got {text!r}") from None
-    return seeds
+    except OverflowError:
+        raise ValueError(f"--seeds: expected at most {MAX_SEEDS:,} seeds, got {text!r}") from None
+    return list(seeds)
 
 
 def parse_sweep(items: list[str]) -> dict[str, list]:
     """["learning_rate=1e-4,3e-4", ...] -> {"learning_rate": [1e-4, 3e-4]} (values parsed as YAML scalars)."""
+    from kppo.cli.runs import printable
+    from kppo.config.options import load_yaml  # the loader Config.from_yaml reads files with
+
     grid: dict[str, list] = {}
     for item in items:
         name, sep, values = item.partition("=")
-        if not sep or not name.strip() or not values.strip():
+        name = name.strip()
+        if not sep or not name or not values.strip():
             raise ValueError(f"--sweep: expected NAME=V1,V2,..., got {item!r}")
-        grid[name.strip()] = [yaml.safe_load(v) for v in values.split(",")]
+        if name in grid:
+            raise ValueError(f"--sweep {printable(name)}: given twice (give its values once, comma-separated)")
+        try:
+            grid[name] = [load_yaml(v) for v in values.split(",")]
+        except yaml.YAMLError:
+            raise ValueError(
+                f"--sweep {printable(name)}: could not parse the values {values!r} (YAML scalars)"
+            ) from None
     return grid
+
+
+def _read_population(out: Path) -> tuple[list[int], dict[str, list]]:
+    """The seeds and sweep grid a population run wrote to population.yaml; a one-line error naming the file."""
+    from kppo.config.options import load_yaml
+
+    path = out / POPULATION_FILE
+    try:
+        population = load_yaml(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError):
+        population = None
+    seeds = population.get("seeds") if isinstance(population, dict) else None
+    sweep = population.get("sweep") if isinstance(population, dict) else None
+    good_seeds = isinstance(seeds, list) and bool(seeds) and all(type(s) is int and s >= 0 for s in seeds)
+    good_sweep = isinstance(sweep, dict) and all(isinstance(k, str) and isinstance(v, list) for k, v in sweep.items())
+    if not (good_seeds and good_sweep):
+        raise ValueError(
+            f"--resume: expected {str(path)!r} as kppo train wrote it (seeds: a list of integers >= 0, sweep: "
+            f"name: [values]), got {'an unreadable or empty file' if population is None else repr(population)[:80]}"
+        )
+    return list(seeds or []), dict(sweep or {})
 
 
 def is_population_run(run: Path) -> bool:
@@ -65,8 +105,8 @@ def _arguments(args: Any, load_config: Callable) -> tuple[Any, list[int], dict, 
             raise ValueError(
                 "--resume: expected no CONFIG, --set, --seed, --seeds or --sweep (the run's files are used)"
             )
-        population = yaml.safe_load((out / POPULATION_FILE).read_text())
-        return Config.from_yaml(out / "config.yaml"), population["seeds"], population["sweep"], out
+        seeds, sweep = _read_population(out)
+        return Config.from_yaml(out / "config.yaml"), seeds, sweep, out
     if args.seed is not None:
         raise ValueError("--seed: expected no --seed with --seeds or --sweep (give the seeds as --seeds)")
     config = load_config(args.config, args.set, None)
@@ -88,6 +128,7 @@ def train_population(args: Any, load_config: Callable) -> int:
     config, seeds, grid, out = _arguments(args, load_config)
     sweep = config.sweep(**grid)
     count = len(sweep.settings()) * len(seeds)
+    args.start_work()
     received = stop_on_signals()
     progress = TrainingProgress(config.num_iterations * config.rollout_size * count, args.quiet)  # all members' steps
     try:

@@ -9,6 +9,12 @@ from pathlib import Path
 import numpy as np
 
 
+def printable(text: str) -> str:
+    """`text` (a name the user gave, another library's message) with each character that is not printable escaped as
+    in a repr: a line break of any kind (`\\x1e` and `\\u2028` included) would split kppo's one-line error."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def writable_dir(path: Path, option: str) -> Path:
     """Creates `path` (and parents); a one-line error naming `option` when it is a file or cannot be created."""
     if path.exists() and not path.is_dir():

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import signal
+import warnings
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
-
-import yaml
 
 __all__ = ["add_tune_parser", "run_tune"]
 
@@ -58,17 +57,37 @@ def _base_config(args: Any, load_config: Callable) -> Any:
     from kppo.tuning.zoo import is_zoo_file, read_zoo
 
     path = Path(args.config) if args.config else None
-    if path is not None and path.is_file():
-        try:
-            values = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError):
-            values = None  # load_config says what is wrong, with the line
-        if is_zoo_file(values):
-            _, config = read_zoo(path, args.env)
-            return load_config(config, args.set, None)
+    if path is not None and path.is_file() and is_zoo_file(path):  # else load_config says what is wrong
+        _, config = read_zoo(path, args.env)
+        return load_config(config, args.set, None)
     if args.env is not None:
-        raise ValueError(f"--env: only an RL-Zoo file's entry is chosen so; use --set env={args.env} instead")
+        raise ValueError(f"--env: only an RL-Zoo file's entry is chosen so; use --set env={args.env!r} instead")
     return load_config(args.config, args.set, None)
+
+
+#: --option -> (attribute, the least value, the greatest, how the refusal says it): the numbers `kppo tune` takes,
+#: checked before anything is built (Optuna would run no trial for --trials 0 or --timeout nan, and exit 1).
+_BOUNDS = {
+    "--trials": ("trials", 1, None, "an integer >= 1"),
+    "--timeout": ("timeout", 1e-9, 1e12, "a positive number of seconds"),
+    "--batch": ("batch", 1, None, "an integer >= 1"),
+    "--seeds-per-trial": ("seeds_per_trial", 1, None, "an integer >= 1"),
+    "--sampler-seed": ("sampler_seed", 0, 2**32 - 1, "an integer from 0 to 2**32 - 1"),
+    "--startup-trials": ("startup_trials", 0, None, "an integer >= 0"),
+    "--objective-rounds": ("objective_rounds", 1, None, "an integer >= 1"),
+    "--pbt-interval": ("pbt_interval", 1, None, "an integer >= 1"),
+    "--pbt-quantile": ("pbt_quantile", 1e-9, 0.5, "a share in (0, 0.5] (the bottom that copies the top)"),
+}
+
+
+def _check_arguments(args: Any) -> None:
+    """One-line errors for numbers out of range (NaN included), naming the option."""
+    for option, (name, low, high, expected) in _BOUNDS.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if not (low <= value and (high is None or value <= high)):
+            raise ValueError(f"{option}: expected {expected}, got {value}")
 
 
 def _stop_on_sigterm() -> None:
@@ -83,11 +102,15 @@ def _run_pbt(args: Any, config: Any) -> int:
 
     if args.space is None:
         raise ValueError("--pbt: expected --space (the sweepable values the members start from and perturb)")
+    if args.batch < 2:
+        raise ValueError(f"--pbt: expected --batch >= 2 (the members), got {args.batch}")
     out = Path(args.out or f"runs/pbt-{config.env}")
+    space = load_space(args.space, config)
+    args.start_work()
     result = pbt(
         None,
         config,
-        load_space(args.space, config),
+        space,
         members=args.batch,
         interval=args.pbt_interval,
         quantile=args.pbt_quantile,
@@ -107,17 +130,25 @@ def run_tune(args: Any, load_config: Callable) -> int:
         import optuna  # noqa: F401
     except ImportError:
         raise ValueError("tune: Optuna is not installed; pip install 'kppo[tune]'") from None
-    from kppo.tuning.search import tune
+    from kppo.tuning.search import make_pruner, make_sampler, tune
+    from kppo.tuning.space import default_space, load_space
 
+    _check_arguments(args)
     config = _base_config(args, load_config)
     if args.pbt:
         return _run_pbt(args, config)
+    space = default_space(config) if args.space is None else load_space(args.space, config)
+    with warnings.catch_warnings():  # their one-line errors now; their warnings (Optuna's "experimental") by `tune`
+        warnings.simplefilter("ignore")
+        make_sampler(args.sampler, args.sampler_seed, args.startup_trials)
+        make_pruner(args.pruner, args.startup_trials, 0)
+    args.start_work()
     _stop_on_sigterm()
     try:
         result = tune(
             None,
             config,
-            args.space,
+            space,
             trials=args.trials,
             timeout=args.timeout,
             batch=args.batch,

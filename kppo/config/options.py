@@ -35,7 +35,7 @@ from collections.abc import Mapping
 import yaml
 
 from kppo.config.spellings import suggest, translate
-from kppo.config.values import coerce, read_text, yaml_problem
+from kppo.config.values import coerce, load_yaml, read_text, yaml_problem
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "softplus", "swish", "silu", "elu", "selu", "sigmoid", "leaky_relu")
 KERNEL_INITS = (
@@ -325,14 +325,19 @@ class Config:
         """Reads a YAML mapping (a path, or YAML text containing a newline or colon); errors name the file and line."""
         text, source = read_text(path_or_text)
         try:
-            values = yaml.safe_load(text)
+            values = load_yaml(text)
         except yaml.YAMLError as err:
             raise ValueError(f"config YAML {source}: could not parse {yaml_problem(err)}") from None
         if values is None:
             values = {}
         if not isinstance(values, Mapping):
             raise ValueError(f"config YAML {source}: expected a mapping of option: value, got {type(values).__name__}")
-        return cls.from_dict(values)
+        if source == "text":  # YAML text: its errors are the options' own
+            return cls.from_dict(values)
+        try:
+            return cls.from_dict(values)
+        except ValueError as err:  # a file: its errors name it
+            raise ValueError(f"config YAML {source}: {str(err).removeprefix('config: ')}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """Every field under its kppo name, as a plain dict (`Config(**d)` and `Config.from_dict(d)` read it back)."""

@@ -129,8 +129,7 @@ def minibatch_count(batch_size: int, rollout: int) -> int:
     truncated one)."""
     count = max(1, rollout // batch_size)
     if rollout % batch_size:
-        while rollout % count:  # kppo's minibatches have equal sizes
-            count += 1
+        count = _divisor_from(rollout, count)  # kppo's minibatches have equal sizes
         warnings.warn(
             f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "
             f"n_steps * n_envs = {rollout}, kppo uses {count} equal minibatches of "
@@ -138,6 +137,25 @@ def minibatch_count(batch_size: int, rollout: int) -> int:
             stacklevel=3,
         )
     return count
+
+
+#: The largest rollout `_divisor_from` factors (its trial division takes sqrt(rollout) steps: ~1e6 here).
+_MAX_ROLLOUT = 2**40
+
+
+def _divisor_from(rollout: int, low: int) -> int:
+    """The smallest divisor of `rollout` that is >= `low`, by trial division up to its square root (counting up
+    from `low` took `rollout` steps for a prime rollout: a 5.7e9-transition one never ended)."""
+    if rollout > _MAX_ROLLOUT:
+        raise ValueError(
+            f"batch_size: expected a rollout of at most 2**40 transitions to cut into minibatches, got {rollout:,}"
+        )
+    best, d = rollout, 1
+    while d * d <= rollout:
+        if rollout % d == 0:
+            best = min([best] + [c for c in (d, rollout // d) if c >= low])
+        d += 1
+    return best
 
 
 def _zoo_schedules(out: dict[str, Any]) -> list[tuple[str, float, str]]:

@@ -12,7 +12,6 @@ a Config. Fields in `SWEEPABLE` batch: trials that differ only in them train as 
 
 from __future__ import annotations
 
-import math
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import yaml
 
 from kppo.config.options import SWEEPABLE, Config
 from kppo.config.spellings import translate
-from kppo.config.values import read_text, yaml_problem
+from kppo.config.values import is_finite, printable, load_yaml, read_text, yaml_problem
 
 __all__ = ["FIXED", "ZOO_PARAMS", "Distribution", "SearchSpace", "default_space", "load_space"]
 
@@ -49,12 +48,31 @@ FIXED = (
 
 _NET_ARCH = {"tiny": (64,), "small": (64, 64), "medium": (256, 256)}  # RL-Zoo's net_arch choices (pi = vf)
 
+_MAX_POW = 30  # n_steps / batch_size up to 2 ** 30 (RL-Zoo samples 2 ** 5 .. 2 ** 12)
+
+
+def _one_minus(field: str) -> Callable[[Any], dict[str, Any]]:
+    return lambda x: {field: 1.0 - _number(f"one_minus_{field}", x)}
+
+
+def _power_of_two(field: str) -> Callable[[Any], dict[str, Any]]:
+    """`<field>_pow`: 2 ** x for an integer x in 0..30 (a float or a huge power would be truncated or never end)."""
+
+    def changes(x: Any) -> dict[str, Any]:
+        integral = isinstance(x, int) or (isinstance(x, float) and x.is_integer())
+        if isinstance(x, bool) or not integral or not 0 <= x <= _MAX_POW:
+            raise ValueError(f"{field}_pow: expected an integer from 0 to {_MAX_POW} ({field} = 2 ** value), got {x!r}")
+        return {field: 2 ** int(x)}
+
+    return changes
+
+
 #: RL-Zoo's derived parameters (`rl_zoo3.hyperparams_opt.convert_onpolicy_params`): name -> value -> Config changes.
 ZOO_PARAMS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "one_minus_gamma": lambda x: {"gamma": 1.0 - x},
-    "one_minus_gae_lambda": lambda x: {"gae_lambda": 1.0 - x},
-    "n_steps_pow": lambda x: {"n_steps": 2 ** int(x)},
-    "batch_size_pow": lambda x: {"batch_size": 2 ** int(x)},
+    "one_minus_gamma": _one_minus("gamma"),
+    "one_minus_gae_lambda": _one_minus("gae_lambda"),
+    "n_steps_pow": _power_of_two("n_steps"),
+    "batch_size_pow": _power_of_two("batch_size"),
     "net_arch": lambda x: {"actor_hidden_units": _NET_ARCH[x], "critic_hidden_units": _NET_ARCH[x]},
     "activation_fn": lambda x: {"activation": x},
 }
@@ -148,7 +166,12 @@ def changes_of(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _number(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, str):  # YAML 1.1 reads 1e-4 (no dot, no sign) as a string, as Config's fields accept it
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"{where}: expected a finite number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not is_finite(value):
         raise ValueError(f"{where}: expected a finite number, got {value!r}")
     return value
 
@@ -159,7 +182,7 @@ def _distribution(where: str, spec: Any) -> Distribution:
     kind = spec.get("type")
     if kind not in _TYPES:
         raise ValueError(f"{where}.type: expected one of {', '.join(_TYPES)}, got {kind!r}")
-    unknown = sorted(set(spec) - _KEYS[kind] - {"type"})
+    unknown = sorted(map(str, set(spec) - _KEYS[kind] - {"type"}))  # str: the keys may be of several types
     if unknown:
         raise ValueError(f"{where}: a {kind} distribution takes {', '.join(sorted(_KEYS[kind]))}, got {unknown}")
     if kind == "categorical":
@@ -190,13 +213,12 @@ def _distribution(where: str, spec: Any) -> Distribution:
 
 def _fields(where: str, name: str, probe: Any) -> tuple[str, ...]:
     """The Config fields parameter `name` sets (one-line errors for an unknown name or a field that cannot vary)."""
-    if name in ZOO_PARAMS:
-        fields = tuple(translate(ZOO_PARAMS[name](probe), Config.__dataclass_fields__))
-    else:
-        try:
-            fields = tuple(translate({name: probe}, Config.__dataclass_fields__))
-        except ValueError as err:
-            raise ValueError(f"{where}: {err} (or one of RL-Zoo's {', '.join(ZOO_PARAMS)})") from None
+    try:
+        changes = ZOO_PARAMS[name](probe) if name in ZOO_PARAMS else {name: probe}
+        fields = tuple(translate(changes, Config.__dataclass_fields__))
+    except ValueError as err:
+        also = "" if name in ZOO_PARAMS else f" (or one of RL-Zoo's {', '.join(ZOO_PARAMS)})"
+        raise ValueError(f"{where}: {err}{also}") from None
     fixed = [field for field in fields if field in FIXED]
     if fixed:
         raise ValueError(f"{where}: {fixed[0]} cannot vary in a search (fixed: {', '.join(FIXED)})")
@@ -229,7 +251,7 @@ def parse_space(values: Any, base: Config, source: str = "space", *, sb3_budget:
     fields: dict[str, tuple[str, ...]] = {}
     seen: dict[str, str] = {}
     for name, spec in values.items():
-        where = f"{source}: {name}"
+        where = f"{source}: {printable(name) if isinstance(name, str) else repr(name)}"
         if not isinstance(name, str):
             raise ValueError(f"{source}: expected field names as strings, got {name!r}")
         dist = _distribution(where, spec)
@@ -248,7 +270,7 @@ def load_space(path_or_text: str | Path, base: Config) -> SearchSpace:
     """A search space from a YAML file (or YAML text); errors name the file and line."""
     text, source = read_text(path_or_text)
     try:
-        values = yaml.safe_load(text)
+        values = load_yaml(text)
     except yaml.YAMLError as err:
         raise ValueError(f"space YAML {source}: could not parse {yaml_problem(err)}") from None
     return parse_space(values, base, f"space YAML {source}")

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import yaml
 
 from kppo.config.options import Config
-from kppo.config.values import read_text, yaml_problem
+from kppo.config.values import coerce, printable, load_yaml, read_text, yaml_problem
 from kppo.sb3.arguments import SB3_UPDATE, policy_config
 
 __all__ = ["SB3_PPO_DEFAULTS", "is_zoo_file", "read_zoo"]
@@ -61,17 +61,35 @@ def _literal(node: ast.AST, where: str) -> Any:
             name, name.lower()
         )
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict" and not node.args:
-        return {kw.arg: _literal(kw.value, where) for kw in node.keywords if kw.arg is not None}
+        if any(kw.arg is None for kw in node.keywords):  # dict(**other): nothing to read `other` from
+            raise ValueError(f"{where}: expected literals, dict(...) and nn.<activation>, got {_shown(node)!r}")
+        return {kw.arg: _literal(kw.value, where) for kw in node.keywords}
     if isinstance(node, ast.Dict):
-        return {_literal(k, where): _literal(v, where) for k, v in zip(node.keys, node.values) if k is not None}
+        keys = [key for key in node.keys if key is not None]
+        if len(keys) < len(node.keys):  # {**other}
+            raise ValueError(f"{where}: expected literals, dict(...) and nn.<activation>, got {_shown(node)!r}")
+        items = [(_literal(k, where), _literal(v, where)) for k, v in zip(keys, node.values)]
+        wrong = [key for key, _ in items if not isinstance(key, str)]
+        if wrong:
+            raise ValueError(f"{where}: expected keyword names (strings) as keys, got {wrong[0]!r}")
+        return dict(items)
     if isinstance(node, (ast.List, ast.Tuple)):
         return [_literal(x, where) for x in node.elts]
     try:
         return ast.literal_eval(node)
-    except ValueError:
-        raise ValueError(
-            f"{where}: expected literals, dict(...) and nn.<activation>, got {ast.unparse(node)!r}"
-        ) from None
+    except (
+        ValueError,
+        TypeError,
+        SyntaxError,
+        MemoryError,
+        RecursionError,
+    ):  # what literal_eval raises on non-literals
+        raise ValueError(f"{where}: expected literals, dict(...) and nn.<activation>, got {_shown(node)!r}") from None
+
+
+def _shown(node: ast.AST) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else f"{text[:60]}..."
 
 
 def _python(text: Any, where: str) -> Any:
@@ -79,13 +97,23 @@ def _python(text: Any, where: str) -> Any:
         return text
     try:
         tree = ast.parse(text, mode="eval")
+        return _literal(tree.body, where)
     except SyntaxError as err:
         raise ValueError(f"{where}: could not parse {text!r} ({err.msg})") from None
-    return _literal(tree.body, where)
+    except (MemoryError, RecursionError):  # a syntax tree too deep for the parser or for `_literal`
+        raise ValueError(
+            f"{where}: expected a short Python literal, got {len(text):,} characters nested too deep"
+        ) from None
 
 
 def is_zoo_file(values: Any) -> bool:
-    """True for RL-Zoo's layout: every top-level value a mapping (env id -> settings)."""
+    """True for RL-Zoo's layout: every top-level value a mapping (env id -> settings); a path: its YAML has that
+    layout (False when it is no readable YAML: reading it as a config then says what is wrong)."""
+    if isinstance(values, Path):
+        try:
+            values = load_yaml(values.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError, OSError):
+            return False
     return isinstance(values, Mapping) and bool(values) and all(isinstance(v, Mapping) for v in values.values())
 
 
@@ -101,36 +129,81 @@ def _entry(values: Mapping, env: str | None, source: str) -> tuple[str, Mapping]
 
 def zoo_config(env: str, entry: Mapping[str, Any], source: str) -> Config:
     """One RL-Zoo entry on SB3's PPO defaults."""
+    env_id, env = env, printable(env)  # `env` as messages name it
     settings = dict(entry)
     policy = settings.pop("policy", "MlpPolicy")
     if policy not in _POLICIES:
         raise ValueError(f"{source}: {env}.policy: expected {', '.join(_POLICIES)} in a search, got {policy!r}")
-    fields = dict(SB3_PPO_DEFAULTS, env=env)
-    kwargs = _python(settings.pop("policy_kwargs", None), f"{source}: {env}.policy_kwargs")
-    if kwargs is not None:
-        if not isinstance(kwargs, dict):
-            raise ValueError(f"{source}: {env}.policy_kwargs: expected dict(...), got {kwargs!r}")
-        fields.update(policy_config(kwargs))
-    normalize = _python(settings.pop("normalize", False), f"{source}: {env}.normalize")
-    if isinstance(normalize, dict):
-        settings["norm_obs"] = bool(normalize.get("norm_obs", True))
-        settings["norm_reward"] = bool(normalize.get("norm_reward", True))
-    else:
-        settings["normalize"] = normalize
-    timesteps = int(float(settings.get("n_timesteps", 1e6)))
-    settings["n_timesteps"] = timesteps
-    settings.setdefault("eval_freq", max(1, timesteps // 100_000))
+    fields = dict(SB3_PPO_DEFAULTS, env=env_id)
+    wrong = [key for key in settings if not isinstance(key, str)]
+    if wrong:
+        raise ValueError(f"{source}: {env}: expected option names as strings, got {wrong[0]!r}")
     try:
+        fields.update(_policy_fields(settings.pop("policy_kwargs", None), f"{env}.policy_kwargs"))
+        normalize = _normalize(_python(settings.pop("normalize", False), f"{env}.normalize"), f"{env}.normalize")
+        twice = sorted(set(normalize) & set(settings))
+        if twice:
+            raise ValueError(f"{env}.normalize: sets {twice[0]}, which the entry sets too")
+        settings.update(normalize)
+        timesteps = coerce(f"{env}.n_timesteps", "int", settings.get("n_timesteps", 1_000_000))
+        settings["n_timesteps"] = timesteps
+        settings.setdefault("eval_freq", max(1, timesteps // 100_000))
         return Config.from_dict(fields).replace(**settings)
     except ValueError as err:
-        raise ValueError(f"{source}: {env}: {err}") from None
+        message = str(err)
+        raise ValueError(f"{source}: {message if message.startswith(f'{env}.') else f'{env}: {message}'}") from None
+
+
+#: The policy_kwargs values `policy_config` reads as numbers or flags: checked here, so that a string or a list is
+#: refused in one line rather than converted (`bool("no")` is True).
+_POLICY_VALUES = {
+    "log_std_init": "float",
+    "ortho_init": "bool",
+    "squash_output": "bool",
+    "full_std": "bool",
+    "use_expln": "bool",
+}
+#: SB3 policy_kwargs for other policies than MlpPolicy's (a search builds only MlpPolicy): refused, not dropped.
+_EXTRACTOR_KWARGS = ("features_extractor_class", "features_extractor_kwargs", "normalize_images")
+
+
+def _policy_fields(text: Any, where: str) -> dict[str, Any]:
+    """An entry's policy_kwargs (a string of Python, read as a syntax tree) as Config fields."""
+    kwargs = _python(text, where)
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"{where}: expected dict(...), got {kwargs!r}")
+    for key, kind in _POLICY_VALUES.items():
+        if key in kwargs:
+            coerce(f"{where}.{key}", kind, kwargs[key])
+    extractor = [key for key in _EXTRACTOR_KWARGS if key in kwargs]
+    if extractor:
+        raise ValueError(f"{where}.{extractor[0]}: expected none in a search (it builds {', '.join(_POLICIES)})")
+    return policy_config(kwargs)
+
+
+#: VecNormalize's arguments kppo's normalization takes (its clipping and epsilon are fixed): name -> Config field.
+_NORMALIZE_KEYS = {"norm_obs": "norm_obs", "norm_reward": "norm_reward", "norm_obs_keys": "normalize_obs_keys"}
+
+
+def _normalize(normalize: Any, where: str) -> dict[str, Any]:
+    """RL-Zoo's `normalize` (a bool, or VecNormalize's arguments as a dict) as settings."""
+    if not isinstance(normalize, dict):
+        return {"normalize": normalize}
+    unknown = sorted(map(str, set(normalize) - set(_NORMALIZE_KEYS)))
+    if unknown:
+        raise ValueError(f"{where}: expected VecNormalize arguments among {', '.join(_NORMALIZE_KEYS)}, got {unknown}")
+    settings = {"norm_obs": True, "norm_reward": True}  # VecNormalize's defaults
+    settings.update({_NORMALIZE_KEYS[key]: value for key, value in normalize.items()})
+    return settings
 
 
 def read_zoo(path_or_text: str | Path, env: str | None = None) -> tuple[str, Config]:
     """(env id, Config) of an RL-Zoo hyperparameter file's entry (`env`, or its only one)."""
     text, source = read_text(path_or_text)
     try:
-        values = yaml.safe_load(text)
+        values = load_yaml(text)
     except yaml.YAMLError as err:
         raise ValueError(f"RL-Zoo YAML {source}: could not parse {yaml_problem(err)}") from None
     if not is_zoo_file(values):
