@@ -106,7 +106,9 @@ def _is_builtin(env: Any) -> bool:
         return False
 
 
-def _check(env: Any, base: Config, space: SearchSpace, members: int, interval: int) -> None:
+def _check(env: Any, base: Config, space: SearchSpace, members: int, interval: int, quantile: float) -> None:
+    if not 0 < quantile <= 0.5:  # NaN fails this too
+        raise ValueError(f"--pbt-quantile: expected a fraction in (0, 0.5], got {quantile!r}")
     if not space.batches:
         fields = sorted({f for fs in space.fields.values() for f in fs} - set(SWEEPABLE))
         raise ValueError(f"--pbt: a member's values must be sweepable ({', '.join(SWEEPABLE)}), got {fields}")
@@ -195,7 +197,7 @@ def pbt(
         initial: the members' starting parameters (default: drawn from the space).
     """
     env = base.env if env is None else env
-    _check(env, base, space, members, interval)
+    _check(env, base, space, members, interval, quantile)
     rng = np.random.default_rng(seed)
     params = initial or [{name: _draw(d, rng) for name, d in space.params.items()} for _ in range(members)]
     configs = [space.apply(base, p).replace(seed=base.seed + i, verbose=0) for i, p in enumerate(params)]

@@ -88,6 +88,16 @@ def _space(space: Any, base: Config) -> SearchSpace:
     return load_space(space, base)
 
 
+def _check_budget(trials: int, timeout: float | None, sampler_seed: int | None) -> None:
+    """The Python API checks what the CLI's parser checks (`kppo.cli.tune`)."""
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 0:
+        raise ValueError(f"trials: expected an integer >= 0 (0 makes the study only), got {trials!r}")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and 0 < timeout < float("inf")):
+        raise ValueError(f"timeout: expected None or a positive number of seconds, got {timeout!r}")
+    if sampler_seed is not None and (not isinstance(sampler_seed, int) or sampler_seed < 0):
+        raise ValueError(f"sampler_seed: expected None or an integer >= 0, got {sampler_seed!r}")
+
+
 def _check_batching(base: Config, batch: int, seeds_per_trial: int) -> None:
     if batch < 1 or seeds_per_trial < 1:
         raise ValueError(f"--batch / --seeds-per-trial: expected >= 1, got {batch} and {seeds_per_trial}")
@@ -174,6 +184,7 @@ def tune(
     env_name = env if isinstance(env, str) else type(env).__name__
     out = Path(out) if out is not None else Path("runs") / f"tune-{env_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     search = _space(space, base)
+    _check_budget(trials, timeout, sampler_seed)
     _check_batching(base, batch, seeds_per_trial)
     if objective_rounds < 1:
         raise ValueError(f"objective_rounds: expected >= 1, got {objective_rounds}")

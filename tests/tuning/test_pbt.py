@@ -82,10 +82,12 @@ def test_pbt_writes_its_lineage_the_best_config_and_the_schedule_that_made_it(tm
         ("CartPole-v1", {"num_epochs": {"type": "int", "low": 1, "high": 4}}, 4, "a member's values must be sweepable"),
         ("Acrobot-v1", None, 4, "--pbt: needs a TF-native env"),
         ("CartPole-v1", None, 1, r"expected --batch >= 2"),
+        ("CartPole-v1", None, (4, float("nan")), r"--pbt-quantile: expected a fraction in \(0, 0.5\], got nan"),
     ],
 )
 def test_pbt_refuses_in_one_line(env, space, members, message):
     config = TINY.replace(env_backend="gymnasium") if env == "Acrobot-v1" else TINY
     space = SPACE if space is None else parse_space(space, TINY)
+    members, quantile = members if isinstance(members, tuple) else (members, 0.25)
     with pytest.raises(ValueError, match=message):
-        pbt(env, config, space, members=members)
+        pbt(env, config, space, members=members, quantile=quantile)

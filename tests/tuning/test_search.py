@@ -60,14 +60,17 @@ def test_an_invalid_sampled_config_fails_its_trial_and_the_search_goes_on(tmp_pa
         ({"sampler": "bayes"}, r"--sampler: expected one of tpe, random, cmaes, qmc"),
         ({"pruner": "ThresholdPruner"}, r"--pruner ThresholdPruner: takes arguments kppo does not pass"),
         ({"batch": 0}, r"--batch / --seeds-per-trial: expected >= 1"),
+        ({"trials": -1}, r"trials: expected an integer >= 0 \(0 makes the study only\), got -1"),
+        ({"timeout": float("nan")}, r"timeout: expected None or a positive number of seconds, got nan"),
+        ({"sampler_seed": -1}, r"sampler_seed: expected None or an integer >= 0, got -1"),
         ({"resume": True}, r"--resume: no study 'CartPole-v1-\w+' in sqlite:///.*study.db to resume"),
         ({"space": {"seed": {"type": "int", "low": 0, "high": 3}}}, r"seed cannot vary in a search"),
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_anything_trains(tmp_path, kwargs, message):
-    kwargs = {"space": SPACE, **kwargs}
+    kwargs = {"space": SPACE, "trials": 1, **kwargs}
     with pytest.raises(ValueError, match=message) as error:
-        tune("CartPole-v1", TINY, trials=1, out=tmp_path, **kwargs)
+        tune("CartPole-v1", TINY, out=tmp_path, **kwargs)
     assert "\n" not in str(error.value)
 
 
