@@ -7,11 +7,14 @@ Layout of a saved agent directory:
     weights/         tf.train.Checkpoint: actor, critic, optimizer, observation and return statistics
 
 Loading reads only YAML, JSON and TensorFlow checkpoint files: nothing in them is executed. The same files zipped
-(`kppo.PPO.save`, SB3's habit) are read too (`kppo.agent.archive`).
+(`kppo.PPO.save`, SB3's habit) are read too (`kppo.agent.archive`). Every refusal is one line naming the agent (the
+zip it came from) and the file; a config whose networks cannot fit in the saved weights (a changed `config.yaml`) is
+refused before any network is built, so a file cannot make the loader allocate more than its weights hold.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -23,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
-from kppo.agent.archive import agent_dir
+from kppo.agent.archive import agent_dir, source_name
 from kppo.config.options import Config
 from kppo.core.errors import reason
 from kppo.core.normalization import MomentVariables, initial_stats
@@ -54,7 +57,11 @@ def space_to_dict(space: gym.spaces.Space) -> dict[str, Any]:
     raise ValueError(f"space: cannot describe {space} (expected Box, Discrete, MultiDiscrete, MultiBinary or Dict)")
 
 
-def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
+def space_from_dict(d: Any) -> gym.spaces.Space:
+    """The space `space_to_dict` described; a ValueError (or the KeyError, TypeError, OverflowError numpy and
+    gymnasium raise for a value they cannot take) for anything else."""
+    if not isinstance(d, dict):
+        raise ValueError(f"expected a space description (a JSON object), got {type(d).__name__}")
     kind = d.get("type")
     if kind == "Box":
         low, high = (np.asarray(d[k], dtype=d["dtype"]).reshape(d["shape"]) for k in ("low", "high"))
@@ -66,8 +73,25 @@ def space_from_dict(d: dict[str, Any]) -> gym.spaces.Space:
     if kind == "MultiBinary":
         return gym.spaces.MultiBinary(d["n"])
     if kind == "Dict":
+        if not isinstance(d.get("spaces"), dict):
+            raise ValueError(f"expected a Dict space's 'spaces' object, got {type(d.get('spaces')).__name__}")
         return gym.spaces.Dict({key: space_from_dict(sub) for key, sub in d["spaces"].items()})
-    raise ValueError(f"metadata.json: unknown space type {kind!r}")
+    raise ValueError(f"unknown space type {kind!r}")
+
+
+#: What numpy and gymnasium raise for a space description they cannot build (a missing key, a wrong type, a shape
+#: that does not fit its bounds, a number past int64); RecursionError: Dict spaces nested past Python's stack.
+_SPACE_ERRORS = (KeyError, TypeError, ValueError, IndexError, OverflowError, RecursionError)
+
+
+def _read_space(metadata: dict[str, Any], key: str, source: str) -> gym.spaces.Space:
+    try:
+        return space_from_dict(metadata[key])
+    except _SPACE_ERRORS as err:
+        why = f"no {err}" if isinstance(err, KeyError) else reason(err)
+        raise ValueError(
+            f"{source}: metadata.json: {key}: expected a space kppo saves, got one it cannot read ({why})"
+        ) from None
 
 
 def _trackable(agent: Any, obs_stats: Moments, return_stats: Moments):
@@ -140,18 +164,66 @@ def _swap_in(staging: Path, path: Path) -> None:
 
 def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.Space, gym.spaces.Space]:
     """(config, metadata, observation_space, action_space) of a saved agent (a directory, a zip of one, or a name
-    saved as `name.zip`: `kppo.agent.archive.agent_dir`); one-line errors for foreign input."""
+    saved as `name.zip`: `kppo.agent.archive.agent_dir`); one-line errors naming it for foreign input, and for a
+    config whose networks cannot fit in its weights (`_check_fits`)."""
     path = agent_dir(path)
+    source = source_name(path)
     if not (path / "metadata.json").is_file() or not (path / "config.yaml").is_file():
-        raise ValueError(f"path: expected a kppo agent directory with config.yaml and metadata.json, got {str(path)!r}")
-    try:
-        metadata = json.loads((path / "metadata.json").read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"metadata.json: not valid JSON ({err.msg} at line {err.lineno})") from None
+        raise ValueError(f"path: expected a kppo agent directory with config.yaml and metadata.json, got {source}")
+    metadata = _read_json(path / "metadata.json", source)
     if metadata.get("format") != FORMAT_VERSION:
-        raise ValueError(f"metadata.json: expected format {FORMAT_VERSION}, got {metadata.get('format')!r}")
-    config = Config.from_yaml(path / "config.yaml")
-    return config, metadata, space_from_dict(metadata["observation_space"]), space_from_dict(metadata["action_space"])
+        raise ValueError(f"{source}: metadata.json: expected format {FORMAT_VERSION}, got {metadata.get('format')!r}")
+    if not isinstance(metadata.get("extra", {}), dict):
+        raise ValueError(
+            f"{source}: metadata.json: extra: expected a JSON object, got {type(metadata['extra']).__name__}"
+        )
+    try:
+        config = Config.from_yaml(path / "config.yaml")
+    except ValueError as err:
+        raise ValueError(f"{source}: config.yaml: {err}" if source != repr(str(path)) else str(err)) from None
+    observation_space, action_space = (
+        _read_space(metadata, key, source) for key in ("observation_space", "action_space")
+    )
+    _check_fits(config, observation_space, path, source)
+    return config, metadata, observation_space, action_space
+
+
+def _read_json(file: Path, source: str) -> dict[str, Any]:
+    try:
+        metadata = json.loads(file.read_bytes())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{source}: metadata.json: not valid JSON ({err.msg} at line {err.lineno})") from None
+    except (UnicodeDecodeError, RecursionError) as err:  # not UTF-8 (nor UTF-16/32); arrays nested past the stack
+        raise ValueError(f"{source}: metadata.json: expected JSON text, got {reason(err)}") from None
+    if not isinstance(metadata, dict):
+        raise ValueError(f"{source}: metadata.json: expected a JSON object, got {type(metadata).__name__}")
+    return metadata
+
+
+def least_weights(config: Config, observation_dim: int) -> int:
+    """A lower bound on the numbers a checkpoint of `config`'s agent holds: the observation statistics' mean, the
+    hidden layers' biases and the kernels between them in both towers, a recurrent agent's LSTM recurrent kernel
+    (4 h x h). Each is a float32 in the checkpoint's data files."""
+    total = observation_dim
+    for given in (config.actor_hidden_units, config.critic_hidden_units):
+        widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers
+        total += sum(widths) + sum(a * b for a, b in itertools.pairwise(widths))
+    if config.recurrent:
+        total += 4 * config.lstm_hidden_size**2
+    return total
+
+
+def _check_fits(config: Config, observation_space: gym.spaces.Space, path: Path, source: str) -> None:
+    """A one-line ValueError when the networks `config` describes hold more numbers than the checkpoint's data files
+    have bytes for: the config was changed after the weights were saved (e.g. `num_hidden_units: 1000000000`, which
+    building would try to allocate), or the weights are missing or cut."""
+    held = sum(f.stat().st_size for f in (path / "weights").glob("ckpt.data-*") if f.is_file())
+    least = least_weights(config, gym.spaces.flatdim(observation_space))
+    if 4 * least > held:
+        raise ValueError(
+            f"{source}: weights: expected the weights of config.yaml's networks (at least {4 * least:,} bytes of "
+            f"float32), got {held:,} bytes in weights/ckpt.data-* (a changed config.yaml, or missing or cut weights)"
+        )
 
 
 def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[Moments, Moments]:
@@ -162,11 +234,13 @@ def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[Moments
         (observation statistics, return statistics).
     """
     ckpt, obs, ret = _trackable(agent, initial_stats(obs_shape), initial_stats(()))
-    prefix = str(agent_dir(path) / "weights" / "ckpt")
+    directory = agent_dir(path)
     try:
-        ckpt.read(prefix).assert_existing_objects_matched()
+        ckpt.read(str(directory / "weights" / "ckpt")).assert_existing_objects_matched()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as err:
-        raise ValueError(f"weights: could not restore {prefix!r} into this network ({reason(err)})") from None
+        raise ValueError(
+            f"weights: could not restore {source_name(directory)}'s weights/ckpt into this network ({reason(err)})"
+        ) from None
     return obs.read(), ret.read()
 
 

@@ -14,7 +14,10 @@ the save's plain fields, its networks built by kppo from the saved spaces and po
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
+
+import numpy as np
 
 from kppo.agent.agent import build_agent
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
@@ -63,6 +66,9 @@ ARGUMENTS = {
     "seed": None,
     "verbose": 0,
 }
+#: The type of the saved value of each of those whose default is None (SB3 writes what its user passed: a number
+#: field may hold an int).
+_NONE_DEFAULTS = {"target_kl": float, "seed": int}
 
 
 def _name_only(cls_path: str) -> type:
@@ -106,38 +112,111 @@ def kppo_policy_kwargs(saved: SB3Save) -> dict[str, Any]:
 def constructor_arguments(saved: SB3Save) -> dict[str, Any]:
     """The constructor arguments of the saved model (schedules at their saved constant value)."""
     data = saved.data
-    args = {key: data.get(key, default) for key, default in ARGUMENTS.items()}
+    args = {key: _typed(saved, key, data.get(key, default), default) for key, default in ARGUMENTS.items()}
     args["learning_rate"] = schedule_value(data.get("learning_rate", saved.schedules.get("lr_schedule")), 3e-4)
     args["clip_range"] = schedule_value(saved.schedules.get("clip_range"), 0.2)
     vf = data.get("clip_range_vf", saved.schedules.get("clip_range_vf"))
     args["clip_range_vf"] = None if vf is None else schedule_value(vf, 0.2)
-    args["stats_window_size"] = int(data.get("_stats_window_size", 100))
+    args["stats_window_size"] = saved_int(saved, "_stats_window_size", 100)
     return args
 
 
+def _typed(saved: SB3Save, key: str, value: Any, default: Any) -> Any:
+    """`value` of the saved field `key` when it has the type of SB3's argument (that of `default`; None where
+    SB3's default is None); else a one-line ValueError naming the file and the field."""
+    kind = _NONE_DEFAULTS.get(key, type(default))
+    if value is None and default is None:
+        return value
+    if kind is bool:
+        fits = isinstance(value, bool)
+    else:
+        fits = not isinstance(value, bool) and isinstance(value, (int, float) if kind is float else int)
+    if not fits:
+        expected = {bool: "true or false", int: "an integer", float: "a number"}[kind]
+        raise ValueError(f"{saved.source}: data[{key!r}]: expected {expected}, got {value!r}")
+    return value
+
+
+def saved_int(saved: SB3Save, key: str, default: int) -> int:
+    """The integer field `key` of the save's `data` (`default` when absent); anything else is a one-line ValueError
+    naming the file and the field."""
+    value = saved.data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{saved.source}: data[{key!r}]: expected an integer, got {value!r}")
+    return value
+
+
+def least_weights(config: Any) -> int:
+    """A lower bound on the weights of the networks kppo builds for `config`: both towers' hidden biases and the
+    kernels between them, a recurrent agent's LSTM recurrent kernel (4 h x h). Every one has its tensor in SB3's
+    state_dict (`assign_sb3_weights` checks each)."""
+    total = 0
+    for given in (config.actor_hidden_units, config.critic_hidden_units):
+        widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers
+        total += sum(widths) + sum(a * b for a, b in itertools.pairwise(widths))
+    if config.recurrent:
+        total += 4 * config.lstm_hidden_size**2
+    return total
+
+
+def check_fits(saved: SB3Save, config: Any, observation_dim: int) -> None:
+    """A one-line ValueError when the networks `config` describes (or the observations) need more weights than the
+    save's state_dict holds: policy_kwargs or spaces changed after SB3 saved the weights (`net_arch: [10**6, 10**6]`,
+    `Discrete(2**40)` observations), which building would try to allocate."""
+    held = sum(int(np.size(tensor)) for tensor in saved.state_dict.values())
+    least = max(least_weights(config), observation_dim)
+    if least > held:
+        raise ValueError(
+            f"{saved.source}: policy.pth: expected the weights of the saved policy_kwargs and spaces (at least "
+            f"{least:,}), got a state_dict of {held:,} (policy_kwargs or the spaces were changed after saving)"
+        )
+
+
 def model_from_sb3(cls: type, saved: SB3Save, env: Any, device: str, kwargs: dict[str, Any]) -> Any:
-    """A `cls` (kppo.PPO or a subclass) with the saved model's hyperparameters and weights; `env` as `PPO.load`'s."""
+    """A `cls` (kppo.PPO or a subclass) with the saved model's hyperparameters and weights; `env` as `PPO.load`'s.
+    kppo's one-line refusals of the saved values (the constructor's, the Config's) name the file."""
     if saved.algorithm != cls.__name__:
         raise ValueError(
             f"path: {saved.source} holds an sb3 {saved.algorithm} model ({saved.policy_class}); load it with "
             f"kppo.{saved.algorithm}.load"
         )
-    args = {**constructor_arguments(saved), **kwargs}
-    model = cls(saved.policy, None, policy_kwargs=kppo_policy_kwargs(saved), device=device, **args)
-    observation_space, action_space = saved.observation_space, saved.action_space
-    fields = model._network_fields(observation_space)
-    normalize = dict(normalize_obs=False, normalize_reward=False)
-    config = model._make_config(int(saved.data.get("n_envs", 1)), action_space, normalize, fields)
-    obs_dim = flat_dim(observation_space)
-    with model._device_scope():
-        agent = build_agent(config, observation_space, action_space)
-        assign_sb3_weights(agent, saved.state_dict, f"{saved.source}: policy.pth")
+    try:
+        model, config = _model(cls, saved, device, kwargs)
+        observation_space, action_space = saved.observation_space, saved.action_space
+        obs_dim = flat_dim(observation_space)
+        check_fits(saved, config, obs_dim)
+        with model._device_scope():
+            agent = build_agent(config, observation_space, action_space)
+            assign_sb3_weights(agent, saved.state_dict, f"{saved.source}: policy.pth")
+    except ValueError as err:
+        raise _naming(err, saved.source) from None
     model.config, model.agent = config, agent
     model._spaces = (observation_space, action_space)
     model._loaded_stats = (initial_stats([obs_dim]), initial_stats(()))
-    model.num_timesteps = int(saved.data.get("num_timesteps", 0))
+    model.num_timesteps = saved_int(saved, "num_timesteps", 0)
     model._current_lr = model.learning_rate
     model.sb3_version = saved.version
     if env is not None:
         model.set_env(env)
     return model
+
+
+def _model(cls: type, saved: SB3Save, device: str, kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """The model of the saved hyperparameters (`kwargs` over them) and the Config of its networks."""
+    args = {**constructor_arguments(saved), **kwargs}
+    model = cls(saved.policy, None, policy_kwargs=kppo_policy_kwargs(saved), device=device, **args)
+    fields = model._network_fields(saved.observation_space)
+    normalize = dict(normalize_obs=False, normalize_reward=False)
+    config = model._make_config(saved_int(saved, "n_envs", 1), saved.action_space, normalize, fields)
+    return model, config
+
+
+def _naming(err: ValueError, source: str) -> ValueError:
+    """`err` with `source` in front of its message when it does not name it yet (same type when it can be)."""
+    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if source in message:
+        return err
+    try:
+        return type(err)(f"{source}: {message}")
+    except TypeError:  # an exception type with other arguments (UnicodeDecodeError, ...)
+        return ValueError(f"{source}: {message}")

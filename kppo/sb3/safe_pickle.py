@@ -12,8 +12,9 @@ time, and there is no `find_class`.
 
 Refused, in one line that names the file: a name outside `names` (a pickle that reaches for `os.system` is refused
 at its GLOBAL / STACK_GLOBAL, before anything else is read), an opcode outside `OPCODES` (INST, OBJ, EXT*, PERSID,
-out-of-band buffers), a persistent id without a `persistent_load`, object arrays, and a stream that is not a
-complete pickle (truncated, or bytes that are not opcodes).
+out-of-band buffers), a persistent id without a `persistent_load`, object arrays, values nested deeper than
+`MAX_NESTING`, and a stream that is not a complete pickle (truncated, or bytes that are not opcodes). A value that
+holds itself (through the memo) is read as one that holds itself.
 """
 
 from __future__ import annotations
@@ -126,9 +127,9 @@ class _Machine:
             raise self.refuse(f"calls {target} with keyword arguments")
         try:
             return builder(args)
-        except PickleRefused:
-            raise
-        except (TypeError, ValueError, IndexError, KeyError) as err:
+        except PickleRefused as err:  # a builder's refusal, named for the file here if it is not yet
+            raise err if str(err).startswith(self.source) else self.refuse(str(err)) from None
+        except (TypeError, ValueError, IndexError, KeyError, OverflowError) as err:
             raise self.refuse(f"calls {target} with arguments it cannot take ({err})") from None
 
     def build(self, state: Any) -> None:
@@ -295,30 +296,44 @@ def read_pickle(
         raise machine.refuse(f"holds {err}") from None
 
 
+#: How deep a pickle's values may nest (SB3's files nest under 10 levels); deeper is refused, not recursed into.
+MAX_NESTING = 100
+
+
 def resolve(value: Any) -> Any:
     """`value` with kppo's placeholders replaced by what they built (numpy arrays), through containers and
-    `Instance` records."""
+    `Instance` records. A list, dict or record holding itself (memo references) resolves to one holding itself; values
+    nested deeper than `MAX_NESTING` raise `PickleRefused`."""
     seen: dict[int, Any] = {}
 
-    def walk(x: Any) -> Any:
+    def walk(x: Any, depth: int) -> Any:
         if id(x) in seen:
             return seen[id(x)]
+        if depth > MAX_NESTING:
+            raise PickleRefused(f"values nested deeper than {MAX_NESTING} levels")
         if hasattr(x, "set_state"):
             out = x.value()
-        elif isinstance(x, list):
-            out = [walk(v) for v in x]
-        elif isinstance(x, tuple):
-            out = tuple(walk(v) for v in x)
+        elif isinstance(x, list):  # registered before its items: a list may hold itself
+            out = seen[id(x)] = []
+            out.extend(walk(v, depth + 1) for v in x)
         elif isinstance(x, dict):
-            out = {k: walk(v) for k, v in x.items()}
+            out = seen[id(x)] = {}
+            out.update((k, walk(v, depth + 1)) for k, v in x.items())
         elif isinstance(x, Instance):
-            out = Instance(x.cls, walk(x.args), walk(x.state), walk(x.kwargs))
+            out = seen[id(x)] = Instance(x.cls)
+            out.args, out.state, out.kwargs = (
+                walk(x.args, depth + 1),
+                walk(x.state, depth + 1),
+                walk(x.kwargs, depth + 1),
+            )
+        elif isinstance(x, tuple):
+            out = tuple(walk(v, depth + 1) for v in x)
         else:
             out = x
         seen[id(x)] = out
         return out
 
-    return walk(value)
+    return walk(value, 0)
 
 
 # ---------------------------------------------------------------------------------------------------------------

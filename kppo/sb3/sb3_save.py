@@ -11,9 +11,10 @@ they name torch classes (`activation_fn`, `optimizer_class`: references, by name
 the file (the optimizer's state, the last observations, the episode buffers, `pytorch_variables.pth`) is not read.
 `policy.pth` is read by `kppo.sb3.torch_zip`.
 
-Refused in one line naming the file: not a zip, a zip without `data` / `policy.pth` (SB3 writes both), an SB3
-version other than 2.x, another algorithm's save (SAC, DQN, A2C, TD3, ...), a policy class kppo does not map, a
-space of a kind kppo does not read.
+Refused in one line naming the file: not a zip, a zip over kppo's bounds (`kppo.agent.archive.checked_members`:
+a decompression bomb is refused before it is inflated), a zip without `data` / `policy.pth` (SB3 writes both), an
+SB3 version other than 2.x, another algorithm's save (SAC, DQN, A2C, TD3, ...), a policy class kppo does not map, a
+space of a kind kppo does not read or cannot rebuild from its saved state.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
-from kppo.agent.archive import file_bytes
+from kppo.agent.archive import ZIP_ERRORS, checked_members, file_bytes, read_member
 from kppo.core.errors import NotSupportedError
 from kppo.sb3.safe_pickle import NUMPY_NAMES, Builder, Global, Instance, PickleRefused, describe, read_pickle
 from kppo.sb3.torch_zip import read_state_dict
@@ -135,7 +136,7 @@ def is_sb3_save(path: str | Path | IO[bytes]) -> bool:
                     names = set(archive.namelist())
             finally:
                 path.seek(position)
-    except (zipfile.BadZipFile, OSError, ValueError):
+    except ZIP_ERRORS:
         return _looks_like_sb3(path)
     if "config.yaml" in names or "metadata.json" in names:
         return False  # kppo's own save
@@ -148,7 +149,8 @@ def _looks_like_sb3(path: str | Path | IO[bytes]) -> bool:
     if not isinstance(path, (str, Path)):
         return False
     try:
-        head = Path(path).read_bytes()[: 1 << 20]
+        with open(path, "rb") as file:
+            head = file.read(1 << 20)  # the first MiB, not the whole file
     except OSError:
         return False
     return head.startswith(b"PK") and (b"_stable_baselines3_version" in head or b"policy.pth" in head)
@@ -156,11 +158,9 @@ def _looks_like_sb3(path: str | Path | IO[bytes]) -> bool:
 
 def _member(archive: zipfile.ZipFile, name: str, source: str) -> bytes:
     try:
-        return archive.read(name)
+        return read_member(archive, name, source)  # within kppo's bound on unpacked bytes (a bomb is refused)
     except KeyError:
         raise ValueError(f"{source}: expected an SB3 save holding {name!r}, found none") from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:  # CRC mismatch, truncated member
-        raise ValueError(f"{source}: {name!r} cannot be read ({err}); the zip is damaged") from None
 
 
 def _serialized(entry: Any, names: Mapping, source: str, key: str) -> Any:
@@ -179,30 +179,52 @@ def _array(value: Any, source: str, what: str) -> np.ndarray:
     return value
 
 
+#: What gymnasium and numpy raise for a space's state they cannot build (a missing or mistyped field, bounds that
+#: do not fit the shape, a size past int64).
+_SPACE_ERRORS = (KeyError, TypeError, ValueError, IndexError, OverflowError, AttributeError)
+
+
 def build_space(record: Any, source: str) -> gym.spaces.Space:
-    """A gymnasium space from its pickled record (an `Instance` of a gymnasium space with its state dict)."""
+    """A gymnasium space from its pickled record (an `Instance` of a gymnasium space with its state dict); a state
+    gymnasium cannot build is a one-line ValueError naming `source` and the space."""
     if not (isinstance(record, Instance) and isinstance(record.state, dict)):
         raise NotSupportedError(f"{source}: expected a gymnasium space, got {describe(record)}")
     kind, state = record.cls.name, record.state
     if kind == "Box":
         low, high = _array(state.get("low"), source, "Box.low"), _array(state.get("high"), source, "Box.high")
-        dtype: Any = state.get("dtype")
-        return gym.spaces.Box(low, high, tuple(state.get("_shape", low.shape)), dtype)
+        return _built(kind, source, lambda: _box(low, high, state))
     if kind == "Discrete":
-        return gym.spaces.Discrete(int(state["n"]), start=int(state.get("start", 0)))
+        return _built(kind, source, lambda: gym.spaces.Discrete(int(state["n"]), start=int(state.get("start", 0))))
     if kind == "MultiDiscrete":
         nvec = _array(state.get("nvec"), source, "MultiDiscrete.nvec")
-        start = state.get("start")
-        return gym.spaces.MultiDiscrete(nvec, dtype=state.get("dtype", np.int64), start=start)
+        dtype = state.get("dtype", np.int64)
+        return _built(kind, source, lambda: gym.spaces.MultiDiscrete(nvec, dtype=dtype, start=state.get("start")))
     if kind == "MultiBinary":
-        n = state["n"]
-        return gym.spaces.MultiBinary(list(n) if isinstance(n, (tuple, list, np.ndarray)) else int(n))
+        n: Any = state.get("n")
+        n = list(n) if isinstance(n, (tuple, list, np.ndarray)) else n
+        return _built(kind, source, lambda: gym.spaces.MultiBinary(n if isinstance(n, list) else int(n)))
     if kind == "Dict":
         spaces = state.get("spaces")
         if not isinstance(spaces, dict):
             raise ValueError(f"{source}: Dict space without its spaces")
         return gym.spaces.Dict({str(k): build_space(v, source) for k, v in spaces.items()})
     raise NotSupportedError(f"{source}: holds a {record.cls} space, which kppo does not read")
+
+
+def _box(low: np.ndarray, high: np.ndarray, state: dict) -> gym.spaces.Box:
+    shape = tuple(state.get("_shape", low.shape))
+    if low.shape != shape or high.shape != shape:  # SB3 pickles whole bounds: none is broadcast to a larger shape
+        raise ValueError(f"bounds of shapes {low.shape} and {high.shape} for the shape {shape}")
+    dtype: Any = state.get("dtype")
+    return gym.spaces.Box(low, high, shape, dtype)
+
+
+def _built(kind: str, source: str, make: Callable[[], gym.spaces.Space]) -> gym.spaces.Space:
+    try:
+        return make()
+    except _SPACE_ERRORS as err:
+        why = f"no {err}" if isinstance(err, KeyError) else (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"{source}: a {kind} space kppo cannot rebuild from its saved state ({why})") from None
 
 
 def _policy_class(data: dict, source: str) -> str:
@@ -261,11 +283,12 @@ def read_sb3_save(path: str | Path | IO[bytes]) -> SB3Save:
     try:
         handle = path if isinstance(path, (str, Path)) else io.BytesIO(file_bytes(path))
         archive = zipfile.ZipFile(handle)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+    except ZIP_ERRORS:
         raise ValueError(
             f"{source}: expected an SB3 save (a zip file), got a file that is not a complete zip"
         ) from None
     with archive:
+        checked_members(archive, source)  # counts, methods, declared sizes
         listed = archive.namelist()
         if "data" not in listed or "policy.pth" not in listed:  # a truncated save can open as its inner zip
             raise ValueError(
@@ -277,8 +300,8 @@ def read_sb3_save(path: str | Path | IO[bytes]) -> SB3Save:
             raise NotSupportedError(f"{source}: saved by Stable-Baselines3 {version!r}; kppo reads saves of SB3 2.x")
         try:
             data = json.loads(_member(archive, "data", source))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{source}: 'data': expected SB3's JSON, got {err}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:  # Recursion: nested past the stack
+            raise ValueError(f"{source}: 'data': expected SB3's JSON, got {str(err).splitlines()[0]}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{source}: 'data': expected a JSON object, got {type(data).__name__}")
         policy_class = _policy_class(data, source)

@@ -4,7 +4,8 @@ state_dict of tensors as numpy arrays.
 The file is a zip holding `<prefix>/data.pkl`, the pickled object, whose tensors are
 `torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)` over storages named by
 persistent ids `('storage', torch.<Type>Storage, key, location, numel)`; each storage's bytes are the member
-`<prefix>/data/<key>` (little-endian: `<prefix>/byteorder`). `read_state_dict` interprets `data.pkl` with
+`<prefix>/data/<key>` (little-endian: `<prefix>/byteorder`), each stored uncompressed (a compressed member is
+refused: no member inflates past the file). `read_state_dict` interprets `data.pkl` with
 `kppo.sb3.safe_pickle` and accepts only that: an (Ordered)dict from str to tensors rebuilt over typed storages. Any
 other name (a torch.nn.Module, a Parameter, a function), a storage outside the file, a tensor outside its storage, a
 dtype numpy has not, and any other object is refused in one line that names the file.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
@@ -75,7 +77,13 @@ def _members(data: bytes, source: str) -> tuple[zipfile.ZipFile, str]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError):
+    except (
+        zipfile.BadZipFile,
+        OSError,
+        ValueError,
+        EOFError,
+        RuntimeError,
+    ):  # RuntimeError: a zip version zipfile lacks
         raise ValueError(
             f"{source}: expected torch's zip serialization (torch.save), got a file that is not a zip (torch's "
             f"legacy format is not read)"
@@ -87,12 +95,23 @@ def _members(data: bytes, source: str) -> tuple[zipfile.ZipFile, str]:
 
 
 def _read(archive: zipfile.ZipFile, name: str, source: str) -> bytes:
+    """A member's bytes; torch writes them stored (uncompressed), so reading one never yields more bytes than the
+    file holds: a compressed member (a decompression bomb, whatever its header says) is refused unread."""
     try:
-        return archive.read(name)
+        info = archive.getinfo(name)
     except KeyError:
         raise ValueError(f"{source}: holds no {name}, which its data.pkl names") from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:  # a CRC error, a truncated member
-        raise ValueError(f"{source}: {name} cannot be read ({err})") from None
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+        raise ValueError(f"{source}: holds {name} compressed or encrypted; torch.save writes its members stored")
+    try:
+        return archive.read(info)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, RuntimeError, zlib.error) as err:  # a CRC error, ...
+        raise ValueError(f"{source}: {name} cannot be read ({_first_line(err)})") from None
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def read_state_dict(data: bytes, source: str) -> dict[str, np.ndarray]:
