@@ -122,6 +122,14 @@ _SAVED_ARGUMENTS = (
 )
 
 
+def _named(err: ValueError, message: str) -> ValueError:
+    """`err`'s type with `message` (a ValueError where the type takes other arguments)."""
+    try:
+        return type(err)(message)
+    except TypeError:
+        return ValueError(message)
+
+
 def _saved_arguments(metadata: dict, source: str) -> dict:
     """The SB3 arguments a kppo.PPO save holds in metadata.json's `extra.sb3`; a one-line ValueError naming `source`
     when they are missing or not what `save` writes."""
@@ -700,7 +708,10 @@ class PPO(BaseAlgorithm, LightningSurface):
         saved["policy_kwargs"] = saved_extractor(saved["policy_kwargs"], custom_objects or {})
         args = {k: saved[k] for k in _SAVED_ARGUMENTS if k not in ("policy", "policy_kwargs")}
         args.update(kwargs)
-        model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
+        try:
+            model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
+        except ValueError as err:  # kppo's one-line refusals (ArgumentError, ...): name the save they came from
+            raise _named(err, f"{str(source)!r}: metadata.json: extra.sb3: {err}") from None
         loaded = load_agent(path, model._user_extractor_factory)
         model.num_timesteps = int(saved.get("num_timesteps", 0))
         model.config, model.agent = loaded.config, loaded.agent

@@ -933,11 +933,6 @@ def test_a_kppo_zip_with_broken_sb3_arguments_is_refused_in_one_line(saved, sb3_
     _refused(saved, mutated_zip(saved.zip, ("replace", _at(saved.zip, "metadata.json"), edit), saved.sandbox))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kppo/sb3/ppo.py PPO.load lets the constructor's refusals of metadata.json's extra.sb3 values through "
-    "without the zip's name",
-)
 @pytest.mark.parametrize("key, value", [("policy", True), ("learning_rate", "x")])
 def test_a_kppo_zip_whose_sb3_arguments_the_constructor_refuses_is_refused_naming_it(saved, key, value):
     """Found: `extra.sb3.policy` = true in a kppo zip was refused with "policy: expected one of ('MlpPolicy',
