@@ -35,11 +35,51 @@ def env_mask(env: Any, info: dict) -> np.ndarray:
     return np.asarray(info["action_mask"])
 
 
+def space_kind(space: Any) -> str:
+    """What an artifact and an env must share of a gymnasium space: its type and shape (a Discrete: its size; a
+    MultiDiscrete: its sizes; a Dict: its keys' kinds); bounds may differ."""
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict(" + ", ".join(f"{key}: {space_kind(sub)}" for key, sub in space.spaces.items()) + ")"
+    if isinstance(space, gym.spaces.Discrete):
+        return f"Discrete({int(space.n)})"
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return f"MultiDiscrete({np.asarray(space.nvec).reshape(-1).tolist()})"
+    return f"{type(space).__name__}{tuple(int(d) for d in space.shape or ())}"
+
+
+def described_kind(space: dict) -> str:
+    """`space_kind` of a space as the artifact's metadata describes it (checked by `kppo_runtime.checks`)."""
+    kind = space["type"]
+    if kind == "Dict":
+        return "Dict(" + ", ".join(f"{key}: {described_kind(sub)}" for key, sub in space["spaces"].items()) + ")"
+    if kind == "Discrete":
+        return f"Discrete({space['n']})"
+    if kind == "MultiDiscrete":
+        return f"MultiDiscrete({np.asarray(space['nvec']).reshape(-1).tolist()})"
+    shape = space["shape"] if kind == "Box" else np.atleast_1d(space["n"]).tolist()
+    return f"{kind}{tuple(shape)}"
+
+
+def check_spaces(controller: Controller, env: Any, env_id: str) -> None:
+    """A one-line ValueError naming --env unless the env's spaces are the artifact's (`space_kind`): the artifact
+    would refuse the env's first observation, or act outside its action space."""
+    want = [described_kind(controller.metadata[key]) for key in ("observation_space", "action_space")]
+    got = [space_kind(env.observation_space), space_kind(env.action_space)]
+    if want != got:
+        raise ValueError(
+            f"--env: expected an env with the spaces of {controller.name} (observation {want[0]}, action {want[1]}),"
+            f" got {env_id} (observation {got[0]}, action {got[1]})"
+        )
+
+
 def run_episodes(controller: Controller, env_id: str, episodes: int, seed: int) -> list[float]:
-    """Returns of `episodes` episodes, episode i reset with seed + i (a masked artifact acts with the env's masks)."""
+    """Returns of `episodes` episodes, episode i reset with seed + i (a masked artifact acts with the env's masks);
+    one-line ValueErrors for an env whose spaces are not the artifact's, and for an action outside the env's
+    action space (a damaged artifact without a checksum)."""
     if gym is None:
         raise ImportError(NEEDS_GYMNASIUM)
     env = gym.make(env_id)
+    check_spaces(controller, env, env_id)
     returns = []
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i)
@@ -47,12 +87,27 @@ def run_episodes(controller: Controller, env_id: str, episodes: int, seed: int) 
         total, done = 0.0, False
         while not done:
             mask = None if controller.mask_size is None else env_mask(env, info)
-            obs, reward, terminated, truncated, info = env.step(controller.act(obs, mask))
+            action = controller.act(obs, mask)
+            if not _valid(env.action_space, action):
+                raise ValueError(
+                    f"{controller.name}: expected an action of the env's {space_kind(env.action_space)}, got "
+                    f"{' '.join(repr(action).split())}"
+                )
+            obs, reward, terminated, truncated, info = env.step(action)
             total += float(reward)
             done = terminated or truncated
         returns.append(total)
     env.close()
     return returns
+
+
+def _valid(space: Any, action: Any) -> bool:
+    """An action the env can step: finite values of a Box's shape (the env clips them to its bounds, as kppo's
+    artifacts already do up to float32 rounding), or a member of a discrete space (which envs assert)."""
+    if isinstance(space, gym.spaces.Box):
+        values = np.asarray(action, np.float64)
+        return values.size == int(np.prod(space.shape)) and bool(np.isfinite(values).all())
+    return bool(space.contains(action))
 
 
 def main(argv=None) -> int:

@@ -17,28 +17,52 @@ is: the artifact's input is uint8 [1, *shape] in the env's layout (`metadata["in
 casts, divides by 255 and transposes it itself. A Dict observation holding an image goes in as the dict itself: the
 artifact has one input per key (`metadata["inputs"]`: `obs_<key>`, an image key uint8 as it is, a Box key float32
 flattened, an integer key int32), and `act` feeds each key to its input.
+
+Before LiteRT reads the model, the controller checks the pair (`kppo_runtime.checks`): the metadata's JSON and the
+fields it reads, TFLite's file identifier, the model's SHA-256 against the metadata's `sha256`, then the model's
+tensors against the spaces the metadata describes. `act` refuses observations of another size or dtype, NaN and
+infinite values, and integers outside an integer space. Every refusal is one ValueError line naming the file, field
+or observation.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-INTEGER_SPACES = ("Discrete", "MultiDiscrete", "MultiBinary")
+from kppo_runtime.checks import (
+    INTEGER_SPACES,
+    brief,
+    check_digest,
+    as_input,
+    finite,
+    integers_of,
+    line,
+    load_metadata,
+    numbers,
+    read_model,
+    space_width,
+)
 
 
-def flatten(observation_space: dict, obs: Any) -> np.ndarray:
-    """One raw observation -> the artifact's input row [input_dim] (see the module docstring), float64 or int64."""
+def flatten(observation_space: dict, obs: Any, where: str = "obs") -> np.ndarray:
+    """One raw observation -> the artifact's input row [input_dim] (see the module docstring), float64 or int64;
+    one-line errors naming `where` for what is not an observation of the space (a Dict's keys, numbers, integers of
+    an integer space)."""
     if observation_space["type"] == "Dict":
-        parts = [flatten(sub, obs[key]) for key, sub in observation_space["spaces"].items()]
-        return np.concatenate(parts)
+        spaces = observation_space["spaces"]
+        if not isinstance(obs, dict) or set(obs) != set(spaces):
+            got = sorted(map(str, obs)) if isinstance(obs, dict) else type(obs).__name__
+            raise ValueError(f"{where}: expected a dict with keys {sorted(spaces)}, got {got}")
+        return np.concatenate([flatten(sub, obs[key], f"{where}[{key!r}]") for key, sub in spaces.items()])
+    values = numbers(obs, where)
     if observation_space["type"] in INTEGER_SPACES:
-        return np.asarray(obs, np.int64).reshape(-1)
-    return np.asarray(obs, np.float64).reshape(-1)
+        return integers_of(observation_space, values, where)
+    return values.astype(np.float64).reshape(-1)
 
 
 def is_image(observation_space: dict) -> bool:
@@ -85,13 +109,8 @@ def example_masks(action_space: dict, count: int, rng: np.random.Generator) -> n
     return masks.astype(np.float32)
 
 
-def load_metadata(artifact: str | Path, metadata: str | Path | None = None) -> dict:
-    """The artifact's metadata: `metadata`, or `<artifact>.metadata.json` beside it."""
-    artifact = Path(artifact)
-    return json.loads(Path(metadata or artifact.with_name(artifact.name + ".metadata.json")).read_text())
-
-
 MASK_INPUT = "action_mask"
+MAX_TENSOR_VALUES = 2**26  # the values of a tensor the controller allocates (256 MB of float32)
 STATE_NAMES = ("state_h", "state_c")  # a recurrent artifact's state inputs and outputs
 
 
@@ -102,24 +121,49 @@ class Controller:
     def __init__(
         self, artifact: str | Path, metadata: str | Path | None = None, num_threads: int = 1, delegates: bool = True
     ):
-        """`delegates`: LiteRT's default delegates (XNNPACK); False runs its builtin kernels only, silently."""
+        """`delegates`: LiteRT's default delegates (XNNPACK); False runs its builtin kernels only, silently.
+
+        Raises:
+            ValueError: one line naming the file: a missing or damaged model or metadata file
+                (`kppo_runtime.checks`), a metadata file of another artifact, a model LiteRT cannot load or that is
+                not a kppo artifact (no `action` signature, inputs or outputs the metadata does not describe).
+        """
+        artifact = Path(artifact)
+        #: The model file's name, what every error about it starts with.
+        self.name = artifact.name
+        model = read_model(artifact)
         self.metadata = load_metadata(artifact, metadata)
+        check_digest(model, self.name, self.metadata)
         no_delegates = {"experimental_op_resolver_type": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES}
         resolver = {} if delegates else no_delegates
-        self.interpreter = Interpreter(model_path=str(artifact), num_threads=num_threads, **resolver)
-        self.interpreter.allocate_tensors()
-        inputs = self.interpreter.get_input_details()
+        with self._loading():
+            self.interpreter = Interpreter(model_content=model, num_threads=num_threads, **resolver)
+            largest = max(
+                (int(np.prod(d["shape"], dtype=np.int64)) for d in self.interpreter.get_tensor_details()), default=0
+            )
+        if largest > MAX_TENSOR_VALUES:  # a damaged shape: LiteRT would allocate (and touch) it all, for seconds
+            raise ValueError(
+                f"{self.name}: expected tensors of at most {MAX_TENSOR_VALUES:,} values, got one of {largest:,}"
+            )
+        with self._loading():
+            self.interpreter.allocate_tensors()
+            inputs, outputs = self.interpreter.get_input_details(), self.interpreter.get_output_details()
+        ins, outs = self._signature()
         #: Positions of the observation and the mask among the model's inputs (TFLite Micro sets inputs by position).
         self.mask_position = next((i for i, d in enumerate(inputs) if MASK_INPUT in d["name"]), None)
         self.obs_position = next(
-            i
-            for i, d in enumerate(inputs)
-            if i != self.mask_position and not any(name in d["name"] for name in STATE_NAMES)
+            (
+                i
+                for i, d in enumerate(inputs)
+                if i != self.mask_position and not any(name in d["name"] for name in STATE_NAMES)
+            ),
+            None,
         )
+        if self.obs_position is None:
+            raise ValueError(f"{self.name}: expected an observation input, got inputs {[d['name'] for d in inputs]}")
         self._input = inputs[self.obs_position]
         self._mask = None if self.mask_position is None else inputs[self.mask_position]
-        signature = self.interpreter.get_signature_runner("action")
-        ins, outs = signature.get_input_details(), signature.get_output_details()
+        self._check_signature(ins, outs)
         position_of = {d["index"]: i for i, d in enumerate(inputs)}
         entries = self.metadata.get("inputs") or []
         #: One input per Dict key (a Dict holding an image): (metadata entry, tensor index) in the metadata's order.
@@ -128,9 +172,9 @@ class Controller:
         self.obs_positions = [position_of[index] for _, index in self.key_inputs] or [self.obs_position]
         self.recurrent = STATE_NAMES[0] in ins
         #: Output positions (TFLite Micro reads outputs by position): the action's, and the state's (h, c).
-        positions = {d["index"]: i for i, d in enumerate(self.interpreter.get_output_details())}
+        positions = {d["index"]: i for i, d in enumerate(outputs)}
         self.action_position = positions[outs["action" if self.recurrent else next(iter(outs))]["index"]]
-        self._output = self.interpreter.get_output_details()[self.action_position]
+        self._output = outputs[self.action_position]
         self._state_in = [ins[name]["index"] for name in STATE_NAMES] if self.recurrent else []
         self._state_out = [outs[name]["index"] for name in STATE_NAMES] if self.recurrent else []
         #: Input positions of (h, c) for a recurrent artifact.
@@ -144,10 +188,52 @@ class Controller:
         self.input_dtype = np.dtype(self._input["dtype"])
         self.image = self.input_dtype == np.uint8
         self.discrete = self.metadata["action_space"]["type"] == "Discrete"
+        check_described(self)
+
+    @contextlib.contextmanager
+    def _loading(self):
+        """LiteRT's refusals of the model (its verifier, kernels and signatures: several lines, no file name) as one
+        ValueError line naming the file."""
+        try:
+            yield
+        except (ValueError, RuntimeError) as error:
+            raise ValueError(f"{self.name}: expected a model LiteRT can load, got: {line(error)}") from None
+
+    def _signature(self) -> tuple[dict, dict]:
+        """The `action` signature's (inputs, outputs) by name; one-line errors when the model has none, or one whose
+        tensors LiteRT cannot read."""
+        try:
+            signature = self.interpreter.get_signature_runner("action")
+        except ValueError:
+            got = sorted(self.interpreter.get_signature_list())
+            raise ValueError(f"{self.name}: expected a kppo artifact's 'action' signature, got {got}") from None
+        with self._loading():  # its tensor indices are not verified with the flatbuffer: reading them raises
+            return signature.get_input_details(), signature.get_output_details()
+
+    def _check_signature(self, ins: dict, outs: dict) -> None:
+        """One-line errors for a model that is not a kppo artifact: no output, Dict key or
+        recurrent state inputs the metadata implies but the model lacks, inputs that are not one row [1, ...] (an
+        artifact exported with batch_size 1 or None)."""
+        keys = [entry["name"] for entry in self.metadata.get("inputs") or []]
+        keys = keys if len(keys) > 1 else []
+        states = list(STATE_NAMES) if any(name in ins for name in STATE_NAMES) else []
+        needs = {"action", *STATE_NAMES} if states else set()
+        if any(name not in ins for name in keys + states) or not outs or not needs <= set(outs):
+            raise ValueError(
+                f"{self.name}: expected the inputs and outputs its metadata describes, got inputs {sorted(ins)} and "
+                f"outputs {sorted(outs)}"
+            )
+        rows = [self._input["shape"], *(ins[name]["shape"] for name in keys)]
+        flat = [ins[name]["shape"] for name in states] + ([self._mask["shape"]] if self._mask is not None else [])
+        if any(len(shape) < 2 or shape[0] != 1 for shape in rows) or any(len(s) != 2 or s[0] != 1 for s in flat):
+            got = {name: d["shape"].tolist() for name, d in ins.items()}
+            raise ValueError(f"{self.name}: expected inputs of one row [1, ...] (batch_size 1 or None), got {got}")
 
     def act(self, obs: Any, mask: Any = None) -> np.ndarray | int:
         """Raw observation (as the env returns it) -> deterministic action in env units; `mask` (the allowed actions,
-        bool or 0/1, MultiDiscrete dimensions concatenated) is required by a masked artifact and refused otherwise."""
+        bool or 0/1, MultiDiscrete dimensions concatenated) is required by a masked artifact and refused otherwise.
+        One-line ValueErrors for an observation of another size or dtype, for NaN or infinite values (a broken
+        sensor: the artifact would act on them without a sign) and for integers outside an integer space."""
         if self.key_inputs:
             return self.act_inputs(self.key_rows(obs), mask)
         if self.image:
@@ -160,8 +246,8 @@ class Controller:
     def image_row(self, obs: Any) -> np.ndarray:
         """An image observation as the artifact's input row: uint8 of the input shape; one-line errors for another
         shape or dtype (a float image scaled to [0, 1] would be read as nearly black)."""
-        image = np.asarray(obs)
-        layout = self.metadata["input"].get("layout", "HWC")
+        image = numbers(obs)
+        layout = self.metadata.get("input", {}).get("layout", "HWC")
         if image.shape != self.input_shape:
             raise ValueError(
                 f"obs: expected a uint8 image of shape {self.input_shape} ({layout}), got shape {image.shape}"
@@ -175,13 +261,13 @@ class Controller:
         flattened); one-line errors for missing keys, another shape or an image that is not uint8."""
         spaces = self.metadata["observation_space"]["spaces"]
         if not isinstance(obs, dict) or set(obs) != set(spaces):
-            got = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
+            got = sorted(map(str, obs)) if isinstance(obs, dict) else type(obs).__name__
             raise ValueError(f"obs: expected a dict with keys {sorted(spaces)}, got {got}")
         rows = []
         for entry, _ in self.key_inputs:
             key, shape = entry["key"], tuple(entry["shape"][1:])
             if "layout" in entry:
-                image = np.asarray(obs[key])
+                image = numbers(obs[key], f"obs[{key!r}]")
                 if image.shape != shape or image.dtype != np.uint8:
                     raise ValueError(
                         f"obs[{key!r}]: expected a uint8 image of shape {shape} ({entry['layout']}), got "
@@ -189,10 +275,10 @@ class Controller:
                     )
                 rows.append(image)
                 continue
-            row = flatten(spaces[key], obs[key])
+            row = flatten(spaces[key], obs[key], f"obs[{key!r}]")
             if row.shape != shape:
                 raise ValueError(f"obs[{key!r}]: expected {shape[0]} values once flattened, got {row.shape[0]}")
-            rows.append(row.astype(entry["dtype"]))
+            rows.append(as_input(row, np.dtype(entry["dtype"]), f"obs[{key!r}]"))
         return rows
 
     def mask_row(self, mask: Any) -> np.ndarray | None:
@@ -202,7 +288,7 @@ class Controller:
             raise ValueError(f"mask: expected {expected}, got {'None' if mask is None else 'a mask'}")
         if mask is None:
             return None
-        row = np.asarray(mask, np.float32).reshape(-1)
+        row = finite(numbers(mask, "mask").astype(np.float32).reshape(-1), "mask")
         if row.shape != (self.mask_size,) or not row.any():
             raise ValueError(
                 f"mask: expected {self.mask_size} values with one allowed action at least, got "
@@ -210,26 +296,34 @@ class Controller:
             )
         return row
 
-    def act_flat(self, row: np.ndarray, mask: Any = None) -> np.ndarray | int:
+    def act_flat(self, row: Any, mask: Any = None) -> np.ndarray | int:
         """One input row [obs_dim] (already flattened; an image as it is, [*input_shape]), and a masked artifact's
-        mask -> deterministic env action."""
-        return self.act_inputs([self.image_row(row) if self.image else np.asarray(row).astype(self.input_dtype)], mask)
+        mask -> deterministic env action; one-line errors for another shape, NaN or infinite values."""
+        if self.image:
+            return self.act_inputs([self.image_row(row)], mask)
+        values = numbers(row)
+        if values.shape != (self.obs_dim,):
+            raise ValueError(f"obs: expected an input row of shape ({self.obs_dim},), got shape {values.shape}")
+        return self.act_inputs([as_input(values, self.input_dtype)], mask)
 
     def act_inputs(self, rows: list[np.ndarray], mask: Any = None) -> np.ndarray | int:
         """One row per observation input (one, or one per Dict key: `key_rows`), and a masked artifact's mask ->
         deterministic env action."""
         mask_row = self.mask_row(mask)
         indices = [index for _, index in self.key_inputs] or [self._input["index"]]
-        for index, row in zip(indices, rows):
-            self.interpreter.set_tensor(index, np.asarray(row)[None])
-        if mask_row is not None:
-            self.interpreter.set_tensor(self._mask["index"], mask_row[None])
-        for index, value in zip(self._state_in, self.state):
-            self.interpreter.set_tensor(index, value)
-        self.interpreter.invoke()
-        out = self.interpreter.get_tensor(self._output["index"])[0]
-        if self.recurrent:
-            self.state = tuple(self.interpreter.get_tensor(index).copy() for index in self._state_out)
+        try:  # the inputs are checked: LiteRT's errors here are the model's ("Tensor data is null", a kernel)
+            for index, row in zip(indices, rows):
+                self.interpreter.set_tensor(index, np.asarray(row)[None])
+            if mask_row is not None:
+                self.interpreter.set_tensor(self._mask["index"], mask_row[None])
+            for index, value in zip(self._state_in, self.state):
+                self.interpreter.set_tensor(index, value)
+            self.interpreter.invoke()
+            out = self.interpreter.get_tensor(self._output["index"])[0]
+            if self.recurrent:
+                self.state = tuple(self.interpreter.get_tensor(index).copy() for index in self._state_out)
+        except (ValueError, RuntimeError) as error:
+            raise ValueError(f"{self.name}: LiteRT could not run it: {line(error)}") from None
         return int(out) if self.discrete else out.copy()
 
     def reset(self) -> None:
@@ -253,3 +347,53 @@ class Controller:
             example_observations(spaces[entry["key"]], count, rng).astype(entry["dtype"])
             for entry, _ in self.key_inputs
         ]
+
+
+def _integer_only(space: dict) -> bool:
+    """Every part of the (checked) observation space description holds integers: the artifact's input is int32."""
+    if space["type"] == "Dict":
+        return all(_integer_only(sub) for sub in space["spaces"].values())
+    return space["type"] in INTEGER_SPACES
+
+
+def check_described(controller: Controller) -> None:
+    """Raises a one-line ValueError naming the metadata file unless the model's tensors are those its metadata
+    describes: the observation input (size or image shape, dtype), the Dict key inputs, the action output (rank,
+    dtype, size) and the mask input (its size), so a metadata file without `sha256` for another artifact is
+    refused before it acts."""
+    meta, name = controller.metadata, controller.name + ".metadata.json"
+    space = meta["observation_space"]
+    if controller.key_inputs:
+        for entry, index in controller.key_inputs:
+            detail = next(d for d in controller.interpreter.get_input_details() if d["index"] == index)
+            if list(detail["shape"][1:]) != entry["shape"][1:] or np.dtype(detail["dtype"]) != np.dtype(entry["dtype"]):
+                raise ValueError(
+                    f"{name}: inputs: expected {entry['name']} of shape {entry['shape'][1:]} {entry['dtype']} (the "
+                    f"model's), got {detail['shape'][1:].tolist()} {np.dtype(detail['dtype'])}"
+                )
+    elif controller.image != is_image(space) or (controller.image and controller.input_shape != tuple(space["shape"])):
+        raise ValueError(
+            f"{name}: observation_space: expected the model's input ({controller.input_dtype} of shape "
+            f"{controller.input_shape}), got {brief(space)}"
+        )
+    elif not controller.image:
+        dtype = np.dtype(np.int32 if _integer_only(space) else np.float32)
+        width = space_width(space, "observation_space")
+        if width != controller.obs_dim or dtype != controller.input_dtype:
+            raise ValueError(
+                f"{name}: observation_space: expected {controller.obs_dim} values of {controller.input_dtype} (the "
+                f"model's input), got {width} values of {dtype}"
+            )
+    action, output = meta["action_space"], controller._output
+    shape, dtype = output["shape"].tolist(), np.dtype(output["dtype"])
+    want = [1] if action["type"] == "Discrete" else [1, space_width(action, "action_space")]
+    if shape != want or (dtype.kind == "f") != (action["type"] == "Box"):
+        raise ValueError(
+            f"{name}: action_space: expected the model's action ({dtype} of shape {shape}), got {brief(action)}"
+        )
+    masks = {"Discrete": [action.get("n")], "MultiDiscrete": np.asarray(action.get("nvec", 0)).reshape(-1).tolist()}
+    if controller.mask_size is not None and sum(masks.get(action["type"], [-1])) != controller.mask_size:
+        raise ValueError(
+            f"{name}: action_space: expected a Discrete or MultiDiscrete space of {controller.mask_size} actions "
+            f"(the model's mask), got {brief(action)}"
+        )

@@ -28,6 +28,7 @@ from kppo._tf import tf
 from kppo.core.distributions import ActionDistribution
 from kppo.gym_envs.spaces import (
     encode_rows,
+    encoded_dim,
     flatten_obs,
     input_dim,
     input_rows,
@@ -35,6 +36,7 @@ from kppo.gym_envs.spaces import (
     is_encoded,
     is_image_space,
     layout,
+    one_line,
 )
 from kppo.agent.networks import Actor
 from kppo.agent.numpy_actor import NumpyActor, key_rng, make_numpy_actor
@@ -90,6 +92,54 @@ def _as_key(rng) -> tf.Tensor:
     if key.shape != (2,):
         raise ValueError(f"rng: expected an int seed or a key of shape [2], got shape {tuple(key.shape)}")
     return key
+
+
+def _numbers(value, where: str) -> np.ndarray:
+    """`value` as an array of bool, integer or float numbers; a one-line ValueError naming `where` otherwise (numpy
+    would raise its own, naming neither the observation nor what it expected, or cast complex numbers silently)."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as err:  # ragged lists, objects numpy cannot hold as one array
+        raise ValueError(f"{where}: expected an array of numbers, got {type(value).__name__} ({err})") from None
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{where}: expected numbers (bool, integer or float), got dtype {array.dtype}")
+    return array
+
+
+def _check_shape(array: np.ndarray, space: gym.spaces.Space, single: bool, where: str) -> None:
+    """One observation of `space` ([*shape]) or a batch ([N, *shape]); a one-line ValueError otherwise."""
+    shape = tuple(space.shape)  # type: ignore[arg-type]  # a Box, Discrete, MultiDiscrete or MultiBinary
+    if not single and (array.ndim != len(shape) + 1 or array.shape[1:] != shape):
+        raise ValueError(f"{where}: expected shape {shape} or [N, *{shape}], got {array.shape}")
+
+
+def _check_integers(space: gym.spaces.Space, batch) -> None:
+    """The Discrete / MultiDiscrete / MultiBinary parts of a batch hold integers of their range; a one-line
+    ValueError naming the part otherwise."""
+    for part in layout(space):
+        if part.kind == "Box":
+            continue
+        values = np.asarray(batch if part.key is None else batch[part.key], np.float64)
+        values = values.reshape(len(values), part.raw.stop - part.raw.start)
+        sizes = part.sizes or (2,) * values.shape[1]  # MultiBinary: 0 or 1
+        starts = np.asarray(part.starts or (0,) * values.shape[1])
+        where = "obs" if part.key is None else f"obs[{part.key!r}]"
+        integral = np.isfinite(values).all() and np.array_equal(values, np.round(values))
+        if not integral or ((values < starts) | (values >= starts + np.asarray(sizes))).any():
+            sub = space if part.key is None else space[part.key]  # type: ignore[index]  # a Dict's part
+            raise ValueError(
+                f"{where}: expected integers in [start, start + n) of {one_line(sub)}, got "
+                f"{one_line(values.reshape(-1)[:8].tolist())}"
+            )
+
+
+def _encoded(space: gym.spaces.Space, batch) -> np.ndarray:
+    """`flatten_obs` of a space with Discrete / MultiDiscrete / MultiBinary parts, an empty batch included (its
+    `input_rows` cannot reshape zero rows)."""
+    first = next(iter(batch.values())) if isinstance(batch, dict) else batch
+    if not len(first):
+        return np.zeros((0, encoded_dim(space)), np.float32)
+    return flatten_obs(space, batch)
 
 
 class Policy:
@@ -190,24 +240,35 @@ class Policy:
 
     def _batched(self, obs) -> tuple[np.ndarray, bool]:
         """One observation or a batch -> flat float32 [N, D] (Dict observations flattened in key order; Discrete and
-        MultiDiscrete parts one-hot)."""
+        MultiDiscrete parts one-hot). One-line ValueErrors naming the observation for anything but numbers (strings,
+        None, objects, complex numbers, ragged lists), another shape, and values of a Discrete, MultiDiscrete or
+        MultiBinary part that are not its integers (their one-hot rows would be all zeros). NaN and infinite values
+        of a Box pass through, as Stable-Baselines3's `predict` passes them (its networks then act on NaN)."""
         space = self.observation_space
         if isinstance(space, gym.spaces.Dict):
             if not isinstance(obs, dict) or set(obs) != set(space.keys()):
                 raise ValueError(f"obs: expected a dict with keys {list(space.keys())}, got {type(obs).__name__}")
-            single = all(np.shape(obs[k]) == space[k].shape for k in space.keys())
-            batch = {
-                k: np.asarray(v, np.float32)[None] if single else np.asarray(v, np.float32) for k, v in obs.items()
-            }
-            return flatten_obs(space, batch), single
-        obs = np.asarray(obs, dtype=np.float32)
+            values = {k: _numbers(obs[k], f"obs[{k!r}]") for k in space.keys()}
+            single = all(values[k].shape == space[k].shape for k in space.keys())
+            for k in space.keys():
+                _check_shape(values[k], space[k], single, f"obs[{k!r}]")
+            parts = {k: v[None] if single else v for k, v in values.items()}
+            if len({len(v) for v in parts.values()}) > 1:
+                counts = {k: len(v) for k, v in parts.items()}
+                raise ValueError(f"obs: expected as many observations under every key, got {counts}")
+            _check_integers(space, parts)
+            return _encoded(space, parts) if is_encoded(space) else flatten_obs(space, parts), single
+        array = _numbers(obs, "obs")
         assert space.shape is not None  # a Box, Discrete, MultiDiscrete or MultiBinary (checked at construction)
-        shape = tuple(space.shape)
-        single = obs.shape == shape
-        if not single and obs.shape[1:] != shape:
-            raise ValueError(f"obs: expected shape {shape} or [N, *{shape}], got {obs.shape}")
-        batch = obs[None] if single else obs
-        return (flatten_obs(space, batch) if is_encoded(space) else batch.reshape(len(batch), -1)), single
+        single = array.shape == tuple(space.shape)
+        _check_shape(array, space, single, "obs")
+        batch = array[None] if single else array
+        if is_encoded(space):
+            _check_integers(space, batch)
+            return _encoded(space, batch), single
+        with np.errstate(over="ignore"):  # beyond float32's range: infinite, passed through as NaN is
+            rows = batch.astype(np.float32)
+        return rows.reshape(len(batch), int(np.prod(space.shape))), single  # [0, D] too
 
     def apply_actor(self, norm_obs, rng=None) -> np.ndarray:
         """Actor on normalized flat observations [D] or [N, D]: the unscaled action (Gaussian u, or index).

@@ -197,7 +197,8 @@ def export(
     seed: int = 0,
     calibration_env: Any = None,
 ) -> Exported:
-    """Writes `path` (a .tflite file, or a SavedModel directory) and `<path>.metadata.json` beside it.
+    """Writes `path` (a .tflite file, or a SavedModel directory) and `<path>.metadata.json` beside it (for a .tflite
+    file with its SHA-256, `sha256`: the kit and `TFLiteRunner` refuse a damaged file, or the metadata of another).
 
     Args:
         source: a `PPOResult`, a `Policy`, a `kppo.PPO` model or an agent directory written by `save`.
