@@ -17,7 +17,6 @@ of a run that stopped before writing agent/ (interrupted, killed) use its newest
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -270,7 +269,6 @@ def _load_unfinished_run(path: Path):
 
 
 def cmd_eval(args) -> int:
-    from kppo.agent.checkpoint import space_from_dict
     from kppo.exporter.artifact import resolve_source
     from kppo.exporter.parity import TFLiteRunner
 
@@ -309,15 +307,10 @@ def cmd_eval(args) -> int:
         meta_path = target.with_name(target.name + ".metadata.json")
         if not meta_path.is_file():
             raise ValueError(f"ARTIFACT: expected {meta_path.name} beside {target.name}, found none")
-        try:
-            metadata = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(
-                f"ARTIFACT: expected JSON in {meta_path.name}, got {err.msg} at line {err.lineno}"
-            ) from None
-        model = _ArtifactModel(TFLiteRunner(target), space_from_dict(metadata["observation_space"]))
-        space = model.space
-        spaces = (space, space_from_dict(metadata["action_space"])) if "action_space" in metadata else None
+        runner = TFLiteRunner(target)  # reads and checks the metadata beside it, its spaces built
+        metadata = runner.metadata or {}
+        model = _ArtifactModel(runner, runner.observation_space)
+        spaces = (runner.observation_space, runner.action_space) if runner.action_space is not None else None
         env_id = args.env or (metadata.get("training_config") or {}).get("env")
         if env_id is None:
             raise ValueError("--env: expected a gymnasium id (the artifact's metadata names no training env)")

@@ -63,7 +63,7 @@ def test_train_eval_export_end_to_end(tmp_path, capsys):
     (run / "policy.tflite.metadata.json").write_text("{")
     assert main(["eval", str(run / "policy.tflite")]) == 2
     err = capsys.readouterr().err
-    assert "ARTIFACT: expected JSON in policy.tflite.metadata.json, got Expecting property name" in err
+    assert "policy.tflite.metadata.json: expected JSON, got Expecting property name" in err
     assert err.count("\n") == 1
 
 

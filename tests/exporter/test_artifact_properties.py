@@ -483,13 +483,12 @@ def test_runner_names_a_metadata_file_json_cannot_read(reference, metadata):
     one_line(str(refused.value), [META])
 
 
-@pytest.mark.xfail(strict=True, reason="kppo/cli/main.py cmd_eval reads the metadata file itself (see the report)")
 @pytest.mark.parametrize(
     "metadata", [b"\xff{}", b"[" * 100_000, b'{"n": ' + b"1" * 5000 + b"}"], ids=["not-utf8", "nested", "long-integer"]
 )
 def test_kppo_eval_names_a_metadata_file_that_is_not_utf8(reference, metadata):
-    """`kppo eval` reads `<artifact>.metadata.json` with `json.loads(path.read_text())` before `TFLiteRunner` does:
-    bytes that are not UTF-8 print "kppo eval: error: 'utf-8' codec can't decode byte 0xff ..." (no file named), a
+    """Found: `kppo eval` read `<artifact>.metadata.json` with `json.loads(path.read_text())` before `TFLiteRunner`:
+    bytes that are not UTF-8 printed "kppo eval: error: 'utf-8' codec can't decode byte 0xff ..." (no file named), a
     deeply nested file a RecursionError traceback, an integer of 5,000 digits Python's conversion limit (no file)."""
     code, _, err = _kppo_eval(write(reference, reference.artifacts.main.model, metadata))
     assert code == 2 and len(err.strip().splitlines()) == 1, err
