@@ -30,9 +30,16 @@ def _pytest(target: str, *args: str, timeout: int = 900) -> None:
 def test_mirrored_strategy_on_two_logical_cpus():
     """tests/replicated/test_mirrored.py: the 2-replica update equals the one-device update (a recurrent one too),
     states sit where the step leaves them, normalization moments merge, gymnasium envs feed 2 replicas, and num_envs
-    that do not split are named (its slow tests: below); tests/replicated/test_capabilities.py: every env kind trains
-    every agent kind on 2 replicas, which stay identical."""
-    _pytest("test_mirrored.py", str(REPLICATED.relative_to(ROOT) / "test_capabilities.py"))
+    that do not split are named (its slow tests: below)."""
+    _pytest("test_mirrored.py")
+
+
+@pytest.mark.distributed
+@pytest.mark.slow  # 8 mirrored trainings: the default suite's longest test, so slow since the fuzz targets came
+def test_every_capability_cell_trains_on_two_replicas():
+    """tests/replicated/test_capabilities.py: every env kind trains every agent kind on 2 replicas, which stay
+    identical."""
+    _pytest("test_capabilities.py")
 
 
 @pytest.mark.distributed

@@ -6,8 +6,11 @@ import pytest
 from tests.helpers.capabilities import cell_id, cells, check_cell, train_cell
 
 CELLS = cells("single") + cells("population")
+#: The recurrent populations take ~40-60 s each: `slow` (tests/training/test_same_seed.py's slow test trains them too).
+SLOW = {("native", "population", "lstm"), ("gymnasium", "population", "lstm")}
+PARAMS = [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CELLS]
 
 
-@pytest.mark.parametrize("cell", CELLS, ids=[cell_id(c) for c in CELLS])
+@pytest.mark.parametrize("cell", PARAMS, ids=[cell_id(c) for c in CELLS])
 def test_every_env_kind_trains_every_agent_kind_alone_and_as_a_population(cell):
     check_cell(cell, train_cell(cell))

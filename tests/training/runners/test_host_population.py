@@ -88,7 +88,7 @@ def test_every_member_computes_what_its_single_gymnasium_run_computes(env, chang
 @pytest.mark.parametrize(
     "env, changes",
     [
-        ("CartPole-v1", dict(recurrent="lstm", lstm_hidden_size=8)),
+        pytest.param("CartPole-v1", dict(recurrent="lstm", lstm_hidden_size=8), marks=pytest.mark.slow),  # ~56 s
         (BrightHalfEnv, dict(features_extractor="small_cnn")),
         (MaskedChoiceEnv, dict(action_masks=True)),
     ],

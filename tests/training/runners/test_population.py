@@ -104,6 +104,7 @@ def test_a_members_result_does_not_depend_on_another_members_values():
     assert results[0].diagnostics.total_loss[1] != results[1].diagnostics.total_loss[1]
 
 
+@pytest.mark.slow  # ~60 s: two populations and a fresh one, to the last bit
 def test_a_population_of_the_same_shapes_reuses_the_compiled_program_and_runs_as_a_fresh_one():
     base = kppo.Config(**SMALL, **GRAPH, normalize_obs=True, learning_rate=1e-3)
     first = [base.replace(seed=1), base.replace(seed=2, ent_coef=0.05)]
