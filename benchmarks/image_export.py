@@ -23,7 +23,7 @@ import numpy as np
 
 import kppo
 from kppo.exporter.calibration import record_observations
-from kppo.exporter.parity import TFLiteRunner
+from kppo.exporter.runner import TFLiteRunner
 from machine import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -181,7 +181,7 @@ def main() -> None:
     from benchmarks.minatar_cnn import cpu_model
     from benchmarks.stats import bootstrap_mean_ci
     from kppo.exporter.calibration import record_observations
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
     from kppo_runtime.micro_check import run_isolated
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import kppo
-from kppo.exporter.parity import TFLiteRunner
+from kppo.exporter.runner import TFLiteRunner
 from kppo_runtime.micro_check import check
 from machine import cpu_model
 

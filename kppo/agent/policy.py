@@ -28,7 +28,6 @@ from kppo._tf import tf
 from kppo.core.distributions import ActionDistribution
 from kppo.gym_envs.spaces import (
     encode_rows,
-    encoded_dim,
     flatten_obs,
     input_dim,
     input_rows,
@@ -131,15 +130,6 @@ def _check_integers(space: gym.spaces.Space, batch) -> None:
                 f"{where}: expected integers in [start, start + n) of {one_line(sub)}, got "
                 f"{one_line(values.reshape(-1)[:8].tolist())}"
             )
-
-
-def _encoded(space: gym.spaces.Space, batch) -> np.ndarray:
-    """`flatten_obs` of a space with Discrete / MultiDiscrete / MultiBinary parts, an empty batch included (its
-    `input_rows` cannot reshape zero rows)."""
-    first = next(iter(batch.values())) if isinstance(batch, dict) else batch
-    if not len(first):
-        return np.zeros((0, encoded_dim(space)), np.float32)
-    return flatten_obs(space, batch)
 
 
 class Policy:
@@ -257,7 +247,7 @@ class Policy:
                 counts = {k: len(v) for k, v in parts.items()}
                 raise ValueError(f"obs: expected as many observations under every key, got {counts}")
             _check_integers(space, parts)
-            return _encoded(space, parts) if is_encoded(space) else flatten_obs(space, parts), single
+            return flatten_obs(space, parts), single
         array = _numbers(obs, "obs")
         assert space.shape is not None  # a Box, Discrete, MultiDiscrete or MultiBinary (checked at construction)
         single = array.shape == tuple(space.shape)
@@ -265,7 +255,7 @@ class Policy:
         batch = array[None] if single else array
         if is_encoded(space):
             _check_integers(space, batch)
-            return _encoded(space, batch), single
+            return flatten_obs(space, batch), single
         with np.errstate(over="ignore"):  # beyond float32's range: infinite, passed through as NaN is
             rows = batch.astype(np.float32)
         return rows.reshape(len(batch), int(np.prod(space.shape))), single  # [0, D] too

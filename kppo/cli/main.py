@@ -270,7 +270,7 @@ def _load_unfinished_run(path: Path):
 
 def cmd_eval(args) -> int:
     from kppo.exporter.artifact import resolve_source
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
 
     if args.episodes < 1:
         raise ValueError(f"--episodes: expected an integer >= 1, got {args.episodes}")

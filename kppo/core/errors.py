@@ -37,6 +37,17 @@ class NotSupportedError(ValueError, NotImplementedError):
     handle), or an SB3 option kppo does not build (the message says which and why)."""
 
 
+class OutOfMemoryError(ValueError, MemoryError):
+    """Sizes in a config (layer widths, envs x steps) that ask for more memory than the device has: the config is
+    what to change, so it is a ValueError too, and kppo's one-line handlers catch it."""
+
+
+def sorted_keys(keys) -> list:
+    """`keys` sorted for a message, whatever their types (a user's dict may mix `1` and `'a'`, which `sorted` cannot
+    order)."""
+    return sorted(keys, key=lambda k: (type(k).__name__, repr(k)))
+
+
 def first_line(err: BaseException, sep: str = ": ") -> str:
     """The first line of `err`'s message after `sep` ("" for an empty message)."""
     lines = str(err).strip().splitlines()

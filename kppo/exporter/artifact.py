@@ -48,11 +48,8 @@ from kppo.exporter.calibration import policy_env, record_observations
 from kppo.exporter.convert import convert, quantized_image_input
 from kppo.exporter.inputs import ArtifactInput, artifact_inputs, input_metadata, join_graph, per_key, split_rows
 from kppo.exporter.parity import (
-    MASK_INPUT,
     PARITY_TOLERANCE,
-    STATE_INPUTS,
     ParityError,
-    TFLiteRunner,
     calibration_observations,
     check_parity,
     mask_parts,
@@ -61,6 +58,7 @@ from kppo.exporter.parity import (
     parity_masks,
     parity_observations,
 )
+from kppo.exporter.runner import MASK_INPUT, STATE_INPUTS, TFLiteRunner
 from kppo.agent.policy import Policy
 from kppo.gym_envs.spaces import is_channels_first
 from kppo.version import __version__

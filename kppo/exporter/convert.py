@@ -12,7 +12,8 @@ import numpy as np
 from kppo._tf import tf
 from kppo.agent.policy import Policy
 from kppo.exporter.inputs import artifact_inputs, per_key, split_rows
-from kppo.exporter.parity import MASK_INPUT, STATE_INPUTS, example_masks, recurrent_states
+from kppo.exporter.parity import example_masks, recurrent_states
+from kppo.exporter.runner import MASK_INPUT, STATE_INPUTS
 
 BODY_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")  # int8: the network body, from the first to the last
 

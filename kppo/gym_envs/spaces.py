@@ -307,7 +307,12 @@ def input_rows(space: spaces.Space, obs: Any) -> np.ndarray:
         raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
     dtype = np.int64 if integer_input(space) else np.float64
     columns = [np.asarray(obs if part.key is None else obs[part.key]) for part in layout(space)]
-    return np.concatenate([c.reshape(c.shape[0], -1).astype(dtype) for c in columns], axis=1)
+    if any(c.ndim == 0 for c in columns):
+        raise ValueError(
+            f"obs: expected a batch of observations [N, ...], got a single value {np.asarray(obs).tolist()!r}"
+        )
+    # the row size from the shape, not -1: a batch of zero observations has zero rows, not an error
+    return np.concatenate([c.reshape(len(c), int(np.prod(c.shape[1:]))).astype(dtype) for c in columns], axis=1)
 
 
 def encode_rows(space: spaces.Space, rows: Any) -> np.ndarray:

@@ -15,7 +15,7 @@ from kppo._tf import tf
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
 from kppo.config.options import ACTIVATIONS, Config
 from kppo.config.spellings import minibatch_count
-from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
+from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError, sorted_keys
 from kppo.gym_envs.spaces import has_image
 
 Schedule = Callable[[float], float]
@@ -75,7 +75,7 @@ def net_arch_units(net_arch: Any) -> tuple[list[int], list[int]]:
     if isinstance(net_arch, dict):
         unknown = set(net_arch) - {"pi", "vf"}
         if unknown:
-            raise ArgumentTypeError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted(net_arch)}")
+            raise ArgumentTypeError(f"policy_kwargs.net_arch: expected keys 'pi' and 'vf', got {sorted_keys(net_arch)}")
         return _widths(net_arch.get("pi", []), "['pi']"), _widths(net_arch.get("vf", []), "['vf']")
     if isinstance(net_arch, (list, tuple)) and any(isinstance(u, dict) for u in net_arch):
         raise ArgumentTypeError(
@@ -217,8 +217,8 @@ def extractor_fields(policy: str, kwargs: dict, observation_space: gym.spaces.Sp
     observations are flat already), its features_dim, normalize_images, share_features_extractor. A user's Keras
     class stays in `kwargs` (`user_extractor`)."""
     out: dict[str, Any] = {
-        "normalize_images": bool(kwargs.pop("normalize_images", True)),
-        "share_features_extractor": bool(kwargs.pop("share_features_extractor", True)),
+        "normalize_images": bool_kwarg(kwargs, "normalize_images", True),
+        "share_features_extractor": bool_kwarg(kwargs, "share_features_extractor", True),
     }
     extractor_class = kwargs.get("features_extractor_class")
     extractor_kwargs = dict(kwargs.get("features_extractor_kwargs") or {})
@@ -239,7 +239,7 @@ def extractor_fields(policy: str, kwargs: dict, observation_space: gym.spaces.Sp
     if extractor_kwargs:
         takes = f"takes {size_key} here" if size_key else "takes no arguments"
         raise ArgumentTypeError(
-            f"policy_kwargs.features_extractor_kwargs: {label} {takes}, got {sorted(extractor_kwargs)}"
+            f"policy_kwargs.features_extractor_kwargs: {label} {takes}, got {sorted_keys(extractor_kwargs)}"
         )
     out["features_dim"] = None if size is None or name == "flatten" else int(size)  # a flat Dict: CNN size unused
     kwargs.pop("features_extractor_class", None)
@@ -279,14 +279,14 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out["actor_hidden_units"], out["critic_hidden_units"] = net_arch_units(kwargs.pop("net_arch", None))
     out["activation"] = activation_name(kwargs.pop("activation_fn", "tanh"))
-    ortho_init = kwargs.pop("ortho_init", True)
+    ortho_init = bool_kwarg(kwargs, "ortho_init", True)
     out["kernel_init"] = "orthogonal" if ortho_init else "torch_default"
     out["bias_init"] = "zeros" if ortho_init else "torch_default"  # SB3 zeroes biases only in its orthogonal init
     out["log_std_init"] = number_kwarg(kwargs, "log_std_init", 0.0, float)
-    out["squash"] = bool(kwargs.pop("squash_output", False))
+    out["squash"] = bool_kwarg(kwargs, "squash_output", False)
     out["box_actions"] = "rescale" if out["squash"] else "clip"  # SB3: unscale a squashed action, else clip it
-    out["full_std"] = bool(kwargs.pop("full_std", True))
-    out["use_expln"] = bool(kwargs.pop("use_expln", False))
+    out["full_std"] = bool_kwarg(kwargs, "full_std", True)
+    out["use_expln"] = bool_kwarg(kwargs, "use_expln", False)
     if kwargs.pop("clip_mean", 2.0) != 2.0:
         raise ArgumentTypeError("policy_kwargs.clip_mean: only used by SB3's SAC; PPO does not take it")
     if "optimizer_class" in kwargs or "optimizer_kwargs" in kwargs:
@@ -301,7 +301,7 @@ def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:
         kwargs.pop(key, None)  # `extractor_fields` reads them
     if kwargs:
         raise ArgumentTypeError(
-            f"policy_kwargs: unsupported key(s) {sorted(kwargs)} (supported: net_arch, activation_fn, "
+            f"policy_kwargs: unsupported key(s) {sorted_keys(kwargs)} (supported: net_arch, activation_fn, "
             f"ortho_init, log_std_init, squash_output, full_std, use_expln, optimizer_class, optimizer_kwargs, "
             f"features_extractor_class, features_extractor_kwargs, normalize_images, share_features_extractor)"
         )
@@ -318,6 +318,15 @@ def number_kwarg(kwargs: dict, key: str, default: Any, kind: type) -> Any:
         return kind(value)
     except (TypeError, ValueError, OverflowError):
         raise ArgumentTypeError(f"policy_kwargs.{key}: expected a number, got {value!r}") from None
+
+
+def bool_kwarg(kwargs: dict, key: str, default: bool) -> bool:
+    """`kwargs.pop(key, default)` as a bool: True, False, numpy's bools, or the integers 0 and 1; anything else (the
+    string 'no' is truthy to Python) is an ArgumentTypeError naming `policy_kwargs.<key>`."""
+    value = kwargs.pop(key, default)
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        return bool(value)
+    raise ArgumentTypeError(f"policy_kwargs.{key}: expected True or False, got {value!r}")
 
 
 def tf_device(device: str) -> str | None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from kppo.agent.agent import Agent, load_agent
 from kppo.agent.archive import agent_dir
+from kppo.core.errors import sorted_keys
 from kppo.core.types import Rollout
 from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.sb3.lightning import RolloutBufferSamples
@@ -103,16 +104,20 @@ def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_mat
     """Assigns `params` (`get_parameters`' layout) to `agent`'s variables; one-line ValueErrors for unknown groups
     or names, missing ones (with `exact_match`) and shapes that differ. Nothing is assigned when one fails."""
     targets = parameters(agent)
-    unknown = sorted(set(params) - set(targets))
+    unknown = sorted_keys(set(params) - set(targets))
     if unknown:
         raise ValueError(f"params: expected groups among {list(PARAMETER_GROUPS)}, got {unknown}")
     updates = []
     for group, values in params.items():
+        if not isinstance(values, dict):
+            raise ValueError(
+                f"params[{group!r}]: expected a dict of parameter name -> array, got {type(values).__name__}"
+            )
         expected, given = set(targets[group]), set(values)
         if given - expected or (exact_match and expected - given):
             raise ValueError(
                 f"params[{group!r}]: names of parameters do not match the model's: missing "
-                f"{sorted(expected - given)}, unexpected {sorted(given - expected)}"
+                f"{sorted_keys(expected - given)}, unexpected {sorted_keys(given - expected)}"
             )
         for name, value in values.items():
             value = np.asarray(value)
@@ -123,7 +128,7 @@ def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_mat
                 )
             updates.append((targets[group][name], value))
     if exact_match and set(params) != set(PARAMETER_GROUPS):
-        raise ValueError(f"params: expected the groups {list(PARAMETER_GROUPS)}, got {sorted(params)}")
+        raise ValueError(f"params: expected the groups {list(PARAMETER_GROUPS)}, got {sorted_keys(params)}")
     for variable, value in updates:
         variable.assign(value.astype(variable.dtype))
 

@@ -64,6 +64,7 @@ from kppo.training.train import run_loop
 from kppo.training.metrics import Progress, sb3_record, training_row
 from kppo.agent.policy import Policy, PredictKeys
 from kppo.training.runners import Runner, Start, make_runner
+from kppo.training.sizes import fits_in_memory
 from kppo.update.schedules import Schedules
 from kppo.sb3.arguments import (
     Schedule,
@@ -333,8 +334,12 @@ class PPO(BaseAlgorithm, LightningSurface):
             if env.loaded is not None:  # VecNormalize.load: its statistics, as SB3
                 obs_stats, return_stats = env.loaded_moments()
                 start = start._replace(obs_stats=obs_stats, return_stats=return_stats)
-        with self._device_scope():  # the update reads the schedules `_apply_schedules` set before each rollout
-            self._runner = make_runner(vec_env, self.config, None, start, lambda iteration: self._schedules)
+        try:  # the update reads the schedules `_apply_schedules` set before each rollout
+            with self._device_scope(), fits_in_memory([self.config]):
+                self._runner = make_runner(vec_env, self.config, None, start, lambda iteration: self._schedules)
+        except BaseException:
+            vec_env.close()
+            raise
         self.runner_state = self._runner.state
         self.agent = self._runner.agent
         self._gym_env = self._runner.env
@@ -499,7 +504,7 @@ class PPO(BaseAlgorithm, LightningSurface):
             keras=keras_hooks,
         )
         try:
-            with self._device_scope():
+            with self._device_scope(), fits_in_memory([self.config]):
                 run_loop(self._runner, Plan([iterations], False, 1, rollout_size, self._total_timesteps), hooks, self)
         finally:
             self._runner = self._runner.with_state(self.runner_state)

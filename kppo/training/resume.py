@@ -11,6 +11,7 @@ from kppo.agent.agent import Agent, SavedAgent, read_any_cells
 from kppo.training.checkpointer import Restored, RoundSoFar, TrainingCheckpointer
 from kppo.config.options import Config
 from kppo.training.runners import Runner, make_runner
+from kppo.training.sizes import check_widths
 
 
 def checkpointing(
@@ -75,6 +76,7 @@ def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:
     if not (run_dir / "config.yaml").is_file() or not (run_dir / "checkpoints").is_dir():
         raise ValueError(f"run: expected a run directory with config.yaml and checkpoints/, got {str(run_dir)!r}")
     config = Config.from_yaml(run_dir / "config.yaml")
+    check_widths(config, run_dir / "checkpoints", run_dir / "config.yaml")
     runner = make_runner(None, config)
     try:
         checkpointer = TrainingCheckpointer(

@@ -49,6 +49,7 @@ from kppo.training.results import (
     metric_columns,
     population_members,
 )
+from kppo.training.sizes import fits_in_memory
 from kppo.training.runners import EvalMetricsFn, Iterations, Runner, make_population_runner, make_runner
 from kppo.training.runners.population import member_agent
 
@@ -115,53 +116,56 @@ def train(
             if value is not None:
                 raise ValueError(f"{name}: expected None for a population (several seeds or a sweep), got {value!r}")
         hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop, between_rounds=between_rounds)
-        return _train_population(env, population_members(config, seed), hooks, checkpoint_dir, resume, programs)
+        members = population_members(config, seed)
+        with fits_in_memory(members):
+            return _train_population(env, members, hooks, checkpoint_dir, resume, programs)
     config = Config() if config is None else config
     if not isinstance(config, Config):  # a Sweep is a population (above)
         raise TypeError(f"config: expected a kppo.Config or a Config.sweep(...), got {type(config).__name__}")
     if seed is not None:
         config = config.replace(seed=seed)
-    runner = make_runner(env, config, eval_metrics_fn)
-    if on_eval is None and config.verbose >= 1:
-        on_eval = print_row
-    sb3_callback, keras_callbacks = split_callbacks(callback)
-    backup = _backup(runner, keras_callbacks, checkpoint_dir)
-    checkpoint_every = config.checkpoint_every
-    if backup is not None:
-        checkpoint_dir, resume, checkpoint_every = backup.directory, backup.resume, backup.every
-    _check_resume(runner, checkpoint_dir, resume)
-    runner, checkpointer, rows, round_so_far = checkpointing(runner, config, checkpoint_dir, resume, "this config")
-    model = TrainingModel(runner, config)
-    hooks = Hooks(
-        callback=None if sb3_callback is None else make_callback(sb3_callback),
-        on_eval=on_eval,
-        on_progress=on_progress,
-        should_stop=should_stop,
-        between_rounds=between_rounds,
-        keras=KerasCallbacks(keras_callbacks, runner.agent, config.rollout_size) if keras_callbacks else None,
-    )
-    if hooks.callback is not None:
-        hooks.callback.init_callback(model)
-    try:
-        plan = plan_rounds(config, int(runner.view(runner.state).iteration))._replace(
-            gradient_steps=int(runner.agent.optimizer.iterations.numpy()), round_so_far=round_so_far
-        )  # restored by a resume
-        result = run_loop(runner, plan, hooks, model, rows, checkpointer, checkpoint_every)
-    finally:
-        runner.close()
-    remove_backup(backup, result.interrupted)
-    metrics = metric_columns(result.rows)
-    return PPOResult(
-        config,
-        runner.view(result.state),
-        metrics,
-        runner.agent,
-        runner.observation_space,
-        runner.action_space,
-        result.timings,
-        result.interrupted,
-        result.stopped,
-    )
+    with fits_in_memory([config]):  # a network or buffer too large for the device: one line naming the sizes
+        runner = make_runner(env, config, eval_metrics_fn)
+        if on_eval is None and config.verbose >= 1:
+            on_eval = print_row
+        sb3_callback, keras_callbacks = split_callbacks(callback)
+        backup = _backup(runner, keras_callbacks, checkpoint_dir)
+        checkpoint_every = config.checkpoint_every
+        if backup is not None:
+            checkpoint_dir, resume, checkpoint_every = backup.directory, backup.resume, backup.every
+        _check_resume(runner, checkpoint_dir, resume)
+        runner, checkpointer, rows, round_so_far = checkpointing(runner, config, checkpoint_dir, resume, "this config")
+        model = TrainingModel(runner, config)
+        hooks = Hooks(
+            callback=None if sb3_callback is None else make_callback(sb3_callback),
+            on_eval=on_eval,
+            on_progress=on_progress,
+            should_stop=should_stop,
+            between_rounds=between_rounds,
+            keras=KerasCallbacks(keras_callbacks, runner.agent, config.rollout_size) if keras_callbacks else None,
+        )
+        if hooks.callback is not None:
+            hooks.callback.init_callback(model)
+        try:
+            plan = plan_rounds(config, int(runner.view(runner.state).iteration))._replace(
+                gradient_steps=int(runner.agent.optimizer.iterations.numpy()), round_so_far=round_so_far
+            )  # restored by a resume
+            result = run_loop(runner, plan, hooks, model, rows, checkpointer, checkpoint_every)
+        finally:
+            runner.close()
+        remove_backup(backup, result.interrupted)
+        metrics = metric_columns(result.rows)
+        return PPOResult(
+            config,
+            runner.view(result.state),
+            metrics,
+            runner.agent,
+            runner.observation_space,
+            runner.action_space,
+            result.timings,
+            result.interrupted,
+            result.stopped,
+        )
 
 
 def _backup(runner: Runner, keras_callbacks: list, checkpoint_dir: Any) -> Backup | None:

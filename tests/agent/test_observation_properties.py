@@ -1,6 +1,6 @@
 """Property-based tests (Hypothesis) of observations of another shape or dtype, NaN or infinite, given to every entry
 point that acts on one: `kppo.PPO(...).predict` (kppo/sb3/ppo.py), `Policy.get_action` (kppo/agent/policy.py), the
-kit's `Controller.act` (export/kppo_runtime) and a loaded artifact (`kppo.exporter.parity.TFLiteRunner`), on a Box
+kit's `Controller.act` (export/kppo_runtime) and a loaded artifact (`kppo.exporter.runner.TFLiteRunner`), on a Box
 observation space (CartPole-v1, Box(4)) and a Discrete one (FrozenLake-v1, Discrete(16)).
 
 The contract (issue 39), per entry point:
@@ -44,7 +44,7 @@ class Target(NamedTuple):
     policy: Any  # kppo.agent.policy.Policy
     model: Any  # kppo.PPO
     controller: Any  # kppo_runtime.runtime.Controller
-    runner: Any  # kppo.exporter.parity.TFLiteRunner
+    runner: Any  # kppo.exporter.runner.TFLiteRunner
 
     def __repr__(self) -> str:  # Hypothesis prints the fixtures of a failing example
         return f"Target({self.space})"
@@ -53,7 +53,7 @@ class Target(NamedTuple):
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory) -> dict[str, Target]:
     import kppo
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
     from kppo_runtime.runtime import Controller
 
     made = {}

@@ -11,7 +11,8 @@ from kppo import envs
 from kppo._tf import tf
 from kppo.exporter.calibration import record_observations
 from kppo.exporter.artifact import export
-from kppo.exporter.parity import ParityError, TFLiteRunner, check_parity, measure_parity, parity_observations
+from kppo.exporter.parity import ParityError, check_parity, measure_parity, parity_observations
+from kppo.exporter.runner import TFLiteRunner
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, eval_freq=1, num_eval_envs=2, num_hidden_units=16)
 

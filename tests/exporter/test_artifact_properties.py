@@ -1,7 +1,7 @@
 """Property-based tests (Hypothesis) of TFLite artifacts on kppo's side: `policy.tflite` and its
 `policy.tflite.metadata.json`, the model damaged (truncated, bits flipped, bytes overwritten, random bytes, another
 artifact's model) and the metadata mutated (keys dropped, values of other types, other shapes, the checksum dropped,
-not JSON, another artifact's metadata, no file), given to `kppo.exporter.parity.TFLiteRunner` and to
+not JSON, another artifact's metadata, no file), given to `kppo.exporter.runner.TFLiteRunner` and to
 `kppo eval ARTIFACT --env CartPole-v1` (`kppo.cli.main.main`, in process).
 
 The contract (issue 39): the pair either loads and acts as the pristine artifact does, or is refused in one line
@@ -290,7 +290,7 @@ def _kppo_eval(path: Path) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Reference:
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
 
     folder = tmp_path_factory.mktemp("artifacts")
     artifacts = export_artifacts(folder)
@@ -303,7 +303,7 @@ def reference(tmp_path_factory) -> Reference:
 def check_runner(reference: Reference, model_mutation: tuple, metadata_mutation: tuple) -> None:
     """`TFLiteRunner(path)` and a call on PROBES: the pristine actions, or one ValueError line naming the file (or the
     observation, for a damaged model without a checksum whose input is another)."""
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
 
     pair = Pair.write(reference.folder, reference.artifacts, model_mutation, metadata_mutation)
     try:
@@ -454,7 +454,7 @@ def test_kppo_eval_refuses_metadata_it_cannot_read_in_one_line(reference, path, 
 def test_a_checksum_refuses_a_model_litert_would_run(reference):
     """A flipped bit in a weight loads and runs in LiteRT and acts differently; the metadata's `sha256` (written by
     the exporter since issue 39) refuses it, and the metadata of another artifact beside a model."""
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
 
     flipped = damaged_model(reference.artifacts, ("flip", [(1000, 0)]))
     unchecked = {k: v for k, v in reference.artifacts.main.metadata.items() if k != "sha256"}
@@ -476,7 +476,7 @@ def test_a_checksum_refuses_a_model_litert_would_run(reference):
 )
 def test_runner_names_a_metadata_file_json_cannot_read(reference, metadata):
     """Metadata files Python's json module refuses with messages naming no file, or a RecursionError."""
-    from kppo.exporter.parity import TFLiteRunner
+    from kppo.exporter.runner import TFLiteRunner
 
     with pytest.raises(ValueError, match=rf"^{META}: expected ") as refused:
         TFLiteRunner(write(reference, reference.artifacts.main.model, metadata))

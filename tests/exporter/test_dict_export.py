@@ -16,7 +16,7 @@ from kppo._tf import tf
 from kppo.exporter.artifact import export
 from kppo.exporter.calibration import record_observations
 from kppo.exporter.inputs import artifact_inputs, split_rows
-from kppo.exporter.parity import TFLiteRunner
+from kppo.exporter.runner import TFLiteRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK_TF = "import sys\nfor name in ('tensorflow', 'keras', 'kppo'):\n    sys.modules[name] = None\n"

@@ -14,7 +14,8 @@ import kppo
 from kppo._tf import tf
 from kppo.exporter.artifact import export
 from kppo.exporter.calibration import record_observations
-from kppo.exporter.parity import TFLiteRunner, random_images
+from kppo.exporter.parity import random_images
+from kppo.exporter.runner import TFLiteRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK_TF = "import sys\nfor name in ('tensorflow', 'keras', 'kppo'):\n    sys.modules[name] = None\n"

@@ -54,6 +54,14 @@ def test_spaces_one_hot_encode_like_sb3():
     np.testing.assert_array_equal(input_rows(MIXED, batch), [[3, 0, 1, 1, 0, 0.5, -0.5]])
     np.testing.assert_array_equal(flatten_obs(MIXED, batch), [[0, 0, 1, 0, 1, 0, 1, 1, 0, 0, 0.5, -0.5]])
     np.testing.assert_array_equal(encode_rows(discrete, np.array([[7]])), [[0, 0, 0, 0]])  # out of range: zeros
+    # a batch of no observations is zero rows (a reshape to -1 refused it); a single value is no batch
+    empty = {k: np.zeros((0, *MIXED[k].shape), MIXED[k].dtype) for k in MIXED.keys()}
+    assert input_rows(MIXED, empty).shape == (0, 7) and flatten_obs(MIXED, empty).shape == (0, 12)
+    assert flatten_obs(discrete, np.zeros(0, np.int64)).shape == (0, 4)
+    with pytest.raises(
+        ValueError, match=r"^obs: expected a batch of observations \[N, \.\.\.\], got a single value 2$"
+    ):
+        input_rows(discrete, np.int64(2))
     # still refused: Tuple, nested Dict
     for space in (spaces.Tuple([discrete]), spaces.Dict({"a": spaces.Dict({"b": discrete})})):
         with pytest.raises(

@@ -197,6 +197,12 @@ def test_get_and_set_parameters_are_numpy_and_round_trip():
     other.set_parameters({"policy": {name: params["policy"][name]}}, exact_match=False)  # a subset is fine then
     with pytest.raises(ValueError, match=rf"params\['policy'\]\['{name}'\]: expected shape"):
         other.set_parameters({"policy": {name: np.zeros((1, 1))}}, exact_match=False)
+    with pytest.raises(
+        ValueError, match=r"^params: expected groups among \['policy', 'policy.optimizer'\], got \[1, 'x'\]$"
+    ):
+        other.set_parameters({1: {}, "x": {}, "policy": {}}, exact_match=False)  # keys sorted whatever their types
+    with pytest.raises(ValueError, match=r"^params\['policy'\]: expected a dict of parameter name -> array, got list$"):
+        other.set_parameters({"policy": [1]}, exact_match=False)
 
 
 def test_the_rollout_buffer_has_sb3s_fields_and_shapes():

@@ -9,7 +9,7 @@ import pytest
 
 import kppo
 from kppo._tf import tf
-from kppo.exporter.parity import TFLiteRunner
+from kppo.exporter.runner import TFLiteRunner
 from tests.helpers.sb3_reference import SAVED, SAVED_CASES
 
 #: case -> the kppo class that loads it
