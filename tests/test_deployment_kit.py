@@ -151,7 +151,7 @@ def test_micro_check_reports_a_model_tflite_micro_rejects_in_one_line(cartpole, 
     assert out.returncode == 2 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("micro_check: TFLite Micro rejects policy_dynamic.tflite")
+    assert lines[0].startswith("kppo-micro-check: TFLite Micro rejects policy_dynamic.tflite")
     assert "FULLY_CONNECTED" in lines[0] and "not dynamic-range ones" in lines[0]
 
 
@@ -312,7 +312,7 @@ def _kit_cli(module: str, args: list, block: tuple[str, ...] = ()) -> subprocess
         ("evaluate", ["{missing}", "--env", "CartPole-v1"], (), "kppo-evaluate: "),
         ("evaluate", ["{artifact}", "--env", "NoSuchEnv-v9"], (), "kppo-evaluate: "),
         ("latency", ["{damaged}"], (), "kppo-latency: "),
-        ("micro_check", ["{damaged}"], (), "micro_check: "),
+        ("micro_check", ["{damaged}"], (), "kppo-micro-check: "),
     ],
 )
 def test_the_kits_command_lines_fail_in_one_line_with_status_2(cartpole, tmp_path, module, args, block, says):

@@ -128,7 +128,7 @@ def check_command(reference: Reference, tool: str, model_mutation: tuple, metada
 
 def check_micro(reference: Reference, model_mutation: tuple, metadata_mutation: tuple) -> None:
     """`kppo-micro-check` on a pair the kit must refuse (a model other than its checksum's, or a metadata file that
-    is not this artifact's): exit 2 and one line, `micro_check: ...`, naming the file, before TFLite Micro runs."""
+    is not this artifact's): exit 2 and one line, `kppo-micro-check: ...`, naming the file, before TFLite Micro runs."""
     from kppo_runtime import micro_check
 
     pair = Pair.write(reference.folder, reference.artifacts, model_mutation, metadata_mutation)
@@ -137,7 +137,7 @@ def check_micro(reference: Reference, model_mutation: tuple, metadata_mutation: 
         code, out, err = _run(micro_check.main, [str(pair.path), "--observations", "5"])
     pair.unchanged()
     lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("micro_check: "), (code, out, err)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("kppo-micro-check: "), (code, out, err)
     pair.refused(lines[0], (NAME,))
     outcome("micro_check exit 2", pair)
 

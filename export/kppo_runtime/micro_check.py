@@ -227,7 +227,7 @@ def main(argv=None) -> int:
     try:
         report = check(args.artifact, args.observations)
     except USER_ERRORS as error:  # MicroError, and LiteRT / file errors
-        return fail("micro_check", error)
+        return fail("kppo-micro-check", error)
     print(json.dumps(report))
     return 0
 

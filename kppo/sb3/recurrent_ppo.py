@@ -15,13 +15,57 @@ batch_size` must divide `n_envs`). `predict` returns the actor's state (h, c), e
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from kppo.sb3.ppo import PPO, check_not_gym_tuple
-from kppo.core.errors import ArgumentError
-from kppo.sb3.arguments import number_kwarg, policy_config
+from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
+from kppo.sb3.arguments import bool_kwarg, number_kwarg, policy_config
 
 _LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
+
+
+def check_lstm_kwargs(lstm_kwargs: Any) -> None:
+    """sb3-contrib's `lstm_kwargs` (torch.nn.LSTM's keywords) for kppo's one LSTM layer: `bias=True` is what kppo
+    builds and `dropout` does nothing on one layer (torch warns, as here); anything else is a one-line refusal."""
+    if lstm_kwargs is None:
+        return
+    if not isinstance(lstm_kwargs, dict):
+        raise ArgumentTypeError(
+            f"policy_kwargs.lstm_kwargs: expected a dict of torch.nn.LSTM keywords, got {lstm_kwargs!r}"
+        )
+    for key, value in lstm_kwargs.items():
+        if key == "dropout":
+            dropout = number_kwarg({key: value}, key, 0.0, float)
+            if not 0.0 <= dropout <= 1.0:
+                raise ArgumentError(f"policy_kwargs.lstm_kwargs.dropout: expected a number in [0, 1], got {value!r}")
+            if dropout:
+                warnings.warn(
+                    "policy_kwargs.lstm_kwargs.dropout: dropout applies between LSTM layers, and there is one "
+                    "(torch.nn.LSTM warns the same): it has no effect",
+                    UserWarning,
+                    stacklevel=4,
+                )
+        elif key in LSTM_DEFAULTS:
+            if value != LSTM_DEFAULTS[key][0]:
+                raise NotSupportedError(
+                    f"policy_kwargs.lstm_kwargs.{key}: expected {LSTM_DEFAULTS[key][0]!r} ({LSTM_DEFAULTS[key][1]}), "
+                    f"got {value!r}"
+                )
+        else:
+            raise ArgumentTypeError(
+                f"policy_kwargs.lstm_kwargs: torch.nn.LSTM takes no {key!r} kppo can build (kppo reads: bias, dropout, "
+                f"batch_first, bidirectional, proj_size)"
+            )
+
+
+#: torch.nn.LSTM keywords kppo's LSTM has one value of: (that value, why).
+LSTM_DEFAULTS = {
+    "bias": (True, "kppo's LSTM cells have biases"),
+    "batch_first": (False, "sb3-contrib feeds its LSTM sequence-first; batch_first would misread its input"),
+    "bidirectional": (False, "a policy acting step by step cannot read the future"),
+    "proj_size": (0, "kppo's LSTM has no projection"),
+}
 
 
 def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
@@ -32,7 +76,7 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
         raise ValueError(
             f"policy_kwargs.n_lstm_layers: expected 1 (kppo builds one LSTM layer), got {lstm['n_lstm_layers']!r}"
         )
-    shared, critic_lstm = bool(lstm.get("shared_lstm", False)), bool(lstm.get("enable_critic_lstm", True))
+    shared, critic_lstm = bool_kwarg(lstm, "shared_lstm", False), bool_kwarg(lstm, "enable_critic_lstm", True)
     if (
         shared and critic_lstm
     ):  # sb3-contrib: "You must choose between shared LSTM, seperate or no LSTM for the critic."
@@ -40,8 +84,7 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
             "policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True (the critic's LSTM is shared, "
             "its own, or none), got True"
         )
-    if lstm.get("lstm_kwargs"):
-        raise ValueError(f"policy_kwargs.lstm_kwargs: expected None or {{}}, got {lstm['lstm_kwargs']!r}")
+    check_lstm_kwargs(lstm.get("lstm_kwargs"))
     return {
         **policy_config(kwargs),
         "recurrent": "lstm",

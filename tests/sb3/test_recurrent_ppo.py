@@ -67,7 +67,14 @@ def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
     [
         (dict(n_lstm_layers=2), r"policy_kwargs.n_lstm_layers: expected 1 \(kppo builds one LSTM layer\), got 2"),
         (dict(shared_lstm=True), r"policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True"),
-        (dict(lstm_kwargs={"dropout": 0.1}), r"policy_kwargs.lstm_kwargs: expected None or \{\}"),
+        (dict(lstm_kwargs={"bidirectional": True}), r"^policy_kwargs.lstm_kwargs.bidirectional: expected False \("),
+        (dict(lstm_kwargs={"bias": False}), r"^policy_kwargs.lstm_kwargs.bias: expected True \(kppo's LSTM cells"),
+        (dict(lstm_kwargs={"batch_first": True}), r"^policy_kwargs.lstm_kwargs.batch_first: expected False"),
+        (dict(lstm_kwargs={"proj_size": 8}), r"^policy_kwargs.lstm_kwargs.proj_size: expected 0"),
+        (dict(lstm_kwargs={"dropout": 2.0}), r"^policy_kwargs.lstm_kwargs.dropout: expected a number in \[0, 1\]"),
+        (dict(lstm_kwargs={"device": "cpu"}), r"^policy_kwargs.lstm_kwargs: torch.nn.LSTM takes no 'device'"),
+        (dict(lstm_kwargs=[1]), r"^policy_kwargs.lstm_kwargs: expected a dict of torch.nn.LSTM keywords, got \[1\]"),
+        (dict(enable_critic_lstm="no"), r"^policy_kwargs.enable_critic_lstm: expected True or False, got 'no'"),
     ],
 )
 def test_unsupported_lstm_options_are_one_line_errors(kwargs, match):
@@ -75,6 +82,21 @@ def test_unsupported_lstm_options_are_one_line_errors(kwargs, match):
         kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", policy_kwargs=kwargs)
     with pytest.raises(ValueError, match=r"policy: expected one of \('MlpLstmPolicy', 'MultiInputLstmPolicy'\)"):
         kppo.RecurrentPPO("MlpPolicy", "CartPole-v1")
+
+
+def test_lstm_kwargs_torch_accepts_on_one_layer_build_what_torch_builds():
+    """sb3-contrib passes lstm_kwargs to torch.nn.LSTM: bias=True and batch_first=False are its defaults, and dropout
+    on one layer does nothing (torch warns); kppo builds the same network and warns the same."""
+    settings = dict(n_steps=16, batch_size=16, seed=0, policy_kwargs=dict(lstm_hidden_size=8))
+    plain = kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", **settings)
+    kwargs = dict(lstm_hidden_size=8, lstm_kwargs=dict(bias=True, batch_first=False, bidirectional=False, proj_size=0))
+    same = kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", **{**settings, "policy_kwargs": kwargs})
+    for a, b in zip(plain.get_parameters()["policy"].values(), same.get_parameters()["policy"].values()):
+        np.testing.assert_array_equal(a, b)
+    with pytest.warns(UserWarning, match=r"lstm_kwargs.dropout: dropout applies between LSTM layers"):
+        kppo.RecurrentPPO(
+            "MlpLstmPolicy", "CartPole-v1", **{**settings, "policy_kwargs": {**kwargs, "lstm_kwargs": {"dropout": 0.2}}}
+        )
 
 
 def test_a_shared_lstm_feeds_the_critic_the_actors_memory_without_its_gradient():
