@@ -114,10 +114,11 @@ class TrainingCheckpointer:
             ) from None
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
+        self._remove_partial("*")  # a process killed inside a save left its `ckpt-N_temp/`: nothing else writes here
         return path
 
-    def _remove_partial(self, iteration: int) -> None:
-        """What a failed save left (TensorFlow writes `ckpt-N_temp/` first, then renames its files)."""
+    def _remove_partial(self, iteration: int | str) -> None:
+        """What a failed or killed save left (TensorFlow writes `ckpt-N_temp/` first, then renames its files)."""
         for partial in Path(self.writer.directory).glob(f"ckpt-{iteration}_temp*"):
             shutil.rmtree(partial, ignore_errors=True)
 
