@@ -198,6 +198,13 @@ def test_an_interrupted_run_can_be_evaluated_and_exported(tmp_path, capsys):
     config.replace(num_hidden_units=32).to_yaml(run / "config.yaml")
     capsys.readouterr()
     assert main(["eval", str(run)]) == 2
+    assert capsys.readouterr().err == (
+        f"kppo eval: error: {run / 'config.yaml'}: expected the networks of the checkpoints in "
+        f"{str(run / 'checkpoints')!r}, got num_hidden_units=32, a width none of their variables has\n"
+    )
+    # the widths are theirs, the layer count is not: the restore itself says so, still in one line
+    config.replace(num_hidden_layers=config.num_hidden_layers + 1).to_yaml(run / "config.yaml")
+    assert main(["eval", str(run)]) == 2
     err = capsys.readouterr().err
     assert (
         err.startswith(
