@@ -63,6 +63,7 @@ def test_population_benchmark_runs_sequential_population_and_curve(tmp_path):
     assert [point["members"] for point in report["curve"]] == [1, 2] and report["ratio"] > 0
 
 
+@pytest.mark.slow  # suite budget: a benchmark script's smoke run, as the other scripts' above
 def test_gym_benchmark_runs_kppo():
     (row,) = _rows(
         _bench("gym_ppo.py", "--frameworks", "kppo", "--tasks", "cartpole", "--timesteps-scale", "0.01"), "kppo"
@@ -70,6 +71,7 @@ def test_gym_benchmark_runs_kppo():
     assert int(row[2].replace(",", "")) > 0
 
 
+@pytest.mark.slow  # suite budget
 def test_predict_benchmark_times_kppo_predict_and_evaluate_policy():
     table = _bench("predict.py", "--frameworks", "kppo", "--calls", "50", "--repeats", "1", "--episodes", "2")
     (row,) = _rows(table, "predict, 1 obs, deterministic (µs/call)")

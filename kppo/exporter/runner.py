@@ -14,6 +14,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
+from kppo.agent.checkpoint import space_from_dict
 from kppo.exporter.inputs import ArtifactInput, split_rows
 from kppo.gym_envs.spaces import input_dim, integer_input, is_image_space, one_line, space_shape
 
@@ -282,14 +283,7 @@ def metadata_space(description: Any, where: str) -> gym.spaces.Space:
     try:
         with warnings.catch_warnings():  # gymnasium's precision warnings: kppo.agent.checkpoint warns when it builds
             warnings.simplefilter("ignore")
-            if kind == "Box":
-                low, high = (np.asarray(d[k], dtype=d["dtype"]).reshape(d["shape"]) for k in ("low", "high"))
-                return gym.spaces.Box(low, high, tuple(d["shape"]), np.dtype(d["dtype"]))
-            if kind == "Discrete":
-                return gym.spaces.Discrete(d["n"], start=d["start"])
-            if kind == "MultiDiscrete":
-                return gym.spaces.MultiDiscrete(d["nvec"], start=d["start"])
-            return gym.spaces.MultiBinary(d["n"])
+            return space_from_dict(d)
     except (ValueError, TypeError, OverflowError) as error:  # numpy's and gymnasium's refusals of these values
         raise ValueError(f"{where}: expected a valid {kind} space, got {one_line(d)[:80]} ({_line(error)})") from None
 

@@ -271,7 +271,9 @@ def _wait_for_checkpoint(run, proc, timeout=180):
     raise AssertionError("no checkpoint appeared")
 
 
-@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+# SIGKILL: slow (suite budget); tests/training/test_kills.py's slow tests kill `kppo train` 50 times and compare every
+# file with an uninterrupted run's
+@pytest.mark.parametrize("sig", ["SIGTERM", pytest.param("SIGKILL", marks=pytest.mark.slow)])
 def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path, capsys):
     import signal
 

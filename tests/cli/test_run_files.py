@@ -50,7 +50,11 @@ def test_a_rerun_replaces_the_tensorboard_folder_and_repeats_no_step(tmp_path):
 def test_a_write_past_the_file_size_limit_names_the_file_and_keeps_the_previous_one(tmp_path, write, name):
     write(tmp_path, METRICS)
     before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
-    long = {k: np.tile(v, 2000) for k, v in METRICS.items()}  # past the limit in every format
+    # past the limit in every format: 6,000 rows of noise (a tiled history would draw the same three points again,
+    # a PNG about as large as the first)
+    noise = np.random.default_rng(0).normal(size=(len(METRICS), 6000))
+    long = {k: row * 10 + 20 for k, row in zip(METRICS, noise, strict=True)}
+    long["train/total_steps"] = np.arange(1, 6001) * 64
     with file_size_limit(len(max(before.values(), key=len)) + 1), pytest.raises(OSError) as excinfo:
         write(tmp_path, long)
     message = str(excinfo.value)

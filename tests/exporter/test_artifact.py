@@ -1,5 +1,6 @@
 """Export: TFLite and SavedModel artifacts reproduce Policy.get_action; broken artifacts are caught."""
 
+import functools
 import json
 
 import gymnasium as gym
@@ -15,6 +16,12 @@ from kppo.exporter.parity import ParityError, check_parity, measure_parity, pari
 from kppo.exporter.runner import TFLiteRunner
 
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, eval_freq=1, num_eval_envs=2, num_hidden_units=16)
+
+
+@functools.cache
+def _squashed_pendulum():
+    """A squashed Pendulum run, trained once per process for the tests that only export or read it."""
+    return kppo.train("Pendulum-v1", kppo.Config(**TINY, squash=True), seed=0)
 
 
 class Asymmetric(envs.Task):
@@ -92,7 +99,7 @@ def test_quantized_artifacts_load_run_and_report_their_error(trained, quantize, 
 
 @pytest.mark.parametrize("env", ["Pendulum-v1", lambda: gym.make("Pendulum-v1")])
 def test_int8_calibrates_on_the_policys_own_episodes(env, tmp_path):
-    result = kppo.train("Pendulum-v1", kppo.Config(**TINY, squash=True), seed=0)
+    result = _squashed_pendulum()
     exported = export(result, tmp_path / "p.tflite", quantize="int8", calibration_env=env)
     assert exported.metadata["calibration"] == {"source": "policy rollouts in Pendulum-v1", "observations": 2000}
     recorded = record_observations(result.policy, env, 300, seed=5)
@@ -119,7 +126,7 @@ def test_int8_cartpole_artifact_agrees_with_the_policy_on_its_own_states(tmp_pat
 def test_an_artifact_without_weights_fails_the_parity_check(tmp_path):
     """DESIGN.md's measured pitfall: a Keras 3 model held by a plain tf.Module converts to a TFLite file without
     weights. The parity check must refuse such an artifact."""
-    result = kppo.train("Pendulum-v1", kppo.Config(**TINY, squash=True), seed=0)
+    result = _squashed_pendulum()
     policy = result.policy
     module = tf.Module()
     module.actor = policy.actor

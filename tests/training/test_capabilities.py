@@ -7,7 +7,9 @@ from tests.helpers.capabilities import cell_id, cells, check_cell, train_cell
 
 CELLS = cells("single") + cells("population")
 #: The recurrent populations take ~40-60 s each: `slow` (tests/training/test_same_seed.py's slow test trains them too).
-SLOW = {("native", "population", "lstm"), ("gymnasium", "population", "lstm")}
+#: The native MLP population (13 s): `slow` for the suite's budget; tests/training/runners/test_population.py trains
+#: CartPole populations through `kppo.train` and checks each member against its single run.
+SLOW = {("native", "population", "lstm"), ("gymnasium", "population", "lstm"), ("native", "population", "mlp")}
 PARAMS = [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CELLS]
 
 

@@ -93,13 +93,6 @@ def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     assert len({int(e[0]) for e in indices.reshape(3, 256)}) == 3
 
 
-def test_recurrent_training_runs_evaluates_and_checkpoints(tmp_path):
-    config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 4, eval_freq=2, num_eval_envs=2)
-    result = kppo.train("cartpole", config, checkpoint_dir=tmp_path)
-    assert np.isfinite(result.metrics["train/total_loss"]).all() and (tmp_path / "checkpoint").is_file()
-    assert len(initial_memory(result.agent, 3)) == 4
-
-
 def test_recurrent_settings_are_checked_in_one_line():
     with pytest.raises(
         ValueError,
@@ -209,16 +202,18 @@ def test_a_recurrent_population_member_computes_what_its_single_run_computes():
             np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)
 
 
-def test_a_recurrent_run_resumes_bit_identically(tmp_path):
+def test_a_recurrent_run_trains_evaluates_checkpoints_and_resumes_bit_identically(tmp_path):
     """The LSTM cells, their Adam moments and the rollout's memory are checkpointed: stopping after 3 of 6
     iterations and resuming ends where the uninterrupted run ends, bit for bit."""
     config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 6, eval_freq=2, num_eval_envs=2, iterations_per_call=1)
     whole = kppo.train("cartpole", config)
+    assert np.isfinite(whole.metrics["train/total_loss"]).all() and len(whole.metrics["eval/mean_returns"]) == 2
+    assert len(initial_memory(whole.agent, 3)) == 4  # (h, c) of the actor's and the critic's LSTM
     calls = []
     stopped = kppo.train(
         "cartpole", config, checkpoint_dir=tmp_path, should_stop=lambda: calls.append(1) or len(calls) == 3
     )
-    assert stopped.interrupted
+    assert stopped.interrupted and (tmp_path / "checkpoint").is_file()
     resumed = kppo.train("cartpole", config, checkpoint_dir=tmp_path, resume=True)
     for a, b in zip(
         whole.agent.variables + whole.agent.optimizer.variables,
