@@ -215,19 +215,24 @@ def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
 def make_policy(
     agent: Agent,
     obs_stats: Moments,
-    normalize_obs: bool,
+    config: Config,
     observation_space: gym.spaces.Space,
     action_space: gym.spaces.Space,
-    action_masks: bool = False,
-    normalize_obs_keys: tuple[str, ...] | None = None,
 ) -> Policy:
-    """The agent's actor with frozen observation statistics (numpy copies: later training does not change it);
-    `action_masks`: trained with action masks (its artifacts take a mask); `normalize_obs_keys`: a Dict's
-    normalized keys (`Config.normalize_obs_keys`)."""
-    columns = normalized_columns(observation_space, normalize_obs_keys)
-    scaling = ObsScaling(np.asarray(obs_stats.mean), np.asarray(obs_stats.var), normalize_obs, columns=columns)
+    """The agent's actor with frozen observation statistics (numpy copies: later training does not change it),
+    normalized as `config` trained it (`normalize_obs`, its keys, `clip_obs`, `norm_epsilon`); trained with
+    `config.action_masks`, its artifacts take a mask."""
+    columns = normalized_columns(observation_space, config.normalize_obs_keys)
+    scaling = ObsScaling(
+        np.asarray(obs_stats.mean),
+        np.asarray(obs_stats.var),
+        config.normalize_obs,
+        float(config.clip_obs),
+        float(config.norm_epsilon),
+        columns,
+    )
     lstm = agent.lstm.cells[0] if agent.lstm is not None else None
-    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, action_masks, lstm)
+    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, config.action_masks, lstm)
 
 
 class SavedAgent(NamedTuple):
@@ -243,15 +248,7 @@ class SavedAgent(NamedTuple):
 
     @property
     def policy(self) -> Policy:
-        return make_policy(
-            self.agent,
-            self.obs_stats,
-            self.config.normalize_obs,
-            self.observation_space,
-            self.action_space,
-            self.config.action_masks,
-            self.config.normalize_obs_keys,
-        )
+        return make_policy(self.agent, self.obs_stats, self.config, self.observation_space, self.action_space)
 
 
 def build_agent(

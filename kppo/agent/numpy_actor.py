@@ -233,11 +233,15 @@ def head_params(weights: ActorWeights, features: np.ndarray):
 
 
 def network_input(
-    stats: Moments, obs: np.ndarray, normalize_obs: bool, columns: np.ndarray | None = None
+    stats: Moments,
+    obs: np.ndarray,
+    normalize_obs: bool,
+    columns: np.ndarray | None = None,
+    norm: normalization.Constants = normalization.DEFAULTS,
 ) -> np.ndarray:
     """`kppo.rollout.native.network_input` in numpy; `columns`: the normalized ones (None: all)."""
     if normalize_obs:
-        return normalization.normalize_np(stats, obs, columns=columns)
+        return normalization.normalize_np(stats, obs, norm.clip_obs, columns, norm.epsilon)
     obs = np.asarray(obs)
     return obs if obs.dtype == np.uint8 else obs.astype(np.float32, copy=False)  # images stay bytes (`obs_dtype`)
 
@@ -261,10 +265,11 @@ class NumpyActor(NamedTuple):
     dist: ActionDistribution
     normalize_obs: bool
     norm_columns: np.ndarray | None = None  # the columns normalization applies to (None: all)
+    norm: normalization.Constants = normalization.DEFAULTS  # its clip and epsilon
 
     def params(self, stats: Moments, obs: np.ndarray):
         """The actor's parameters (see `actor_params`) at raw observations `obs` float32 [B, D] (an MLP actor)."""
-        return actor_params(self.weights, network_input(stats, obs, self.normalize_obs, self.norm_columns))
+        return actor_params(self.weights, network_input(stats, obs, self.normalize_obs, self.norm_columns, self.norm))
 
     def initial_memory(self, num_envs: int) -> tuple:
         """A recurrent actor's zero (h, c) for `num_envs` envs; () for an MLP actor."""
@@ -286,7 +291,10 @@ class NumpyActor(NamedTuple):
         recurrent actor's (h, c), each [B, units], restarted from zeros where `episode_start` (bool [B]), () for an
         MLP actor)."""
         features, memory = actor_input(
-            self.weights, network_input(stats, obs, self.normalize_obs, self.norm_columns), memory, episode_start
+            self.weights,
+            network_input(stats, obs, self.normalize_obs, self.norm_columns, self.norm),
+            memory,
+            episode_start,
         )
         params = self.dist.masked_np(actor_params(self.weights, features), mask)
         action = self.dist.mode_np(params) if rng is None else self.dist.sample_np(params, rng)
@@ -301,10 +309,15 @@ class NumpyActor(NamedTuple):
 
 
 def make_numpy_actor(
-    actor: Actor, dist: ActionDistribution, normalize_obs: bool, lstm=None, norm_columns: np.ndarray | None = None
+    actor: Actor,
+    dist: ActionDistribution,
+    normalize_obs: bool,
+    lstm=None,
+    norm_columns: np.ndarray | None = None,
+    norm: normalization.Constants = normalization.DEFAULTS,
 ) -> NumpyActor:
     """A `NumpyActor` from the actor's current weights (and a recurrent agent's `LSTMCells` or its cell)."""
-    return NumpyActor(snapshot(actor, lstm), dist, normalize_obs, norm_columns)
+    return NumpyActor(snapshot(actor, lstm), dist, normalize_obs, norm_columns, norm)
 
 
 class MemberActors(NamedTuple):

@@ -196,7 +196,10 @@ class Policy:
         the first use and kept until `refresh()`."""
         if self._numpy_actor is None:
             scaling = self.obs_scaling
-            self._numpy_actor = make_numpy_actor(self.actor, self.dist, scaling.enabled, self.lstm, scaling.columns)
+            norm = normalization.Constants(clip_obs=scaling.clip, epsilon=scaling.epsilon)
+            self._numpy_actor = make_numpy_actor(
+                self.actor, self.dist, scaling.enabled, self.lstm, scaling.columns, norm
+            )
         return self._numpy_actor
 
     def refresh(self) -> None:
@@ -219,7 +222,8 @@ class Policy:
         """Raw observations -> the networks' input: normalized with the frozen statistics and clipped (float32)."""
         if not self.obs_scaling.enabled:
             return tf.cast(obs, tf.float32)
-        return normalization.normalize(self._stats, obs, self.obs_scaling.clip, self.obs_scaling.columns)
+        scaling = self.obs_scaling
+        return normalization.normalize(self._stats, obs, scaling.clip, scaling.columns, scaling.epsilon)
 
     def _apply_actor(self, norm_obs: tf.Tensor, key: tf.Tensor | None, mask: tf.Tensor | None = None) -> tf.Tensor:
         return self._act(self.dist.masked(self.actor(norm_obs), mask), key)

@@ -221,13 +221,18 @@ class Config:
         "the update, and an input of exported artifacts.",
     )
     # --- normalization and env options ---
-    normalize_obs: bool = _f(False, "Running mean/std observation normalization (clipped to +-10).")
+    normalize_obs: bool = _f(False, "Running mean/std observation normalization (clipped to +-clip_obs).")
     normalize_obs_keys: tuple[str, ...] | None = _f(
         None,
         "Dict observations: the keys normalize_obs applies to (SB3's norm_obs_keys); null: every key but the images "
         "(an image is divided by 255 in the network, never standardized).",
     )
-    normalize_reward: bool = _f(False, "Scale rewards by the std of the discounted return (clipped to +-10).")
+    normalize_reward: bool = _f(False, "Scale rewards by the std of the discounted return (clipped to +-clip_reward).")
+    clip_obs: float = _f(10.0, "normalize_obs: normalized observations are clipped to +-this (SB3's VecNormalize).")
+    clip_reward: float = _f(10.0, "normalize_reward: scaled rewards are clipped to +-this (SB3's VecNormalize).")
+    norm_epsilon: float = _f(
+        1e-8, "Added to the variances under the square roots of both normalizations (VecNormalize's epsilon)."
+    )
     fixed_init: bool = _f(False, "Each training env restarts from its own once-sampled initial state.")
     offset_step: bool = _f(False, "Stagger env step counters so time-limit truncations do not coincide.")
     atari_wrapper: bool = _f(
@@ -426,6 +431,8 @@ def _validate(c: Config) -> None:
     _check(0 <= c.gamma <= 1, "gamma", "a number in [0, 1]", c.gamma)
     _check(0 <= c.gae_lambda <= 1, "gae_lambda", "a number in [0, 1]", c.gae_lambda)
     _check(c.clip_range > 0, "clip_range", "a positive number", c.clip_range)
+    for name in ("clip_obs", "clip_reward", "norm_epsilon"):
+        _check(getattr(c, name) > 0, name, "a positive number", getattr(c, name))
     if c.clip_range_vf is not None:
         _check(c.clip_range_vf > 0, "clip_range_vf", "a positive number or None", c.clip_range_vf)
     _check(c.env_backend in ENV_BACKENDS, "env_backend", f"one of {ENV_BACKENDS}", c.env_backend)

@@ -1,9 +1,10 @@
 """Running mean/variance (Chan et al. parallel merge), observation normalization and reward scaling.
 
 Same statistics as Stable-Baselines3's `RunningMeanStd`/`VecNormalize`: count starts at 1e-4, observations are
-normalized as clip((x - mean) / sqrt(var + 1e-8), -10, 10), rewards are divided by the std of the discounted
-return and clipped to +-10. Moments merge with Chan, Golub & LeVeque (1979), so replica statistics combine into
-exactly the statistics of one stream (`merge`).
+normalized as clip((x - mean) / sqrt(var + epsilon), -clip_obs, clip_obs), rewards are divided by the std of the
+discounted return and clipped to +-clip_reward (`Constants`: SB3's defaults 10, 10 and 1e-8, or a Config's).
+Moments merge with Chan, Golub & LeVeque (1979), so replica statistics combine into exactly the statistics of one
+stream (`merge`).
 
 The host rollout keeps observation statistics in numpy (float32, the same arithmetic): `update_moments_np` and
 `normalize_np` are the numpy twins of `update_moments` and `normalize`; `merge` serves both.
@@ -12,6 +13,7 @@ The host rollout keeps observation statistics in numpy (float32, the same arithm
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -21,6 +23,22 @@ from kppo.core.types import Moments
 EPSILON = 1e-8
 CLIP = 10.0
 INITIAL_COUNT = 1e-4
+
+
+class Constants(NamedTuple):
+    """VecNormalize's constants: the observation and reward clips and the epsilon under the square roots."""
+
+    clip_obs: float = CLIP
+    clip_reward: float = CLIP
+    epsilon: float = EPSILON
+
+    @classmethod
+    def of(cls, config: Any) -> Constants:
+        """A Config's `clip_obs`, `clip_reward` and `norm_epsilon`."""
+        return cls(float(config.clip_obs), float(config.clip_reward), float(config.norm_epsilon))
+
+
+DEFAULTS = Constants()  # SB3's VecNormalize defaults
 
 
 def initial_stats(shape: tuple[int, ...] | list[int]) -> Moments:
@@ -88,23 +106,32 @@ def update_moments_np(stats: Moments, x: np.ndarray) -> Moments:
     return merge(stats, Moments(mean, np.add.reduce(centered * centered, axis=0) / count, count))
 
 
-def normalize_np(stats: Moments, x: np.ndarray, clip: float = CLIP, columns: np.ndarray | None = None) -> np.ndarray:
+def normalize_np(
+    stats: Moments, x: np.ndarray, clip: float = CLIP, columns: np.ndarray | None = None, epsilon: float = EPSILON
+) -> np.ndarray:
     """`normalize` in numpy."""
     x = np.asarray(x, np.float32)
-    z = np.clip((x - stats.mean) / np.sqrt(stats.var + np.float32(EPSILON)), -clip, clip)
+    z = np.clip((x - stats.mean) / np.sqrt(stats.var + np.float32(epsilon)), np.float32(-clip), np.float32(clip))
     return z if columns is None else np.where(columns, z, x)
 
 
-def normalize(stats: Moments, x: tf.Tensor, clip: float = CLIP, columns: np.ndarray | None = None) -> tf.Tensor:
-    """clip((x - mean) / sqrt(var + 1e-8), -clip, clip) in float32; with `columns` (bool [D]) only those columns, the
-    others as they are (`kppo.gym_envs.spaces.normalized_columns`: a Dict's images)."""
+def normalize(
+    stats: Moments, x: tf.Tensor, clip: float = CLIP, columns: np.ndarray | None = None, epsilon: float = EPSILON
+) -> tf.Tensor:
+    """clip((x - mean) / sqrt(var + epsilon), -clip, clip) in float32; with `columns` (bool [D]) only those columns,
+    the others as they are (`kppo.gym_envs.spaces.normalized_columns`: a Dict's images)."""
     x = tf.cast(x, tf.float32)
-    z = tf.clip_by_value((x - stats.mean) / tf.sqrt(stats.var + EPSILON), -clip, clip)
+    z = tf.clip_by_value((x - stats.mean) / tf.sqrt(stats.var + epsilon), -clip, clip)
     return z if columns is None else tf.where(tf.constant(columns), z, x)
 
 
 def scale_reward(
-    stats: Moments, discounted_return: tf.Tensor, reward: tf.Tensor, done: tf.Tensor, gamma: float
+    stats: Moments,
+    discounted_return: tf.Tensor,
+    reward: tf.Tensor,
+    done: tf.Tensor,
+    gamma: float,
+    constants: Constants = DEFAULTS,
 ) -> tuple[tf.Tensor, tf.Tensor, Moments]:
     """SB3 VecNormalize reward scaling for one vectorized step.
 
@@ -114,6 +141,7 @@ def scale_reward(
         reward: [B] raw reward of this step.
         done: bool [B], episode ended at this step (the running return restarts at 0).
         gamma: discount of the running return.
+        constants: the reward clip and the epsilon under the square root.
 
     Returns:
         (scaled reward [B], new discounted return [B], new stats).
@@ -121,7 +149,8 @@ def scale_reward(
     reward = tf.cast(reward, tf.float32)
     discounted_return = discounted_return * gamma + reward
     stats = update_moments(stats, discounted_return)
-    scaled = tf.clip_by_value(reward / tf.sqrt(stats.var + EPSILON), -CLIP, CLIP)
+    clip = constants.clip_reward
+    scaled = tf.clip_by_value(reward / tf.sqrt(stats.var + constants.epsilon), -clip, clip)
     return scaled, tf.where(done, tf.zeros_like(discounted_return), discounted_return), stats
 
 

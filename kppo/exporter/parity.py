@@ -42,7 +42,7 @@ def _sample_rows(policy: Policy, z: np.ndarray, rng: np.random.Generator) -> np.
     """Input rows from standard scores z [N, input_dim]: Box values mean + std * z (normalization statistics),
     Discrete / MultiDiscrete / MultiBinary values uniform over their range, a Dict's images `random_images`."""
     mean = np.asarray(policy.obs_scaling.mean, np.float64)
-    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float64) + 1e-8)
+    std = np.sqrt(np.asarray(policy.obs_scaling.var, np.float64) + policy.obs_scaling.epsilon)
     rows = np.zeros(z.shape)
     space = policy.observation_space
     for part in policy.layout:

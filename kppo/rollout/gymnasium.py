@@ -143,7 +143,7 @@ def finish_rollout(
         def scale_step(carry, inputs):
             stats, disc = carry
             reward, done_t = inputs
-            scaled, disc, stats = normalization.scale_reward(stats, disc, reward, done_t, settings.gamma)
+            scaled, disc, stats = normalization.scale_reward(stats, disc, reward, done_t, settings.gamma, settings.norm)
             return (stats, disc), scaled
 
         (return_stats, discounted_return), rewards = scan(
@@ -284,7 +284,7 @@ def host_steps(
     )
     final_obs, final_index = buf.final_batch()
     last = [
-        network_input(stats, obs, settings.normalize_obs, settings.norm_columns)
+        network_input(stats, obs, settings.normalize_obs, settings.norm_columns, settings.norm)
         for stats, obs in zip(acting.split_stats(stepped.obs_stats), _by_member(stepped.obs, acting.members))
     ]
     features = None if buf.features is None else tf.constant(buf.features)
@@ -398,7 +398,7 @@ def _host_steps(vec_env, acting: Acting, dist, settings: RolloutSettings, state,
     members = acting.members
     actor_memory = tuple(_by_member(m, members) for m in state.memory[:2])  # the critic's is replayed after the loop
     num_steps, (num_envs, dim) = settings.num_steps, state.obs.shape
-    normalize_obs, columns = settings.normalize_obs, settings.norm_columns
+    normalize_obs, columns, norm = settings.normalize_obs, settings.norm_columns, settings.norm
     obs_dtype = np.uint8 if state.obs.dtype == np.uint8 and not normalize_obs else np.float32  # images stay bytes
     buf = _Buffers(num_steps, num_envs, dim, obs_dtype, dist, dist.mask_size if masks else 0, members)
     starts = np.ones(num_envs, bool) if state.episode_start is None else state.episode_start
@@ -408,7 +408,7 @@ def _host_steps(vec_env, acting: Acting, dist, settings: RolloutSettings, state,
     noise: list = [None] * members
     for t in range(num_steps):
         norm_obs = _joined(
-            [network_input(s, o, normalize_obs, columns) for s, o in zip(stats, _by_member(obs, members))]
+            [network_input(s, o, normalize_obs, columns, norm) for s, o in zip(stats, _by_member(obs, members))]
         )
         latent, actor_memory = actor_input(
             weights, _by_member(norm_obs, members), actor_memory, _by_member(starts, members)
@@ -465,7 +465,9 @@ def _add_finals(buf: _Buffers, t: int, stats: list[Moments], step: GymStep, sett
     truncated, final_obs = _by_member(step.truncated, buf.members), _by_member(step.final_obs, buf.members)
     for m, rows in enumerate(truncated):
         if rows.any():
-            normalized = network_input(stats[m], final_obs[m][rows], settings.normalize_obs, settings.norm_columns)
+            normalized = network_input(
+                stats[m], final_obs[m][rows], settings.normalize_obs, settings.norm_columns, settings.norm
+            )
             buf.add_final(t, m, rows, normalized)
 
 

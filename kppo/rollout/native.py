@@ -25,6 +25,7 @@ class RolloutSettings(NamedTuple):
     sde_sample_freq: int = -1  # gSDE: redraw the exploration noise every N steps (-1: at the rollout start only)
     action_masks: bool = False  # act with the env's action masks (`VecEnv.action_mask`) and store them
     norm_columns: Any = None  # host rollouts: bool [D], the columns normalize_obs applies to (None: all)
+    norm: normalization.Constants = normalization.DEFAULTS  # the clips and epsilon of both normalizations
 
 
 #: The longest TF-native evaluation episode, for tasks without a time limit (MinAtar's): the evaluation is one
@@ -61,11 +62,15 @@ def flat_rows(obs: tf.Tensor) -> tf.Tensor:
     return obs if obs.shape.rank == 2 else tf.reshape(obs, [tf.shape(obs)[0], -1])
 
 
-def network_input(stats: Moments, obs: tf.Tensor, normalize_obs: bool) -> tf.Tensor:
+def network_input(
+    stats: Moments, obs: tf.Tensor, normalize_obs: bool, norm: normalization.Constants = normalization.DEFAULTS
+) -> tf.Tensor:
     """What the networks see of raw observations [B, *shape]: rows [B, D] (`flat_rows`), float32, normalized with
-    `stats` when enabled."""
+    `stats` and `norm`'s clip and epsilon when enabled."""
     obs = flat_rows(obs)
-    return normalization.normalize(stats, obs) if normalize_obs else tf.cast(obs, tf.float32)
+    if not normalize_obs:
+        return tf.cast(obs, tf.float32)
+    return normalization.normalize(stats, obs, norm.clip_obs, epsilon=norm.epsilon)
 
 
 def env_action(env: VecEnv, agent: Agent, action: tf.Tensor) -> tf.Tensor:
@@ -104,7 +109,7 @@ def env_step(
     one batched critic call."""
     key, t = inputs
     key_action, key_env = tf.unstack(tf.random.experimental.stateless_split(key, 2))
-    obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
+    obs = network_input(state.obs_stats, state.obs, settings.normalize_obs, settings.norm)
     num_envs = state.discounted_return.shape[0]
     mask = current_mask(env, agent, state.env_state, num_envs, settings.action_masks)
     params, value, memory = act_step(agent, obs, state.memory, state.episode_start)
@@ -120,12 +125,12 @@ def env_step(
     obs_stats = state.obs_stats
     if settings.normalize_obs:
         obs_stats = normalization.update_moments(obs_stats, flat_rows(result.obs))
-    final_obs = network_input(obs_stats, result.final_obs, settings.normalize_obs)
+    final_obs = network_input(obs_stats, result.final_obs, settings.normalize_obs, settings.norm)
     reward = tf.cast(result.reward, tf.float32)
     discounted_return, return_stats = state.discounted_return, state.return_stats
     if settings.normalize_reward:
         reward, discounted_return, return_stats = normalization.scale_reward(
-            return_stats, discounted_return, reward, done, settings.gamma
+            return_stats, discounted_return, reward, done, settings.gamma, settings.norm
         )
     stats = result.state  # EpisodeStatsState: the finished episode's return/length where done
     transition = Trajectory(
@@ -162,7 +167,7 @@ def collect_rollout(
     if agent.lstm is None:  # a recurrent agent's final values were computed in the loop, from its memory
         flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
         traj = traj._replace(final_value=tf.reshape(agent.critic(flat_final), [num_steps, num_envs]))
-    last_obs = network_input(state.obs_stats, state.obs, settings.normalize_obs)
+    last_obs = network_input(state.obs_stats, state.obs, settings.normalize_obs, settings.norm)
     last_value = act_step(agent, last_obs, state.memory, state.episode_start)[1]
     advantages, returns = compute_gae(
         traj.reward,
@@ -192,12 +197,13 @@ def eval_env_step(
     obs_stats: Moments,
     normalize_obs: bool,
     action_masks: bool,
+    norm: normalization.Constants,
     carry: _EvalCarry,
     key: tf.Tensor,
 ) -> tuple[_EvalCarry, EvalTrajectory]:
     """One deterministic step (masked when `action_masks`); only each env's first episode counts."""
     mask = current_mask(env, agent, carry.env_state, carry.active.shape[0], action_masks)
-    params, _, memory = act_step(agent, network_input(obs_stats, carry.obs, normalize_obs), carry.memory)
+    params, _, memory = act_step(agent, network_input(obs_stats, carry.obs, normalize_obs, norm), carry.memory)
     action = env_action(env, agent, agent.dist.mode(agent.dist.masked(params, mask)))
     result = env.step(carry.env_state, action, key)
     reward = tf.cast(result.reward, tf.float32)
@@ -217,6 +223,7 @@ def evaluation_episodes(
     num_envs: int,
     normalize_obs: bool,
     action_masks: bool = False,
+    norm: normalization.Constants = normalization.DEFAULTS,
 ) -> tuple[EvalResult, EvalTrajectory]:
     """One deterministic episode in each of `num_envs` envs (at most max_episode_steps steps, and at most
     `EVAL_STEP_CAP`: a compiled evaluation has a fixed length, and MinAtar's games have no time limit), statistics
@@ -233,7 +240,7 @@ def evaluation_episodes(
     )
     keys = tf.random.experimental.stateless_split(key_steps, min(env.max_episode_steps, EVAL_STEP_CAP))
     carry, records = scan(
-        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, c, k),
+        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, norm, c, k),
         carry,
         keys,
         until=lambda c: tf.logical_not(tf.reduce_any(c.active)),  # every episode ended: the rest would be zeros

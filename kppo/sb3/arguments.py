@@ -376,7 +376,7 @@ def sb3_config(
 ) -> Config:
     """The Config of `kppo.PPO`: its constructor arguments `args` (starting values of schedules), the env's
     `n_envs` and action space, VecNormalize's settings (`normalize`: normalize_obs, normalize_reward,
-    normalize_obs_keys) and `policy_config`'s fields; SB3's update
+    normalize_obs_keys and its constants, `VecNormalize.config_fields`) and `policy_config`'s fields; SB3's update
     (`SB3_UPDATE`)."""
     if args["use_sde"] and not isinstance(action_space, gym.spaces.Box):
         raise ValueError(

@@ -81,7 +81,7 @@ from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.from_sb3 import model_from_sb3
 from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
-from kppo.sb3.vec_normalize import VecNormalize, read_statistics
+from kppo.sb3.vec_normalize import VecNormalize, read_statistics, settings_fields
 from kppo.gym_envs.spaces import flat_dim
 
 _POLICIES = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
@@ -356,11 +356,16 @@ class PPO(BaseAlgorithm, LightningSurface):
                     f"VecNormalize.gamma: kppo scales rewards with PPO's gamma "
                     f"({self._ppo_args['gamma']}), got {env.gamma}"
                 )
-            return dict(
-                normalize_obs=env.norm_obs, normalize_reward=env.norm_reward, normalize_obs_keys=env.norm_obs_keys
-            )
+            return env.config_fields()
         if self.agent is not None and self.config is not None:
-            names = ("normalize_obs", "normalize_reward", "normalize_obs_keys")
+            names = (
+                "normalize_obs",
+                "normalize_reward",
+                "normalize_obs_keys",
+                "clip_obs",
+                "clip_reward",
+                "norm_epsilon",
+            )
             return {name: getattr(self.config, name) for name in names}
         return dict(normalize_obs=False, normalize_reward=False)
 
@@ -600,10 +605,11 @@ class PPO(BaseAlgorithm, LightningSurface):
         if self.agent is None or self.config is None:
             raise ValueError("vec_normalize: the model has no networks yet; load() it first")
         if isinstance(vec_normalize, VecNormalize):
-            settings = dict(norm_obs=vec_normalize.norm_obs, norm_reward=vec_normalize.norm_reward)
+            fields = vec_normalize.config_fields()
             loaded = vec_normalize.loaded or (vec_normalize.obs_rms, vec_normalize.ret_rms)
         else:
             settings, loaded = read_statistics(vec_normalize)
+            fields = settings_fields(settings)
         obs_rms, ret_rms = loaded
         size = flat_dim(self._model_spaces()[0])
         if obs_rms is None or int(np.size(obs_rms.mean)) != size:
@@ -611,7 +617,8 @@ class PPO(BaseAlgorithm, LightningSurface):
                 f"vec_normalize: expected statistics of the model's {size} observation values, got "
                 f"{'none' if obs_rms is None else int(np.size(obs_rms.mean))}"
             )
-        self.config = self.config.replace(normalize_obs=settings["norm_obs"], normalize_reward=settings["norm_reward"])
+        fields.pop("normalize_obs_keys", None)  # the model's own: the keys it was trained with
+        self.config = self.config.replace(**fields)
         obs_stats = Moments(*(tf.constant(np.asarray(x), tf.float32) for x in obs_rms))
         ret_stats = (
             self._statistics()[1]
@@ -632,14 +639,7 @@ class PPO(BaseAlgorithm, LightningSurface):
             raise ValueError("predict: the model has no networks yet; construct it with an env or load() it")
         if self._policy is None:
             assert self.config is not None  # set with the agent
-            self._policy = make_policy(
-                self.agent,
-                self._statistics()[0],
-                self.config.normalize_obs,
-                *self._model_spaces(),
-                self.config.action_masks,
-                self.config.normalize_obs_keys,
-            )
+            self._policy = make_policy(self.agent, self._statistics()[0], self.config, *self._model_spaces())
             self._policy.keys = self._predict_keys  # one count of predict calls across rebuilt policies
         self._predict_keys.seed = self.seed  # set_random_seed may have changed it
         return self._policy

@@ -21,7 +21,7 @@ import gymnasium as gym
 from gymnasium.vector import VectorEnv
 
 from kppo._tf import tf
-from kppo.core.normalization import CLIP, EPSILON
+from kppo.core import normalization
 from kppo.core.types import Moments
 from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.gym_envs.spaces import flat_dim
@@ -36,6 +36,31 @@ class RunningMeanStd(NamedTuple):
     mean: np.ndarray
     var: np.ndarray
     count: float  # type: ignore[assignment]  # SB3's attribute name, shadowing tuple.count on purpose
+
+
+def _positive(name: str, value: Any) -> float:
+    """A VecNormalize constant as a float, or a one-line ValueError naming it."""
+    number = value if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) else None
+    if number is None or not 0 < float(number) < float("inf"):
+        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+    return float(number)
+
+
+def settings_fields(settings: dict[str, Any]) -> dict[str, Any]:
+    """The Config fields of VecNormalize's settings (SB3's names; absent ones at SB3's defaults), constants checked."""
+    return dict(
+        normalize_obs=bool(settings.get("norm_obs", True)),
+        normalize_reward=bool(settings.get("norm_reward", True)),
+        clip_obs=_positive("clip_obs", settings.get("clip_obs", normalization.CLIP)),
+        clip_reward=_positive("clip_reward", settings.get("clip_reward", normalization.CLIP)),
+        norm_epsilon=_positive("epsilon", settings.get("epsilon", normalization.EPSILON)),
+    )
+
+
+def _constant_property(name: str) -> property:
+    """SB3's attribute `name` (clip_obs, clip_reward, epsilon): the wrapper's own until a model takes the env, then
+    the model's, which only the same value may be assigned to."""
+    return property(lambda self: self._constant(name), lambda self, value: self._set_constant(name, value))
 
 
 def _stats(moments: Any) -> RunningMeanStd | None:
@@ -55,8 +80,10 @@ class VecNormalize(VecEnvWrapper):
     """SB3's `VecNormalize(venv, training, norm_obs, norm_reward, clip_obs, clip_reward, gamma, epsilon,
     norm_obs_keys)` for `kppo.PPO` (see the module docstring).
 
-    kppo normalizes with fixed constants (clip 10, epsilon 1e-8), and scales rewards with PPO's `gamma`: other values
-    are a one-line ValueError rather than a silent difference. A Dict's `norm_obs_keys` are normalized (SB3's
+    `clip_obs`, `clip_reward` and `epsilon` become the model's `Config.clip_obs`, `clip_reward` and `norm_epsilon`
+    when a model takes this env (set them before; once a model uses the env they read the model's and cannot change:
+    they are constants of its compiled program). Rewards are scaled with PPO's `gamma`: another value is a one-line
+    ValueError rather than a silent difference. A Dict's `norm_obs_keys` are normalized (SB3's
     default, None, is every key; kppo's is every key but the images: SB3 would turn a normalized image into a float
     Box that its CombinedExtractor flattens instead of convolving).
     """
@@ -80,13 +107,6 @@ class VecNormalize(VecEnvWrapper):
                 f"venv: expected a VecEnv (e.g. kppo.make_vec_env(...)) or a gymnasium VectorEnv, got "
                 f"{type(venv).__name__}"
             )
-        for name, value, fixed in (
-            ("clip_obs", clip_obs, CLIP),
-            ("clip_reward", clip_reward, CLIP),
-            ("epsilon", epsilon, EPSILON),
-        ):
-            if float(value) != fixed:
-                raise ValueError(f"{name}: kppo normalizes with {fixed:g}, got {value!r}")
         if norm_obs_keys is not None and not isinstance(venv.observation_space, gym.spaces.Dict):
             raise ValueError(
                 f"norm_obs_keys: expected None for a {type(venv.observation_space).__name__} observation space (keys "
@@ -94,13 +114,39 @@ class VecNormalize(VecEnvWrapper):
             )
         super().__init__(venv)
         self.training, self.norm_obs, self.norm_reward = bool(training), bool(norm_obs), bool(norm_reward)
-        self.clip_obs, self.clip_reward, self.gamma, self.epsilon = float(clip_obs), float(clip_reward), gamma, epsilon
+        self.gamma = gamma
+        self._constants = normalization.Constants(
+            _positive("clip_obs", clip_obs), _positive("clip_reward", clip_reward), _positive("epsilon", epsilon)
+        )
         #: A Dict's normalized keys (None: every key but the images, `kppo.gym_envs.spaces.normalized_columns`).
         self.norm_obs_keys = None if norm_obs_keys is None else tuple(norm_obs_keys)
         self.loaded: tuple[Any, Any] | None = None  # (obs moments, return moments) read by `load`
         self.model: Any = None  # the kppo.PPO using this env (set by PPO)
         self.old_obs: Any = None  # the last raw observations and rewards stepped through SB3's API (SB3's names)
         self.old_reward: np.ndarray | None = None
+
+    def _constant(self, name: str) -> float:
+        if self.model is not None and self.model.config is not None:
+            return float(getattr(normalization.Constants.of(self.model.config), name))
+        return float(getattr(self._constants, name))
+
+    def _set_constant(self, name: str, value: Any) -> None:
+        value = _positive(name, value)
+        if self.model is not None and self.model.config is not None and value != self._constant(name):
+            raise ValueError(
+                f"{name}: the model using this env was built with {self._constant(name):g}, got {value!r} (set it "
+                f"before the model takes the env: VecNormalize(..., {name}=...) or env.{name} = ... then set_env)"
+            )
+        self._constants = self._constants._replace(**{name: value})
+
+    clip_obs = _constant_property("clip_obs")
+    clip_reward = _constant_property("clip_reward")
+    epsilon = _constant_property("epsilon")
+
+    def config_fields(self) -> dict[str, Any]:
+        """The Config fields this wrapper sets on a model that takes it: SB3's settings under kppo's names."""
+        settings = dict(norm_obs=self.norm_obs, norm_reward=self.norm_reward, **self._constants._asdict())
+        return {**settings_fields(settings), "normalize_obs_keys": self.norm_obs_keys}
 
     def _moments(self) -> tuple[Any, Any]:
         if self.model is not None and self.model.agent is not None:
@@ -182,6 +228,9 @@ class VecNormalize(VecEnvWrapper):
             "norm_obs": self.norm_obs,
             "norm_reward": self.norm_reward,
             "gamma": self.gamma,
+            "clip_obs": self.clip_obs,
+            "clip_reward": self.clip_reward,
+            "epsilon": self.epsilon,
             "norm_obs_keys": None if self.norm_obs_keys is None else list(self.norm_obs_keys),
         }
         Path(path).write_text(json.dumps({"format": FORMAT, **settings, **stats}, indent=2))
@@ -227,7 +276,8 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
         norm_obs=data["norm_obs"],
         norm_reward=data["norm_reward"],
         gamma=data["gamma"],
-        norm_obs_keys=data.get("norm_obs_keys"),  # absent in files of earlier versions
+        norm_obs_keys=data.get("norm_obs_keys"),  # absent in files of earlier versions, as the constants
+        **{k: data[k] for k in ("clip_obs", "clip_reward", "epsilon") if k in data},
     )
     from_json: tuple[Any, ...] = tuple(
         None

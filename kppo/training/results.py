@@ -52,13 +52,7 @@ class PPOResult:
     def policy(self) -> Policy:
         """The trained policy with the final statistics; SB3's `predict` makes it usable by `evaluate_policy`."""
         return make_policy(
-            self.agent,
-            self.runner_state.rollout.obs_stats,
-            self.config.normalize_obs,
-            self.observation_space,
-            self.action_space,
-            self.config.action_masks,
-            self.config.normalize_obs_keys,
+            self.agent, self.runner_state.rollout.obs_stats, self.config, self.observation_space, self.action_space
         )
 
     @property
@@ -117,13 +111,7 @@ class TrainingModel:
         if self._policy is None or self._policy_state is not self.runner_state:
             stats = self.runner.view(self.runner_state).rollout.obs_stats
             policy = make_policy(
-                self.runner.agent,
-                stats,
-                self.config.normalize_obs,
-                self.runner.observation_space,
-                self.runner.action_space,
-                self.config.action_masks,
-                self.config.normalize_obs_keys,
+                self.runner.agent, stats, self.config, self.runner.observation_space, self.runner.action_space
             )
             if self._policy is not None:  # the rebuilt policy keeps counting its predict calls
                 policy.keys = self._policy.keys

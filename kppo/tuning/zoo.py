@@ -183,8 +183,15 @@ def _policy_fields(text: Any, where: str) -> dict[str, Any]:
     return policy_config(kwargs)
 
 
-#: VecNormalize's arguments kppo's normalization takes (its clipping and epsilon are fixed): name -> Config field.
-_NORMALIZE_KEYS = {"norm_obs": "norm_obs", "norm_reward": "norm_reward", "norm_obs_keys": "normalize_obs_keys"}
+#: VecNormalize's arguments kppo's normalization takes: name -> setting (SB3's spelling or a Config field).
+_NORMALIZE_KEYS = {
+    "norm_obs": "norm_obs",
+    "norm_reward": "norm_reward",
+    "norm_obs_keys": "normalize_obs_keys",
+    "clip_obs": "clip_obs",
+    "clip_reward": "clip_reward",
+    "epsilon": "norm_epsilon",
+}
 
 
 def _normalize(normalize: Any, where: str) -> dict[str, Any]:

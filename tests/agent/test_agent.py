@@ -39,7 +39,7 @@ def test_a_saved_agent_loads_with_its_statistics_and_acts_the_same(tmp_path):
     assert saved.config == config and saved.observation_space == OBS and saved.action_space == ACT
     np.testing.assert_allclose(saved.obs_stats.mean.numpy(), stats.mean.numpy())
     obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
-    want = make_policy(agent, stats, True, OBS, ACT).get_action(obs)
+    want = make_policy(agent, stats, config, OBS, ACT).get_action(obs)
     np.testing.assert_array_equal(saved.policy.get_action(obs), want)
 
 

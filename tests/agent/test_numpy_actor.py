@@ -58,7 +58,9 @@ def test_deterministic_actions_equal_the_policy_with_normalization(head):
     agent = _agent(space, **changes)
     obs = np.random.default_rng(2).normal(3, 2, (16, 5)).astype(np.float32)
     stats = normalization.update_moments_np(normalization.to_numpy(normalization.initial_stats([5])), obs[:8])
-    policy = make_policy(agent, stats, True, gym.spaces.Box(-np.inf, np.inf, (5,), np.float32), space)
+    policy = make_policy(
+        agent, stats, kppo.Config(normalize_obs=True), gym.spaces.Box(-np.inf, np.inf, (5,), np.float32), space
+    )
     want = policy.predict(obs, deterministic=True)[0]
     got, _ = make_numpy_actor(agent.actor, agent.dist, True).deterministic_env_action(stats, obs)
     np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)

@@ -7,6 +7,7 @@ import pytest
 
 import kppo
 from kppo.core import normalization
+from kppo._tf import tf
 from kppo.agent.agent import make_agent, make_policy
 
 OBS = gym.spaces.Box(-1, 1, (4,), np.float32)
@@ -32,12 +33,13 @@ def _perturbed(agent):
 
 
 def _policy(space=DISCRETE, normalize=False, masks=False, **changes):
-    agent = _perturbed(make_agent(kppo.Config(num_hidden_units=8, **changes), 4, space))
+    config = kppo.Config(num_hidden_units=8, normalize_obs=normalize, action_masks=masks, **changes)
+    agent = _perturbed(make_agent(config, 4, space))
     stats = normalization.initial_stats([4])
     if normalize:
         obs = np.random.default_rng(3).normal(2, 3, (16, 4)).astype(np.float32)
         stats = normalization.update_moments_np(normalization.to_numpy(stats), obs)
-    return make_policy(agent, stats, normalize, OBS, space, action_masks=masks)
+    return make_policy(agent, stats, config, OBS, space)
 
 
 def _obs(n=64, seed=0):
@@ -89,6 +91,20 @@ def test_deterministic_numpy_actions_are_the_tensorflow_actions(head, monkeypatc
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * float(np.max(space.high - space.low)))
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_policy_normalizes_with_its_configs_clip_and_epsilon_in_both_paths(monkeypatch):
+    policy = _policy(BOX, normalize=True, clip_obs=0.3, norm_epsilon=0.5)
+    assert policy.obs_scaling.clip == pytest.approx(0.3) and policy.obs_scaling.epsilon == pytest.approx(0.5)
+    obs = _obs(seed=4) * 10
+    scaled = policy.normalize(tf.constant(obs)).numpy()
+    mean, var = policy.obs_scaling.mean, policy.obs_scaling.var
+    np.testing.assert_allclose(scaled, np.clip((obs - mean) / np.sqrt(var + 0.5), -0.3, 0.3), rtol=1e-5, atol=1e-6)
+    want = _tf_actions(policy, obs)
+    _no_tensorflow(policy, monkeypatch)
+    np.testing.assert_allclose(_numpy_actions(policy, obs), want, rtol=0, atol=1e-5)
+    other = _policy(BOX, normalize=True)
+    assert not np.allclose(_tf_actions(other, obs), want, atol=1e-3)  # the constants change the actions
 
 
 def test_deterministic_predict_is_get_action_and_has_no_state():

@@ -522,8 +522,9 @@ def test_tags_are_refused_without_being_constructed(folder):
         ("policy_kwargs", "dict(ortho_init='no')", "policy_kwargs.ortho_init: expected true or false, got 'no'"),
         ("policy_kwargs", "dict(log_std_init='a')", "policy_kwargs.log_std_init: expected a number, got 'a'"),
         ("normalize", "{'norm_obs': 'no'}", "normalize_obs: expected true or false, got 'no'"),
-        # VecNormalize arguments kppo does not take (clip_obs) were dropped silently
-        ("normalize", "{'clip_obs': 5.0}", "normalize: expected VecNormalize arguments among"),
+        # VecNormalize arguments kppo does not take (gamma: PPO's) were dropped silently
+        ("normalize", "{'gamma': 0.9}", "normalize: expected VecNormalize arguments among"),
+        ("normalize", "{'clip_obs': -1}", "clip_obs: expected a positive number, got -1"),
         # a features extractor a search does not build was dropped silently
         ("policy_kwargs", "dict(features_extractor_class=1)", "policy_kwargs.features_extractor_class: expected none"),
     ],

@@ -45,7 +45,22 @@ def test_normalize_centres_scales_and_clips():
     np.testing.assert_allclose(out, [[1.0, 0.0], [0.0, 10.0]], atol=1e-5)
 
 
-def test_reward_scaling_matches_sb3_loop():
+def test_normalize_takes_vecnormalizes_clip_and_epsilon():
+    stats = normalization.Moments(tf.constant([1.0, -2.0]), tf.constant([3.0, 0.0]), tf.constant(10.0))
+    x = np.array([[3.0, -2.0], [1.0, 5.0], [-1.0, -2.5]], np.float32)
+    # epsilon 1: (3 - 1) / sqrt(3 + 1) = 1 -> clipped to 0.5; (5 + 2) / sqrt(0 + 1) = 7 -> 0.5;
+    # (-1 - 1) / 2 = -1 -> -0.5; (-2.5 + 2) / 1 = -0.5 stays
+    want = [[0.5, 0.0], [0.0, 0.5], [-0.5, -0.5]]
+    np.testing.assert_allclose(normalization.normalize(stats, x, 0.5, epsilon=1.0).numpy(), want, atol=1e-6)
+    host = normalization.to_numpy(stats)
+    np.testing.assert_allclose(normalization.normalize_np(host, x, 0.5, epsilon=1.0), want, atol=1e-6)
+    np.testing.assert_allclose(normalization.normalize(stats, x, 0.9, epsilon=3.0).numpy()[0, 0], 2 / np.sqrt(6), 1e-6)
+
+
+@pytest.mark.parametrize(
+    "constants", [normalization.DEFAULTS, normalization.Constants(clip_reward=0.4, epsilon=0.05)], ids=["sb3", "set"]
+)
+def test_reward_scaling_matches_sb3_loop(constants):
     rng = np.random.default_rng(2)
     rewards = rng.normal(size=(50, 4)).astype(np.float32)
     dones = rng.random((50, 4)) < 0.1
@@ -63,14 +78,15 @@ def test_reward_scaling_matches_sb3_loop():
             (var * count + b_var * b_count + delta**2 * count * b_count / total) / total,
         )
         count = total
-        want.append(np.clip(r / np.sqrt(var + 1e-8), -10, 10))
+        want.append(np.clip(r / np.sqrt(var + constants.epsilon), -constants.clip_reward, constants.clip_reward))
         running[d] = 0.0
     stats, disc = normalization.initial_stats(()), tf.zeros([4])
     got = []
     for r, d in zip(rewards, dones):
-        scaled, disc, stats = normalization.scale_reward(stats, disc, tf.constant(r), tf.constant(d), gamma)
+        scaled, disc, stats = normalization.scale_reward(stats, disc, tf.constant(r), tf.constant(d), gamma, constants)
         got.append(scaled.numpy())
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-4, atol=1e-5)
+    assert (np.abs(np.array(want)) == constants.clip_reward).any() == (constants.clip_reward < 1)  # the clip binds
 
 
 def test_merge_replicas_counts_the_shared_start_once():

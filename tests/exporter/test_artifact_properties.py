@@ -69,7 +69,7 @@ def untrained(env_id: str):
     agent = build_agent(config, env.observation_space, env.action_space)
     dim = int(np.prod(env.observation_space.shape))
     stats = Moments(np.zeros(dim, np.float32), np.ones(dim, np.float32), np.float32(1.0))
-    policy = make_policy(agent, stats, False, env.observation_space, env.action_space)
+    policy = make_policy(agent, stats, config, env.observation_space, env.action_space)
     return types.SimpleNamespace(policy=policy, agent=agent, config=config)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sb3"
-ENV_IDS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1"}
+ENV_IDS = {"pendulum": "Pendulum-v1", "cartpole": "CartPole-v1", "pendulum_clipped": "Pendulum-v1"}
 #: The models SB3 2.9.2 / sb3-contrib 2.9.2 saved (`saved/`, made by `record_sb3_zips.py`): case -> kppo class name.
 SAVED = FIXTURES / "saved"
 SAVED_CASES = {

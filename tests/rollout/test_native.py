@@ -38,6 +38,16 @@ def test_normalized_observations_are_counted_once_per_step():
     assert float(state.obs_stats.count) == np.float32(1e-4 + 3 + 3 * 40)  # reset obs + one per env step
 
 
+def test_the_configs_clips_bound_normalized_observations_and_scaled_rewards():
+    config, env, agent, state = _setup(normalize_obs=True, normalize_reward=True, clip_obs=0.5, clip_reward=0.2)
+    _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))
+    obs, reward = np.abs(rollout.trajectory.obs.numpy()), np.abs(rollout.trajectory.reward.numpy())
+    assert obs.max() == np.float32(0.5) and reward.max() == np.float32(0.2)  # both clips bind
+    assert (obs < 0.5).any() and (reward < 0.2).any()  # and pass what lies inside them
+    unclipped = collect_rollout(env, agent, rollout_settings(config.replace(clip_obs=10.0)), state, tf.constant([2, 3]))
+    assert np.abs(unclipped[1].trajectory.obs.numpy()).max() > 0.5
+
+
 def test_evaluation_plays_each_envs_first_episode_deterministically():
     _, env, agent, state = _setup()
     result, trajectory = evaluation_episodes(env, agent, state.obs_stats, tf.constant([4, 5]), 5, False)

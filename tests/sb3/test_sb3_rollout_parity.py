@@ -2,7 +2,8 @@
 `record_sb3_rollout.py` with SB3 2.9.2): from SB3's initial weights and the same env transitions, kppo's normalized
 observations, scaled rewards, values, advantages, returns and observation statistics equal what SB3's VecNormalize +
 `collect_rollouts` + `compute_returns_and_advantage` computed, to float32 rounding (SB3 keeps its moments in float64,
-kppo in float32)."""
+kppo in float32); `pendulum_clipped` with VecNormalize's clip_obs=1, clip_reward=0.5 and epsilon=0.01, where both clips
+bind."""
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +37,7 @@ class Replay(gym.Env):
         return obs, float(d["reward"][t, i]), bool(d["terminated"][t, i]), bool(d["truncated"][t, i]), {}
 
 
-@pytest.mark.parametrize("task", ["pendulum", "cartpole"])
+@pytest.mark.parametrize("task", ["pendulum", "cartpole", "pendulum_clipped"])
 def test_the_host_rollout_computes_what_sb3_computes(task):
     data = load(task)
     rollouts, num_steps, num_envs = data["sb3_values"].shape
@@ -48,6 +49,9 @@ def test_the_host_rollout_computes_what_sb3_computes(task):
         gae_lambda=float(data["gae_lambda"]),
         normalize_obs=True,
         normalize_reward=True,
+        clip_obs=float(data["clip_obs"]),
+        clip_reward=float(data["clip_reward"]),
+        norm_epsilon=float(data["epsilon"]),
     )
     spaces = gym.make(ENV_IDS[task])
     vector = gym.vector.SyncVectorEnv(

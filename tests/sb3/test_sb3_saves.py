@@ -67,29 +67,34 @@ def test_recurrent_actions_and_values_equal_sb3s_with_the_state_carried():
     _close(values, data["values"])
 
 
-def test_vec_normalize_pkl_goes_into_the_model_raw_observations_in():
-    data = _data("pendulum_vecnorm")
+@pytest.mark.parametrize("case", ["pendulum_vecnorm", "pendulum_vecnorm_clipped"])
+def test_vec_normalize_pkl_goes_into_the_model_raw_observations_in(case):
+    """Also with SB3's clip_obs / clip_reward / epsilon set (0.8, 2, 0.01 in the clipped case: the clip binds)."""
+    data = _data(case)
     venv = kppo.make_vec_env("Pendulum-v1", n_envs=1)
-    wrapper = kppo.VecNormalize.load(SAVED / "pendulum_vecnorm.pkl", venv)
+    wrapper = kppo.VecNormalize.load(SAVED / f"{case}.pkl", venv)
+    for name in ("clip_obs", "clip_reward", "epsilon"):  # the default case's file records no clip_reward (10)
+        assert getattr(wrapper, name) == pytest.approx(float(data.get(name, 10.0)))
     np.testing.assert_allclose(wrapper.obs_rms.mean, data["obs_rms_mean"], rtol=1e-6)
     np.testing.assert_allclose(wrapper.obs_rms.var, data["obs_rms_var"], rtol=1e-6)
     assert wrapper.obs_rms.count == pytest.approx(float(data["obs_rms_count"]))
-    model = kppo.PPO.load(SAVED / "pendulum_vecnorm.zip", env=wrapper)
+    model = kppo.PPO.load(SAVED / f"{case}.zip", env=wrapper)
     _close(model.predict(data["obs"], deterministic=True)[0], data["actions"])
+    assert model.config.clip_obs == wrapper.clip_obs and model.config.norm_epsilon == wrapper.epsilon
     model.env.close()
-    frozen = kppo.PPO.load(SAVED / "pendulum_vecnorm.zip")
-    frozen.use_vec_normalize(SAVED / "pendulum_vecnorm.pkl")
+    frozen = kppo.PPO.load(SAVED / f"{case}.zip")
+    frozen.use_vec_normalize(SAVED / f"{case}.pkl")
     _close(frozen.predict(data["obs"], deterministic=True)[0], data["actions"])
 
 
-@pytest.mark.parametrize("case", ["pendulum_vecnorm", "cartpole"])
+@pytest.mark.parametrize("case", ["pendulum_vecnorm", "pendulum_vecnorm_clipped", "cartpole"])
 def test_the_exported_artifact_equals_sb3_from_raw_observations(case, tmp_path):
     """float32: SB3's actions to float32 rounding (VecNormalize baked in); int8: >= 99% of discrete actions, Box
     within 1% of the action range (measured: 1.3e-4 of 4)."""
     data = _data(case)
     model = kppo.PPO.load(SAVED / f"{case}.zip")
-    if case == "pendulum_vecnorm":
-        model.use_vec_normalize(SAVED / "pendulum_vecnorm.pkl")
+    if case.startswith("pendulum_vecnorm"):
+        model.use_vec_normalize(SAVED / f"{case}.pkl")
     raw = data["obs"].astype(np.float32)
     for quantize in (None, "int8"):
         exported = kppo.export(

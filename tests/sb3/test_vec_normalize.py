@@ -40,6 +40,30 @@ def test_norm_flags_carry_over_and_off_means_off():
     assert not plain.config.normalize_obs and not plain.config.normalize_reward
 
 
+def test_clip_obs_clip_reward_and_epsilon_are_the_models_and_travel_with_its_files(tmp_path):
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), clip_obs=0.5, clip_reward=2)
+    env.epsilon = 1e-3  # settable before a model takes the env, as SB3's attribute
+    model = PPO("MlpPolicy", env, **FAST)
+    assert (model.config.clip_obs, model.config.clip_reward, model.config.norm_epsilon) == (0.5, 2.0, 1e-3)
+    model.learn(64)
+    assert model.rollout_buffer.observations.max() == pytest.approx(0.5)  # the rollout's inputs are clipped
+    assert np.abs(model.rollout_buffer.rewards).max() <= 2.0 + 1e-6
+    obs = env.reset()
+    np.testing.assert_allclose(
+        env.normalize_obs(obs), np.clip((obs - env.obs_rms.mean) / np.sqrt(env.obs_rms.var + 1e-3), -0.5, 0.5)
+    )
+    env.clip_obs = 0.5  # the same value: nothing changes
+    with pytest.raises(ValueError, match=r"^clip_obs: the model using this env was built with 0.5, got 3.0 \(set it"):
+        env.clip_obs = 3.0
+    model.save(tmp_path / "model")
+    env.save(tmp_path / "vecnormalize.json")
+    assert PPO.load(tmp_path / "model").config.clip_obs == 0.5
+    loaded = VecNormalize.load(tmp_path / "vecnormalize.json", make_vec_env("Pendulum-v1", n_envs=2, seed=3))
+    assert (loaded.clip_obs, loaded.clip_reward, loaded.epsilon) == (0.5, 2.0, 1e-3)
+    exported = kppo.export(PPO.load(tmp_path / "model", env=loaded), tmp_path / "policy.tflite")
+    assert exported.metadata["normalization"]["clip"] == 0.5 and exported.metadata["normalization"]["epsilon"] == 1e-3
+
+
 def test_save_and_load_round_trip_the_statistics_into_a_loaded_model(tmp_path):
     model, env = _model()
     model.learn(128)
@@ -69,9 +93,10 @@ def test_exports_bake_the_statistics_in(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(clip_obs=5.0), "clip_obs: kppo normalizes with 10, got 5.0"),
-        (dict(clip_reward=1.0), "clip_reward: kppo normalizes with 10, got 1.0"),
-        (dict(epsilon=1e-4), "epsilon: kppo normalizes with 1e-08, got 0.0001"),
+        (dict(clip_obs=-5.0), "^clip_obs: expected a positive finite number, got -5.0$"),
+        (dict(clip_reward="1"), "^clip_reward: expected a positive finite number, got '1'$"),
+        (dict(epsilon=float("nan")), "^epsilon: expected a positive finite number, got nan$"),
+        (dict(clip_obs=True), "^clip_obs: expected a positive finite number, got True$"),
         (dict(norm_obs_keys=["a"]), r"^norm_obs_keys: expected None for a Box observation space \(keys are a Dict's\)"),
     ],
 )

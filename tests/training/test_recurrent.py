@@ -250,9 +250,7 @@ def test_a_run_checkpointed_with_one_bias_lstm_cells_is_read_and_resumes(tmp_pat
     shutil.copytree(legacy / "one_bias_recurrent_run", run)
     saved = load_run_checkpoint(run)
     assert saved.metadata["iteration"] == int(recorded["iteration"])
-    policy = make_policy(
-        saved.agent, saved.obs_stats, saved.config.normalize_obs, saved.observation_space, saved.action_space
-    )
+    policy = make_policy(saved.agent, saved.obs_stats, saved.config, saved.observation_space, saved.action_space)
     state = None
     for step, obs in enumerate(recorded["obs"]):
         action, state = policy.predict(obs, state=state, deterministic=True)

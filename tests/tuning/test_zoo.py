@@ -90,6 +90,9 @@ def test_policy_kwargs_and_normalize_strings_are_read_as_syntax_never_run(tmp_pa
         4,
     )
     assert config.normalize_obs and not config.normalize_reward
+    path.write_text(ZOO.replace("'norm_reward': False", "'norm_reward': False, 'clip_obs': 5.0, 'epsilon': 1e-6"))
+    _, clipped = read_zoo(path, "Pendulum-v1")
+    assert (clipped.clip_obs, clipped.clip_reward, clipped.norm_epsilon) == (5.0, 10.0, 1e-6)
     marker = tmp_path / "ran"
     evil = tmp_path / "evil.yml"
     evil.write_text(f"CartPole-v1:\n  policy_kwargs: \"__import__('os').system('touch {marker}')\"\n")

@@ -194,7 +194,12 @@ class HostRunner(Runner):
             )
             self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None
         actor = make_numpy_actor(
-            self.agent.actor, self.agent.dist, config.normalize_obs, self.agent.lstm, self.settings.norm_columns
+            self.agent.actor,
+            self.agent.dist,
+            config.normalize_obs,
+            self.agent.lstm,
+            self.settings.norm_columns,
+            self.settings.norm,
         )
         result, trajectory = evaluation_episodes(
             self.eval_env,

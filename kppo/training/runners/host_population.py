@@ -210,7 +210,7 @@ class HostPopulationRunner(Runner):
         params = [p.numpy() for p in self.population.weights.params]
         config, dist = self.config, self.agent.dist
         actors = [
-            NumpyActor(weights, dist, config.normalize_obs, self.settings.norm_columns)
+            NumpyActor(weights, dist, config.normalize_obs, self.settings.norm_columns, self.settings.norm)
             for weights in member_snapshots(self.agent, params)
         ]
         seeds = [c.seed * 1000 + round_index + i for c in configs for i in range(per_member)]

@@ -24,6 +24,7 @@ from kppo.training.runners.settings import (
     update_batch,
     update_settings,
 )
+from kppo.core.normalization import Constants
 from kppo.core.types import RunnerState
 from kppo.update.ppo import drive, iteration_step, ppo_update, zero_diagnostics
 from kppo.update.schedules import config_schedules
@@ -96,7 +97,14 @@ def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_f
     """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
     run_eval = maybe_compile(
         lambda stats, key: evaluation_episodes(
-            env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks
+            env,
+            agent,
+            stats,
+            key,
+            config.num_eval_envs,
+            config.normalize_obs,
+            config.action_masks,
+            Constants.of(config),
         ),
         bool(config.jit_eval),  # None: not for one run (measured)
     )

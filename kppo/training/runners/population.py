@@ -19,6 +19,7 @@ from kppo._tf import tf
 from kppo.agent.agent import Agent, build_agent, with_weights
 from kppo.config.options import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
+from kppo.core.normalization import Constants
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import collect_rollout, evaluation_episodes
@@ -238,6 +239,7 @@ def make_member_iterations(population: Population) -> Callable:
 def make_member_evaluation(population: Population) -> Callable:
     """Compiled `(obs_stats [M], keys [M, 2]) -> EvalResult [M, num_eval_envs]`: one deterministic round per member."""
     config, agent, env = population.configs[0], population.template.agent, population.template.eval_env
+    norm = Constants.of(config)
 
     def member(elems):
         params, stats, key = elems
@@ -246,7 +248,7 @@ def make_member_evaluation(population: Population) -> Callable:
                 agent,
                 params,
                 lambda: evaluation_episodes(
-                    env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks
+                    env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks, norm
                 )[0],
             )
 

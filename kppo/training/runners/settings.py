@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from kppo._tf import tf
 from kppo.config.options import Config
+from kppo.core import normalization
 from kppo.core.types import Batch, Rollout
 from kppo.rollout.native import RolloutSettings
 from kppo.update.ppo import UpdateSettings, flatten
@@ -21,6 +22,7 @@ def rollout_settings(config: Config) -> RolloutSettings:
         config.normalize_reward,
         config.sde_sample_freq,
         config.action_masks,
+        norm=normalization.Constants.of(config),
     )
 
 
