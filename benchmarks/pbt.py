@@ -2,7 +2,8 @@
 """Population-based training against the same members with their values fixed, where the fixed values are poor.
 
 The task: TF-native Pendulum at configs/pendulum_100k.yaml (100k steps a member) with a constant learning rate 5-20x
-the tuned 1e-3 (members start at 5e-3 ... 2e-2, log-spaced), and 16 evaluation rounds of 32 episodes. For each seed
+the tuned 1e-3 (`--start range`: members start at 5e-3 ... 2e-2, log-spaced; `--start 10x`: all at 1e-2, the issue's
+"initial learning rate 10x too high"), and 16 evaluation rounds of 32 episodes. For each seed
 of the whole procedure, two 8-member populations from the same initial values and member seeds:
   fixed  `kppo.train(env, configs)`: each member keeps its values;
   pbt    `kppo.tuning.pbt.pbt`: every round (--interval) the bottom quarter copies a top-quarter member and perturbs
@@ -10,6 +11,7 @@ of the whole procedure, two 8-member populations from the same initial values an
 The figure of merit is the final evaluation return: the best member's and the members' mean.
 
     .venv/bin/python benchmarks/pbt.py --json benchmarks/results/tune/pbt_pendulum.json
+    .venv/bin/python benchmarks/pbt.py --start 10x --seeds 5 --json benchmarks/results/tune/pbt_pendulum_10x.json
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ SPACE = {
 MEMBERS = 8
 
 
-def initial_values(members: int) -> list[dict[str, float]]:
-    """The members' starting values: learning rates 5e-3 ... 2e-2 (log-spaced), clip range 0.2."""
-    return [{"learning_rate": float(lr), "clip_range": 0.2} for lr in np.geomspace(5e-3, 2e-2, members)]
+def initial_values(members: int, start: str = "range") -> list[dict[str, float]]:
+    """The members' starting values: learning rates 5e-3 ... 2e-2 (log-spaced; `start` "range") or all 1e-2 (10x the
+    tuned rate; "10x"), clip range 0.2."""
+    rates = np.geomspace(5e-3, 2e-2, members) if start == "range" else np.full(members, 1e-2)
+    return [{"learning_rate": float(lr), "clip_range": 0.2} for lr in rates]
 
 
-def one_procedure(seed: int, interval: int, total_timesteps: int | None = None) -> dict:
+def one_procedure(seed: int, interval: int, total_timesteps: int | None = None, start: str = "range") -> dict:
     import kppo
     from kppo.tuning.pbt import pbt
     from kppo.tuning.space import parse_space
@@ -46,13 +50,14 @@ def one_procedure(seed: int, interval: int, total_timesteps: int | None = None) 
         base = base.replace(total_timesteps=total_timesteps)
     space = parse_space(SPACE, base)
     start = time.perf_counter()
-    configs = [space.apply(base, p).replace(seed=base.seed + i) for i, p in enumerate(initial_values(MEMBERS))]
+    initial = initial_values(MEMBERS, start)
+    configs = [space.apply(base, p).replace(seed=base.seed + i) for i, p in enumerate(initial)]
     fixed = np.asarray(kppo.train(None, configs).metrics["eval/mean_returns"][-1], np.float64)
     fixed_s = time.perf_counter() - start
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
         result = pbt(None, base, space, members=MEMBERS, interval=interval, seed=seed,
-                     initial=initial_values(MEMBERS), out=out)  # fmt: skip
+                     initial=initial, out=out)  # fmt: skip
     pbt_s = time.perf_counter() - start
     final = result.returns[-1]
     return {
@@ -76,18 +81,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="seeds of the whole procedure")
     parser.add_argument("--interval", type=int, default=1, help="evaluation rounds between two exploit steps")
     parser.add_argument("--total-timesteps", type=int, help="a member's budget (default: the config's, 100k)")
+    parser.add_argument("--start", choices=("range", "10x"), default="range", help="the members' initial rates")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     record = run_record(
         config=str(CONFIG.name),
         space=SPACE,
-        initial=initial_values(MEMBERS),
+        initial=initial_values(MEMBERS, args.start),
         interval=args.interval,
         versions=package_versions("kppo", "tensorflow"),
         procedures=[],
     )
     for seed in range(args.seeds):
-        row = one_procedure(seed, args.interval, args.total_timesteps)
+        row = one_procedure(seed, args.interval, args.total_timesteps, args.start)
         record["procedures"].append(row)
         print(
             f"seed {seed}: best member fixed {row['fixed_best']:8.1f}, pbt {row['pbt_best']:8.1f}; "
