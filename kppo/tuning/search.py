@@ -18,7 +18,16 @@ from kppo.config.options import Config
 from kppo.training.runners.population import check_members
 from kppo.tuning import report
 from kppo.tuning.space import SearchSpace, default_space, load_space, parse_space
-from kppo.tuning.storage import RETRY_OF, Liveness, cut_trials, fail_stale_trials, open_storage, open_study, study_name
+from kppo.tuning.storage import (
+    RETRY_OF,
+    Liveness,
+    cut_trials,
+    fail_stale_trials,
+    open_storage,
+    open_study,
+    study_identity,
+    study_name,
+)
 from kppo.tuning.trials import Pending, group_by_shape, run_group
 
 __all__ = ["TuneResult", "make_pruner", "make_sampler", "tune"]
@@ -193,7 +202,7 @@ def tune(
     made_pruner = make_pruner(pruner, startup_trials, base.eval_rounds // 3)  # RL-Zoo: both startups equal
     backend, label = open_storage(storage, out)
     name = study or study_name(base, search, env_name)
-    identity = {"env": env_name, "config": base.to_dict(), "space": search.to_dict()}
+    identity = study_identity(base, search, env_name)
     the_study = open_study(backend, label, name, identity, made_sampler, made_pruner, resume)
     out.mkdir(parents=True, exist_ok=True)
     console = report.Console(verbose, trials)

@@ -23,7 +23,7 @@ from kppo.config.options import Config
 from kppo.core.errors import reason
 from kppo.tuning.space import SearchSpace
 
-__all__ = ["Liveness", "cut_trials", "fail_stale_trials", "open_storage", "open_study", "study_name"]
+__all__ = ["Liveness", "cut_trials", "fail_stale_trials", "open_storage", "open_study", "study_identity", "study_name"]
 
 HEARTBEAT_S = 10.0  # how often a process marks its running trials alive
 STALE_S = 120.0  # a running trial with no heartbeat for this long belongs to a dead process
@@ -71,14 +71,22 @@ def open_storage(url: str | None, out: Path) -> tuple[Any, str]:
         raise ValueError(f"--storage: could not open {name!r} ({type(err).__name__}: {reason(err)})") from None
 
 
-def _identity(base: Config, space: SearchSpace, env: str) -> dict[str, Any]:
-    """What a study is of: the env, the base config and the space (its user attributes)."""
-    return {"env": env, "config": base.to_dict(), "space": space.to_dict()}
+#: Config fields added after the first studies were saved: left out of a study's identity at their defaults, so a
+#: study made before them keeps its default name and the same search still joins it.
+LATER_FIELDS = ("clip_obs", "clip_reward", "norm_epsilon")
+
+
+def study_identity(base: Config, space: SearchSpace, env: str) -> dict[str, Any]:
+    """What a study is of: the env, the base config (`LATER_FIELDS` at their defaults left out) and the space (its
+    user attributes)."""
+    fields = Config.__dataclass_fields__
+    config = {k: v for k, v in base.to_dict().items() if not (k in LATER_FIELDS and v == fields[k].default)}
+    return {"env": env, "config": config, "space": space.to_dict()}
 
 
 def study_name(base: Config, space: SearchSpace, env: str) -> str:
     """The default study name: the env and a digest of config and space (processes with the same ones meet)."""
-    text = json.dumps(_identity(base, space, env), sort_keys=True, default=str)
+    text = json.dumps(study_identity(base, space, env), sort_keys=True, default=str)
     return f"{env}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
 
 

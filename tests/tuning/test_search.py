@@ -94,3 +94,22 @@ def test_samplers_and_pruners_by_short_or_class_name():
     median = make_pruner("median", 5, 3)
     assert isinstance(median, optuna.pruners.MedianPruner) and median._n_warmup_steps == 3
     assert isinstance(make_pruner("none", 5, 3), optuna.pruners.NopPruner)
+
+
+def test_fields_added_later_leave_a_studys_identity_and_name_as_before_at_their_defaults():
+    """A study saved before Config had clip_obs / clip_reward / norm_epsilon: the same search finds and joins it."""
+    import hashlib
+    import json
+
+    from kppo.tuning.space import parse_space
+    from kppo.tuning.storage import LATER_FIELDS, study_identity, study_name
+
+    base = Config(verbose=0)
+    space = parse_space({"learning_rate": {"type": "float", "low": 1e-4, "high": 1e-3}}, base)
+    before = {k: v for k, v in base.to_dict().items() if k not in LATER_FIELDS}  # what an earlier kppo saved
+    assert study_identity(base, space, "cartpole")["config"] == before
+    old = json.dumps({"env": "cartpole", "config": before, "space": space.to_dict()}, sort_keys=True, default=str)
+    assert study_name(base, space, "cartpole") == f"cartpole-{hashlib.sha256(old.encode()).hexdigest()[:10]}"
+    clipped = base.replace(clip_obs=5.0)
+    assert study_identity(clipped, space, "cartpole")["config"]["clip_obs"] == 5.0
+    assert study_name(clipped, space, "cartpole") != study_name(base, space, "cartpole")
