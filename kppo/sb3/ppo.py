@@ -81,6 +81,7 @@ from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.from_sb3 import model_from_sb3
 from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
+from kppo.sb3.vec_normalize import CONFIG_FIELDS as NORMALIZATION_FIELDS
 from kppo.sb3.vec_normalize import VecNormalize, read_statistics, settings_fields
 from kppo.gym_envs.spaces import flat_dim
 
@@ -358,15 +359,7 @@ class PPO(BaseAlgorithm, LightningSurface):
                 )
             return env.config_fields()
         if self.agent is not None and self.config is not None:
-            names = (
-                "normalize_obs",
-                "normalize_reward",
-                "normalize_obs_keys",
-                "clip_obs",
-                "clip_reward",
-                "norm_epsilon",
-            )
-            return {name: getattr(self.config, name) for name in names}
+            return {name: getattr(self.config, name) for name in NORMALIZATION_FIELDS}
         return dict(normalize_obs=False, normalize_reward=False)
 
     def _device_scope(self):

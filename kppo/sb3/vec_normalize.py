@@ -46,6 +46,10 @@ def _positive(name: str, value: Any) -> float:
     return float(number)
 
 
+#: The Config fields a VecNormalize sets on the model that takes it (`VecNormalize.config_fields`).
+CONFIG_FIELDS = ("normalize_obs", "normalize_reward", "normalize_obs_keys", "clip_obs", "clip_reward", "norm_epsilon")
+
+
 def settings_fields(settings: dict[str, Any]) -> dict[str, Any]:
     """The Config fields of VecNormalize's settings (SB3's names; absent ones at SB3's defaults), constants checked."""
     return dict(
