@@ -47,15 +47,16 @@ class Agent(NamedTuple):
         return actor + [v for v in self.critic.trainable_variables if id(v) not in seen] + cells
 
 
-# A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's; () for an MLP agent. Every rollout,
-# update and policy goes through these three functions, so an MLP agent computes exactly what it did before.
+# A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's, each [B, layers * units]; () for an MLP
+# agent. Every rollout, update and policy goes through these three functions, so an MLP agent computes exactly what it
+# did before.
 
 
 def initial_memory(agent: Agent, num_envs: int) -> tuple:
     """Zero memory for `num_envs` envs (what an episode starts from); () for an MLP agent."""
     if agent.lstm is None:
         return ()
-    return tuple(tf.zeros([num_envs, agent.lstm.units]) for _ in range(2 * len(agent.lstm.cells)))
+    return tuple(tf.zeros([num_envs, agent.lstm.state_size]) for _ in range(2 * len(agent.lstm.cells)))
 
 
 def actor_critic(agent: Agent, obs: tf.Tensor, features: tf.Tensor | None = None) -> tuple:
@@ -293,7 +294,7 @@ def read_any_cells(read: Callable[[Agent], Any], agent: Agent, config: Config, a
     try:
         return read(agent)
     except ValueError as err:
-        if agent.lstm is None:
+        if agent.lstm is None or agent.lstm.num_layers > 1:  # one-bias cells were one layer deep
             raise
         twin = make_agent(config, int(agent.lstm.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
         try:

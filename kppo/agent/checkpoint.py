@@ -203,13 +203,13 @@ def _read_json(file: Path, source: str) -> dict[str, Any]:
 def least_weights(config: Config, observation_dim: int) -> int:
     """A lower bound on the numbers a checkpoint of `config`'s agent holds: the observation statistics' mean, the
     hidden layers' biases and the kernels between them in both towers, a recurrent agent's LSTM recurrent kernel
-    (4 h x h). Each is a float32 in the checkpoint's data files."""
+    (4 h x h a layer). Each is a float32 in the checkpoint's data files."""
     total = observation_dim
     for given in (config.actor_hidden_units, config.critic_hidden_units):
         widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers
         total += sum(widths) + sum(a * b for a, b in itertools.pairwise(widths))
     if config.recurrent:
-        total += 4 * config.lstm_hidden_size**2
+        total += 4 * config.n_lstm_layers * config.lstm_hidden_size**2
     return total
 
 

@@ -64,7 +64,8 @@ class ActorWeights(NamedTuple):
     log_std: np.ndarray | None = None  # state-independent Gaussian log-std [A]
     log_std_head: tuple[np.ndarray, np.ndarray] | None = None  # state-dependent Gaussian log-std head
     sde_log_std: np.ndarray | None = None  # gSDE [L, A] or [L, 1]
-    lstm: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # a recurrent actor's LSTM: kernel, recurrent, bias
+    lstm: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...] | None = None  # a recurrent actor's LSTM layers
+    # (each: kernel, recurrent kernel, bias)
     extractor: Callable[[np.ndarray], np.ndarray] | None = None  # the features extractor, frozen (`frozen_extractor`)
     numpy_extractor: bool = False  # the extractor runs numpy's BLAS at small batches (`kppo.agent.numpy_conv`)
 
@@ -177,21 +178,40 @@ def frozen_extractor(layer, read: Read = _numpy) -> Callable[[np.ndarray], np.nd
     return call
 
 
-def _lstm(cell, read: Read = _numpy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A `TorchLSTMCell` as numpy (kernel, recurrent kernel, bias): its two biases summed."""
-    return (
-        np.asarray(read(cell.kernel), np.float32),
-        np.asarray(read(cell.recurrent_kernel), np.float32),
-        np.asarray(read(cell.input_bias) + read(cell.recurrent_bias), np.float32),
-    )
+def _lstm(cell, read: Read = _numpy) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """A `TorchLSTMCell` as numpy, per layer (kernel, recurrent kernel, bias): its two biases summed."""
+    layers = []
+    for layer in range(cell.num_layers):
+        kernel, recurrent, input_bias, recurrent_bias = cell.layer_weights(layer)
+        layers.append(
+            (
+                np.asarray(read(kernel), np.float32),
+                np.asarray(read(recurrent), np.float32),
+                np.asarray(read(input_bias) + read(recurrent_bias), np.float32),
+            )
+        )
+    return tuple(layers)
 
 
 def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`TorchLSTMCell` in numpy (gates i, f, g, o; sigmoid and tanh): (h', c')."""
-    kernel, recurrent, bias = lstm
-    i, f, g, o = np.split(x @ kernel + h @ recurrent + bias, 4, axis=-1)
-    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-    return _sigmoid(o) * np.tanh(c), c
+    """`TorchLSTMCell` in numpy (gates i, f, g, o; sigmoid and tanh), layer after layer: (h', c'), every layer's
+    state side by side in the last axis as the cell keeps them; the last layer's h' is what the actor reads."""
+    units = lstm[0][1].shape[-2]
+    hs, cs = [], []
+    for layer, (kernel, recurrent, bias) in enumerate(lstm):
+        columns = slice(layer * units, (layer + 1) * units)
+        i, f, g, o = np.split(x @ kernel + h[..., columns] @ recurrent + bias, 4, axis=-1)
+        cs.append(_sigmoid(f) * c[..., columns] + _sigmoid(i) * np.tanh(g))
+        hs.append(x := _sigmoid(o) * np.tanh(cs[-1]))
+    if len(lstm) == 1:
+        return hs[0], cs[0]
+    return np.concatenate(hs, axis=-1), np.concatenate(cs, axis=-1)
+
+
+def lstm_output(lstm: tuple, h: np.ndarray) -> np.ndarray:
+    """The last layer's part of a state `h` [..., layers * units] (what the actor reads after `lstm_step`)."""
+    units = lstm[0][1].shape[-2]
+    return h[..., (len(lstm) - 1) * units :]
 
 
 def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_start: np.ndarray | None):
@@ -203,7 +223,7 @@ def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_s
     if episode_start is not None:
         h, c = np.where(episode_start[..., None], 0.0, h), np.where(episode_start[..., None], 0.0, c)
     h, c = lstm_step(weights.lstm, obs, h, c)
-    return h, (h, c)
+    return lstm_output(weights.lstm, h), (h, c)
 
 
 def actor_features(weights: ActorWeights, obs: np.ndarray) -> np.ndarray:
@@ -275,7 +295,8 @@ class NumpyActor(NamedTuple):
         """A recurrent actor's zero (h, c) for `num_envs` envs; () for an MLP actor."""
         if self.weights.lstm is None:
             return ()
-        return tuple(np.zeros((num_envs, self.weights.lstm[1].shape[0]), np.float32) for _ in range(2))
+        width = sum(recurrent.shape[-2] for _, recurrent, _ in self.weights.lstm)  # layers * units
+        return tuple(np.zeros((num_envs, width), np.float32) for _ in range(2))
 
     def env_action(
         self,

@@ -145,8 +145,8 @@ class Policy:
             [n] or [N, n], True = allowed; MultiDiscrete: the dimensions' masks concatenated) and its artifacts have
             a mask input. A mask may be given to any Discrete or MultiDiscrete policy.
         lstm: a recurrent policy's LSTM cell (the actor's): `predict` carries its state as sb3-contrib's
-            RecurrentPPO does ((h, c), each [1, N, units], zeros where `episode_start`), and `get_action` (stateless)
-            refuses it.
+            RecurrentPPO does ((h, c), each [layers, N, units], zeros where `episode_start`), and `get_action`
+            (stateless) refuses it.
     """
 
     def __init__(
@@ -301,24 +301,28 @@ class Policy:
 
     def step(self, obs, state=None, episode_start=None, rng=None, action_mask=None):
         """A recurrent policy's step, in numpy: (action(s) in env units, new state (h, c), each float32
-        [1, N, units]). `state` None starts from zeros; the state restarts from zeros where `episode_start`
-        (bool [N]) is True; `rng` as `get_action`'s."""
+        [layers, N, units], as sb3-contrib's). `state` None starts from zeros; the state restarts from zeros where
+        `episode_start` (bool [N]) is True; `rng` as `get_action`'s."""
         batch, single = self._batched(obs)
-        rows, units = len(batch), self.lstm.units
+        rows, layers, units = len(batch), self.lstm.num_layers, self.lstm.units
         if state is None:
-            state = (np.zeros((1, rows, units), np.float32),) * 2
-        try:
-            h, c = (np.asarray(part, np.float32).reshape(rows, units) for part in state)
+            state = (np.zeros((layers, rows, units), np.float32),) * 2
+        try:  # sb3-contrib's [layers, N, units] -> the cell's [N, layers * units]
+            h, c = (
+                np.asarray(part, np.float32).reshape(layers, rows, units).transpose(1, 0, 2).reshape(rows, -1)
+                for part in state
+            )
         except (TypeError, ValueError) as err:
             raise ValueError(
-                f"state: expected (h, c), each of shape [1, {rows}, {units}], got "
+                f"state: expected (h, c), each of shape [{layers}, {rows}, {units}], got "
                 f"{[np.shape(p) for p in state] if isinstance(state, (tuple, list)) else type(state)}"
             ) from err
         starts = None if episode_start is None else np.asarray(episode_start, bool).reshape(rows)
         action, (h, c) = self.numpy_actor.env_action(
             self._stats_np, batch, self.mask_rows(action_mask, rows), (h, c), starts, _generator(rng)
         )
-        return (action[0] if single else action), (h[None], c[None])
+        h, c = (part.reshape(rows, layers, units).transpose(1, 0, 2) for part in (h, c))
+        return (action[0] if single else action), (h, c)
 
     def step_flat(
         self,
@@ -330,7 +334,7 @@ class Policy:
         action_mask: np.ndarray | None = None,
     ) -> tuple:
         """`step` in TensorFlow (the reference artifacts are checked against), on flattened observations [N, D] and
-        states [N, units]: (actions, h, c, actor params (masked))."""
+        states [N, layers * units]: (actions, h, c, actor params (masked))."""
         key = None if rng is None else _as_key(rng)
         mask = None if action_mask is None else tf.constant(action_mask, tf.bool)
         out = self._compiled_step(

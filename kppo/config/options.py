@@ -195,6 +195,9 @@ class Config:
         "lstm_batching.",
     )
     lstm_hidden_size: int = _f(256, "Units of the LSTM (recurrent='lstm'; sb3-contrib's default 256).")
+    n_lstm_layers: int = _f(
+        1, "recurrent: stacked LSTM layers (sb3-contrib's n_lstm_layers), each lstm_hidden_size units, in every LSTM."
+    )
     lstm_sequence_length: int = _f(
         0,
         "recurrent: update on chunks of this many steps of one env, each replayed from the memory stored at its first "
@@ -506,6 +509,7 @@ def _validate(c: Config) -> None:
         c.features_extractor,
     )
     _check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)
+    _check(c.n_lstm_layers >= 1, "n_lstm_layers", "an integer >= 1", c.n_lstm_layers)
     _check(
         c.lstm_sequence_length >= 0 and (c.lstm_sequence_length == 0 or c.num_steps % c.lstm_sequence_length == 0),
         "lstm_sequence_length",

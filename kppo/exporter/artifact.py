@@ -145,7 +145,7 @@ def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int 
     if policy.action_masks:
         spec.append(tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT))
     if policy.lstm is not None:  # a recurrent policy's state in and out: (h, c) as plain tensors, no stateful ops
-        spec += [tf.TensorSpec([batch_size, policy.lstm.units], tf.float32, name=name) for name in STATE_INPUTS]
+        spec += [tf.TensorSpec([batch_size, policy.lstm.state_size], tf.float32, name=name) for name in STATE_INPUTS]
     actor, front = policy.actor, policy.normalize
     if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None and not _extracts(policy):
         actor, front = _standardized(policy, int8_rows)
@@ -354,7 +354,7 @@ def _metadata(
             {
                 "state": {
                     "names": list(STATE_INPUTS),
-                    "shape": [batch_size, policy.lstm.units],
+                    "shape": [batch_size, policy.lstm.state_size],
                     "dtype": "float32",
                     "meaning": "the LSTM's (h, c): zeros at an episode's start, then the previous call's outputs",
                 }

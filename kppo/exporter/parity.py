@@ -149,9 +149,9 @@ def _compare(policy: Policy, want: np.ndarray, got: np.ndarray, logits: np.ndarr
 
 
 def recurrent_states(policy: Policy, rows: np.ndarray, episode_length: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    """(h, c) [N, units]: the state a recurrent policy holds before each of `rows` [N, input_dim], played in order as
-    episodes of `episode_length` steps from zeros (what int8 calibration of its state inputs sees)."""
-    units, states = policy.lstm.units, []
+    """(h, c) [N, layers * units]: the state a recurrent policy holds before each of `rows` [N, input_dim], played in
+    order as episodes of `episode_length` steps from zeros (what int8 calibration of its state inputs sees)."""
+    units, states = policy.lstm.state_size, []
     h = c = np.zeros((1, units), np.float32)
     for i, row in enumerate(np.asarray(rows)):
         if i % episode_length == 0:
@@ -172,7 +172,7 @@ def measure_recurrent_parity(
     mask_rows = (
         None if masks is None else np.asarray(masks)[: episodes * episode_length].reshape(episodes, episode_length, -1)
     )
-    h = c = np.zeros((episodes, policy.lstm.units), np.float32)
+    h = c = np.zeros((episodes, policy.lstm.state_size), np.float32)
     run_h, run_c = h, c
     want: list[np.ndarray] = []
     got: list[np.ndarray] = []

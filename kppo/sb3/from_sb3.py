@@ -148,14 +148,14 @@ def saved_int(saved: SB3Save, key: str, default: int) -> int:
 
 def least_weights(config: Any) -> int:
     """A lower bound on the weights of the networks kppo builds for `config`: both towers' hidden biases and the
-    kernels between them, a recurrent agent's LSTM recurrent kernel (4 h x h). Every one has its tensor in SB3's
-    state_dict (`assign_sb3_weights` checks each)."""
+    kernels between them, a recurrent agent's LSTM recurrent kernels (4 h x h a layer). Every one has its tensor in
+    SB3's state_dict (`assign_sb3_weights` checks each)."""
     total = 0
     for given in (config.actor_hidden_units, config.critic_hidden_units):
         widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers
         total += sum(widths) + sum(a * b for a, b in itertools.pairwise(widths))
     if config.recurrent:
-        total += 4 * config.lstm_hidden_size**2
+        total += 4 * config.n_lstm_layers * config.lstm_hidden_size**2
     return total
 
 

@@ -5,12 +5,12 @@
     state, starts = None, np.ones(n_envs, bool)
     actions, state = model.predict(obs, state=state, episode_start=starts, deterministic=True)
 
-An LSTM before the actor's MLP and, with `enable_critic_lstm` (default), another before the critic's
-(`Config.recurrent`, `lstm_hidden_size`, `enable_critic_lstm`). The memory is carried through rollouts and restarted at
-episode starts; the update replays sequences from the memory each started with: chunks of `batch_size` steps of one env
-when that divides `n_steps` (sb3-contrib's minibatches are such runs), else whole env rollouts (then `n_steps * n_envs /
-batch_size` must divide `n_envs`). `predict` returns the actor's state (h, c), each
-[1, n_envs, lstm_hidden_size], as sb3-contrib's does.
+An LSTM before the actor's MLP and, with `enable_critic_lstm` (default), another before the critic's, each
+`n_lstm_layers` deep (`Config.recurrent`, `lstm_hidden_size`, `n_lstm_layers`, `enable_critic_lstm`). The memory is
+carried through rollouts and restarted at episode starts; the update replays sequences from the memory each started
+with: chunks of `batch_size` steps of one env when that divides `n_steps` (sb3-contrib's minibatches are such runs),
+else whole env rollouts (then `n_steps * n_envs / batch_size` must divide `n_envs`). `predict` returns the actor's
+state (h, c), each [n_lstm_layers, n_envs, lstm_hidden_size], as sb3-contrib's does.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from kppo.sb3.arguments import bool_kwarg, number_kwarg, policy_config
 _LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
 
 
-def check_lstm_kwargs(lstm_kwargs: Any) -> None:
-    """sb3-contrib's `lstm_kwargs` (torch.nn.LSTM's keywords) for kppo's one LSTM layer: `bias=True` is what kppo
-    builds and `dropout` does nothing on one layer (torch warns, as here); anything else is a one-line refusal."""
+def check_lstm_kwargs(lstm_kwargs: Any, layers: int = 1) -> None:
+    """sb3-contrib's `lstm_kwargs` (torch.nn.LSTM's keywords) for kppo's LSTM of `layers` layers: `bias=True` is what
+    kppo builds and `dropout` does nothing on one layer (torch warns, as here); dropout between layers (torch's, active
+    in sb3-contrib's training mode) is not built, and anything else is a one-line refusal."""
     if lstm_kwargs is None:
         return
     if not isinstance(lstm_kwargs, dict):
@@ -39,6 +40,11 @@ def check_lstm_kwargs(lstm_kwargs: Any) -> None:
             dropout = number_kwarg({key: value}, key, 0.0, float)
             if not 0.0 <= dropout <= 1.0:
                 raise ArgumentError(f"policy_kwargs.lstm_kwargs.dropout: expected a number in [0, 1], got {value!r}")
+            if dropout and layers > 1:
+                raise NotSupportedError(
+                    f"policy_kwargs.lstm_kwargs.dropout: expected 0 with n_lstm_layers={layers} (kppo's LSTM has no "
+                    f"dropout between layers; a smaller lstm_hidden_size regularizes instead), got {value!r}"
+                )
             if dropout:
                 warnings.warn(
                     "policy_kwargs.lstm_kwargs.dropout: dropout applies between LSTM layers, and there is one "
@@ -69,13 +75,12 @@ LSTM_DEFAULTS = {
 
 
 def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
-    """sb3-contrib's MlpLstmPolicy kwargs -> Config fields (one LSTM layer: what kppo builds)."""
+    """sb3-contrib's MlpLstmPolicy kwargs -> Config fields."""
     kwargs = dict(policy_kwargs)
     lstm = {key: kwargs.pop(key) for key in _LSTM_KEYS if key in kwargs}
-    if lstm.get("n_lstm_layers", 1) != 1:
-        raise ValueError(
-            f"policy_kwargs.n_lstm_layers: expected 1 (kppo builds one LSTM layer), got {lstm['n_lstm_layers']!r}"
-        )
+    layers = number_kwarg(dict(lstm), "n_lstm_layers", 1, int)
+    if layers < 1 or layers != lstm.get("n_lstm_layers", 1):  # 2.5 is no layer count (torch.nn.LSTM refuses it)
+        raise ArgumentError(f"policy_kwargs.n_lstm_layers: expected an integer >= 1, got {lstm['n_lstm_layers']!r}")
     shared, critic_lstm = bool_kwarg(lstm, "shared_lstm", False), bool_kwarg(lstm, "enable_critic_lstm", True)
     if (
         shared and critic_lstm
@@ -84,11 +89,12 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
             "policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True (the critic's LSTM is shared, "
             "its own, or none), got True"
         )
-    check_lstm_kwargs(lstm.get("lstm_kwargs"))
+    check_lstm_kwargs(lstm.get("lstm_kwargs"), layers)
     return {
         **policy_config(kwargs),
         "recurrent": "lstm",
         "lstm_hidden_size": number_kwarg(dict(lstm), "lstm_hidden_size", 256, int),
+        "n_lstm_layers": layers,
         "enable_critic_lstm": critic_lstm,
         "shared_lstm": shared,
     }
@@ -137,7 +143,7 @@ class RecurrentPPO(PPO):
         deterministic: bool = False,
         action_masks: Any = None,
     ):
-        """(actions, state): the state is the actor's (h, c), each [1, n, lstm_hidden_size]; None starts from
-        zeros; it restarts from zeros where `episode_start` is True."""
+        """(actions, state): the state is the actor's (h, c), each [n_lstm_layers, n, lstm_hidden_size]; None starts
+        from zeros; it restarts from zeros where `episode_start` is True."""
         check_not_gym_tuple(observation)
         return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)

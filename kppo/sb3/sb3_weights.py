@@ -12,6 +12,7 @@
                                                       =False); a shared one's aliases must equal features_extractor
     lstm_actor.weight_ih_l0, weight_hh_l0 [4u, .]     memory.cells[0].kernel, .recurrent_kernel (transposed; torch's
     lstm_actor.bias_ih_l0, bias_hh_l0                 gate order i, f, g, o is kppo's), .input_bias, .recurrent_bias
+    lstm_actor.*_l{k} (n_lstm_layers > 1)             memory.cells[0].kernel_{k}, ... (`TorchLSTMCell.layer_weights`)
     lstm_critic.*                                     memory.cells[1]
     critic.weight, critic.bias (sb3-contrib without   folded into the critic's first Dense (no activation between
     a critic LSTM: a Linear before the critic's MLP)  them: one affine map)
@@ -105,20 +106,28 @@ def _extractors(agent: Agent, reader: _Reader) -> Pairs:
     return pairs + _extractor(critic_x, reader, "vf_features_extractor")
 
 
+#: torch.nn.LSTM's names of one layer's weights (suffix `_l{k}` for layer k), in `TorchLSTMCell.layer_weights` order.
+LSTM_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+def lstm_weights(agent: Agent) -> list[tuple[Any, str]]:
+    """(Keras variable, torch name) of every LSTM weight of a recurrent agent, layer by layer (none for an MLP agent);
+    the weights (the first two of each layer) are transposed between the two."""
+    if agent.lstm is None:
+        return []
+    return [
+        (variable, f"lstm_{role}.{name}_l{layer}")
+        for cell, role in zip(agent.lstm.cells, ("actor", "critic"))
+        for layer in range(cell.num_layers)
+        for variable, name in zip(cell.layer_weights(layer), LSTM_NAMES)
+    ]
+
+
 def _lstm(agent: Agent, reader: _Reader) -> Pairs:
     pairs: Pairs = []
-    if agent.lstm is None:
-        return pairs
-    for cell, role in zip(agent.lstm.cells, ("actor", "critic")):
-        prefix = f"lstm_{role}"
-        for variable, name, transpose in (
-            (cell.kernel, "weight_ih_l0", True),
-            (cell.recurrent_kernel, "weight_hh_l0", True),
-            (cell.input_bias, "bias_ih_l0", False),
-            (cell.recurrent_bias, "bias_hh_l0", False),
-        ):
-            value = reader.take(f"{prefix}.{name}")
-            pairs.append((variable, value.T if transpose else value, f"{prefix}.{name}"))
+    for variable, name in lstm_weights(agent):
+        value = reader.take(name)
+        pairs.append((variable, value.T if name.split(".")[1].startswith("weight") else value, name))
     return pairs
 
 
@@ -251,12 +260,8 @@ def sb3_state_dict(agent: Agent) -> dict[str, np.ndarray]:
     """The agent's variables as SB3's `policy.state_dict()`: the names `sb3_pairs` reads, torch's layouts, numpy
     arrays (`assign_sb3_weights` reads it back exactly)."""
     out = _extractors_out(agent)
-    if agent.lstm is not None:
-        for cell, role in zip(agent.lstm.cells, ("actor", "critic")):
-            out[f"lstm_{role}.weight_ih_l0"] = cell.kernel.numpy().T
-            out[f"lstm_{role}.weight_hh_l0"] = cell.recurrent_kernel.numpy().T
-            out[f"lstm_{role}.bias_ih_l0"] = cell.input_bias.numpy()
-            out[f"lstm_{role}.bias_hh_l0"] = cell.recurrent_bias.numpy()
+    for variable, name in lstm_weights(agent):
+        out[name] = variable.numpy().T if name.split(".")[1].startswith("weight") else variable.numpy()
     actor, critic = agent.actor, agent.critic
     for i, layer in enumerate(actor.hidden):
         out.update(_dense_out(layer, f"mlp_extractor.policy_net.{2 * i}"))

@@ -73,7 +73,7 @@ def open_storage(url: str | None, out: Path) -> tuple[Any, str]:
 
 #: Config fields added after the first studies were saved: left out of a study's identity at their defaults, so a
 #: study made before them keeps its default name and the same search still joins it.
-LATER_FIELDS = ("clip_obs", "clip_reward", "norm_epsilon")
+LATER_FIELDS = ("clip_obs", "clip_reward", "norm_epsilon", "n_lstm_layers")
 
 
 def study_identity(base: Config, space: SearchSpace, env: str) -> dict[str, Any]:

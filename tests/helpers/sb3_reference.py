@@ -18,6 +18,7 @@ SAVED_CASES = {
     "cnn": "PPO",
     "maskable": "MaskablePPO",
     "lstm": "RecurrentPPO",
+    "lstm_layers": "RecurrentPPO",
 }
 
 

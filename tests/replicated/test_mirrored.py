@@ -194,8 +194,12 @@ def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
 
 @pytest.mark.parametrize(
     "changes",
-    [dict(), pytest.param(dict(lstm_sequence_length=8, target_kl=1.0), marks=pytest.mark.slow)],  # slow: suite budget
-    ids=["sequences", "chunks-with-kl-test"],
+    [
+        dict(),
+        pytest.param(dict(lstm_sequence_length=8, target_kl=1.0), marks=pytest.mark.slow),  # slow: suite budget
+        pytest.param(dict(n_lstm_layers=2), marks=pytest.mark.slow),
+    ],
+    ids=["sequences", "chunks-with-kl-test", "two-layers"],
 )
 def test_a_recurrent_update_on_two_replicas_equals_the_one_device_update(changes):
     """Gymnasium envs (the same host rollout on both sides), one minibatch an epoch: each replica replays its shard's

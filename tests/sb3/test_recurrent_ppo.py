@@ -27,6 +27,17 @@ def model():
     return model
 
 
+@pytest.fixture(scope="module")
+def layered():
+    """`model` with two stacked LSTM layers (sb3-contrib's n_lstm_layers=2)."""
+    kwargs = dict(lstm_hidden_size=16, n_lstm_layers=2, net_arch=[16])
+    model = kppo.RecurrentPPO(
+        "MlpLstmPolicy", kppo.make_vec_env("CartPole-v1", n_envs=4, seed=0), **{**SMALL, "policy_kwargs": kwargs}
+    )
+    model.learn(256)
+    return model
+
+
 def test_predict_carries_the_state_and_restarts_it_at_episode_starts(model):
     obs = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32) * 0.1
     action, state = model.predict(obs, deterministic=True)
@@ -42,6 +53,39 @@ def test_predict_carries_the_state_and_restarts_it_at_episode_starts(model):
         model.kppo_policy.get_action(obs)
     with pytest.raises(ValueError, match=r"state: expected \(h, c\), each of shape \[1, 4, 16\]"):
         model.predict(obs, state=(np.zeros(3), np.zeros(3)))
+
+
+def test_stacked_layers_keep_sb3_contribs_state_layout_and_torch_names(layered, tmp_path):
+    """n_lstm_layers=2: predict's state is [2, N, 16] (layer 0 first, as torch.nn.LSTM's), the second layer reads the
+    first's output, every layer restarts at episode starts, and the weights are torch's `*_l0` / `*_l1`; a save loads
+    with its depth."""
+    obs = np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32) * 0.1
+    _, state = layered.predict(obs, deterministic=True)
+    assert [s.shape for s in state] == [(2, 4, 16), (2, 4, 16)] and np.abs(state[0][1]).max() > 0
+    cell = layered.agent.lstm.cells[0]
+    x = obs  # each layer by hand from zero state (no observation normalization here); layer 1 reads layer 0
+    for layer in range(2):
+        kernel, _, input_bias, recurrent_bias = (w.numpy() for w in cell.layer_weights(layer))
+        i, _, g, o = np.split(x @ kernel + input_bias + recurrent_bias, 4, axis=-1)  # from zeros: h = c = 0
+        c = 1 / (1 + np.exp(-i)) * np.tanh(g)
+        x = 1 / (1 + np.exp(-o)) * np.tanh(c)
+        np.testing.assert_allclose(state[0][layer], x, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state[1][layer], c, rtol=1e-5, atol=1e-6)
+    _, restarted = layered.predict(obs, state=state, episode_start=np.ones(4, bool), deterministic=True)
+    np.testing.assert_allclose(restarted[0], state[0], atol=1e-6)
+    names = {k for k in layered.policy.state_dict() if k.startswith("lstm_")}
+    assert names == {
+        f"lstm_{r}.{w}_l{n}"
+        for r in ("actor", "critic")
+        for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        for n in (0, 1)
+    }
+    with pytest.raises(ValueError, match=r"state: expected \(h, c\), each of shape \[2, 4, 16\]"):
+        layered.predict(obs, state=(np.zeros((1, 4, 16)),) * 2)
+    layered.save(tmp_path / "agent")
+    loaded = kppo.RecurrentPPO.load(tmp_path / "agent")
+    assert loaded.config.n_lstm_layers == 2 and loaded.policy_kwargs["n_lstm_layers"] == 2
+    np.testing.assert_array_equal(loaded.predict(obs, state=state)[1][1], layered.predict(obs, state=state)[1][1])
 
 
 def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
@@ -65,7 +109,12 @@ def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(n_lstm_layers=2), r"policy_kwargs.n_lstm_layers: expected 1 \(kppo builds one LSTM layer\), got 2"),
+        (dict(n_lstm_layers=0), r"^policy_kwargs.n_lstm_layers: expected an integer >= 1, got 0$"),
+        (dict(n_lstm_layers=1.5), r"^policy_kwargs.n_lstm_layers: expected an integer >= 1, got 1.5$"),
+        (
+            dict(n_lstm_layers=2, lstm_kwargs={"dropout": 0.1}),
+            r"^policy_kwargs.lstm_kwargs.dropout: expected 0 with n_lstm_layers=2 \(kppo's LSTM has no dropout",
+        ),
         (dict(shared_lstm=True), r"policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True"),
         (dict(lstm_kwargs={"bidirectional": True}), r"^policy_kwargs.lstm_kwargs.bidirectional: expected False \("),
         (dict(lstm_kwargs={"bias": False}), r"^policy_kwargs.lstm_kwargs.bias: expected True \(kppo's LSTM cells"),
@@ -124,23 +173,29 @@ def test_a_shared_lstm_feeds_the_critic_the_actors_memory_without_its_gradient()
     assert action.shape == (1,) and state[0].shape == (1, 1, 16)
 
 
-def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whole_episodes(model, tmp_path):
+@pytest.mark.parametrize("name", ["model", "layered"])
+def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whole_episodes(name, request, tmp_path):
     """TFLite and SavedModel artifacts take (obs, state_h, state_c) and return the action and the new state; the
-    deployment kit (no TensorFlow) plays the same closed-loop episodes as predict, state carried."""
+    deployment kit (no TensorFlow) plays the same closed-loop episodes as predict, state carried. Two stacked layers:
+    the state inputs hold both layers side by side ([1, 2 * 16])."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
+    model = request.getfixturevalue(name)
+
     exported = kppo.export(model, tmp_path / "lstm.tflite")
     parity = exported.metadata["parity"]
     assert parity["max_error"] == 0.0 and parity["state_max_error"] < 1e-5
+    assert exported.metadata["state"]["shape"] == [1, model.agent.lstm.num_layers * model.config.lstm_hidden_size]
     assert not {"WHILE", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE"} & set(exported.metadata["tflite_ops"])
     saved = kppo.export(model, tmp_path / "lstm_sm", format="saved_model", batch_size=None)
     assert saved.metadata["parity"]["state_max_error"] < 1e-5
     int8 = kppo.export(model, tmp_path / "lstm_int8.tflite", quantize="int8", calibration_env="CartPole-v1")
     assert int8.metadata["calibration"]["source"] == "policy rollouts in CartPole-v1"  # episodes, state carried
     assert int8.metadata["parity"]["state_max_error"] < 0.2 and int8.metadata["parity"]["non_finite"] == 0.0
+    assert int8.metadata["parity"]["max_error"] == 0.0  # every action of the 1,000 observations is predict's
     seeds = [21, 22, 23]
     want = [_episode(model, env, env.reset(seed=seed)[0]) for seed in seeds for env in [gym.make("CartPole-v1")]]
     code = (

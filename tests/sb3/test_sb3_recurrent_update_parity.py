@@ -4,10 +4,12 @@ torch 2.13):
 from sb3-contrib's initial weights, the same rollout and the same minibatches in the same order (each 16 steps of one
 env from the LSTM states stored at its first step, with episode starts inside), kppo's per-minibatch losses, gradient
 norms and final weights equal sb3-contrib's to float32 rounding. That includes torch's two LSTM biases: the update
-steps each, and both count in the gradient norm."""
+steps each, and both count in the gradient norm. The same with `n_lstm_layers=2` (`update_recurrent_layers.npz`):
+stacked layers, their states stored side by side."""
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 import kppo
 from kppo._tf import tf
@@ -40,6 +42,7 @@ def _model(data) -> kppo.RecurrentPPO:
             ortho_init=False,
             activation_fn="relu",
             lstm_hidden_size=int(data["units"]),
+            n_lstm_layers=int(data.get("layers", 1)),
             enable_critic_lstm=True,
             net_arch=dict(pi=[16], vf=[16]),
         ),
@@ -48,8 +51,9 @@ def _model(data) -> kppo.RecurrentPPO:
 
 def _set_weights(agent, data, prefix=""):
     for role, cell in zip(("actor", "critic"), agent.lstm.cells):
-        for name in ("kernel", "recurrent_kernel", "input_bias", "recurrent_bias"):
-            getattr(cell, name).assign(data[f"{prefix}{role}_lstm_{name}"])
+        for layer in range(cell.num_layers):
+            for name in cell.weight_names(layer):
+                getattr(cell, name).assign(data[f"{prefix}{role}_lstm_{name}"])
     for role, net in (("actor", agent.actor), ("critic", agent.critic)):
         (layer,) = net.hidden
         layer.kernel.assign(data[f"{prefix}{role}_kernel_0"])
@@ -77,9 +81,11 @@ def _rows(data) -> Batch:
     )
 
 
-def test_one_update_of_kppo_recurrent_ppo_equals_sb3_contribs():
-    data = load("update_recurrent")
+@pytest.mark.parametrize("fixture", ["update_recurrent", "update_recurrent_layers"])
+def test_one_update_of_kppo_recurrent_ppo_equals_sb3_contribs(fixture):
+    data = load(fixture)
     model = _model(data)
+    assert model.agent.lstm.num_layers == int(data.get("layers", 1))
     assert (model.config.adam_style, model.config.advantage_std_ddof) == ("torch", 1)
     _set_weights(model.agent, data)
     settings = update_settings(model.config)

@@ -33,7 +33,7 @@ def _close(got, want) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=TOL * max(1.0, np.abs(want).max()))
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c != "lstm"])
+@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("lstm")])
 def test_deterministic_actions_and_values_equal_sb3s(case):
     model = CASES[case].load(SAVED / f"{case}.zip")
     assert model.sb3_version == "2.9.2"
@@ -50,14 +50,21 @@ def test_deterministic_actions_and_values_equal_sb3s(case):
     _close(values.reshape(-1), data["values"])
 
 
-def test_recurrent_actions_and_values_equal_sb3s_with_the_state_carried():
-    model = kppo.RecurrentPPO.load(SAVED / "lstm.zip")
-    data = _data("lstm")
-    actions, state = [], None
+@pytest.mark.parametrize("case", ["lstm", "lstm_layers"])
+def test_recurrent_actions_and_values_equal_sb3s_with_the_state_carried(case):
+    """One LSTM layer, and two (`n_lstm_layers=2`: `predict`'s state is sb3-contrib's [2, 1, 8], layer by layer)."""
+    model = kppo.RecurrentPPO.load(SAVED / f"{case}.zip")
+    data = _data(case)
+    assert model.agent.lstm.num_layers == (2 if case == "lstm_layers" else 1)
+    actions, state, states = [], None, []
     for obs, start in zip(data["obs"], data["episode_starts"]):
         action, state = model.predict(obs[None], state=state, episode_start=np.array([start]), deterministic=True)
         actions.append(int(np.ravel(action)[0]))
+        states.append(state)
     np.testing.assert_array_equal(actions, data["actions"])
+    if case == "lstm_layers":
+        for k, name in enumerate(("state_h", "state_c")):
+            _close(np.stack([s[k] for s in states]), data[name])
     from kppo.agent.agent import act_step, initial_memory
 
     memory, values = initial_memory(model.agent, 1), []

@@ -20,9 +20,10 @@ from kppo.update.recurrent import replay_window, rotated_indices, rows, window_s
 SMALL = dict(recurrent="lstm", lstm_hidden_size=16, num_hidden_units=16, num_envs=4, num_steps=64, num_minibatches=2)
 
 
-@pytest.mark.parametrize("critic_lstm", [True, False])
-def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episode_starts(critic_lstm):
-    config = kppo.Config(**SMALL, enable_critic_lstm=critic_lstm)
+@pytest.mark.parametrize("critic_lstm, layers", [(True, 1), (False, 1), (True, 2)])
+def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episode_starts(critic_lstm, layers):
+    """Also with two stacked layers (`n_lstm_layers=2`): the memory holds both layers' states side by side."""
+    config = kppo.Config(**SMALL, enable_critic_lstm=critic_lstm, n_lstm_layers=layers)
     env = envs.make("CartPole-v1")
     agent = make_agent(config, 4, env.action_space)
     assert len(agent.lstm.cells) == (2 if critic_lstm else 1)
@@ -34,7 +35,7 @@ def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episo
     start_memory = tuple(m[0] for m in traj.memory)
     assert starts[1:].any() and np.any(np.abs(start_memory[0].numpy()) > 0)  # resets inside; a live start memory
     batch = flatten(rollout)  # env-major sequences [B, T]
-    assert batch.obs.shape == (4, 64, 4) and batch.memory[0].shape == (4, 16)
+    assert batch.obs.shape == (4, 64, 4) and batch.memory[0].shape == (4, 16 * layers)
     _, info = minibatch_loss(agent, update_settings(config), batch)
     assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0  # ratio exactly 1
     params, values, memories = replay(agent, traj.obs, traj.episode_start, start_memory)
@@ -144,13 +145,14 @@ def test_an_lstm_learns_cartpole_without_velocities_where_an_mlp_cannot():
     assert min(lstm_final) > max(mlp_final), (lstm_final, mlp_final)
 
 
-def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one():
+@pytest.mark.parametrize("layers", [1, 2])
+def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one(layers):
     from kppo.core import normalization
     from kppo.gym_envs.make import gym_vec_env
     from kppo.agent.numpy_actor import actor_input, actor_params, snapshot
     from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 
-    config = kppo.Config(**SMALL)
+    config = kppo.Config(**SMALL, n_lstm_layers=layers)
     vec_env = gym_vec_env("CartPole-v1", 4, seed=0)
     agent = make_agent(config, 4, vec_env.action_space)
     settings = rollout_settings(config)

@@ -89,10 +89,13 @@ def test_every_member_computes_what_its_single_gymnasium_run_computes(env, chang
     "env, changes",
     [
         pytest.param("CartPole-v1", dict(recurrent="lstm", lstm_hidden_size=8), marks=pytest.mark.slow),  # ~56 s
+        pytest.param(
+            "CartPole-v1", dict(recurrent="lstm", lstm_hidden_size=8, n_lstm_layers=2), marks=pytest.mark.slow
+        ),
         (BrightHalfEnv, dict(features_extractor="small_cnn")),
         (MaskedChoiceEnv, dict(action_masks=True)),
     ],
-    ids=["lstm", "cnn", "masked"],
+    ids=["lstm", "lstm-two-layers", "cnn", "masked"],
 )
 def test_recurrent_convolutional_and_masked_members_equal_their_single_runs(env, changes):
     base = kppo.Config(**{**SMALL, "num_minibatches": 2}, **changes)
