@@ -59,6 +59,15 @@ def initial_memory(agent: Agent, num_envs: int) -> tuple:
     return tuple(tf.zeros([num_envs, agent.lstm.state_size]) for _ in range(2 * len(agent.lstm.cells)))
 
 
+def feature_extractors(agent: Agent) -> tuple[Any, Any]:
+    """(the actor's features extractor, the critic's): the networks' own, or the one a recurrent agent's LSTMs read
+    (both); None where observations are read as they are."""
+    memory = getattr(agent.lstm, "extractor", None)
+    if memory is not None:
+        return memory, memory
+    return getattr(agent.actor, "extractor", None), getattr(agent.critic, "extractor", None)
+
+
 def actor_critic(agent: Agent, obs: tf.Tensor, features: tf.Tensor | None = None) -> tuple:
     """(actor params, values) at observations `obs` [B, D] of an MLP agent; a features extractor the two networks
     share (SB3's `share_features_extractor=True`) runs once, as in SB3. `features`: the actor's extractor's output at
@@ -87,17 +96,19 @@ def act_step(agent: Agent, obs: tf.Tensor, memory: tuple, episode_start: tf.Tens
 
 def _critic_input(agent: Agent, obs: tf.Tensor, outputs: list) -> tf.Tensor:
     """What a recurrent agent's critic reads: its own cell's output, the actor cell's without its gradient
-    (sb3-contrib's `shared_lstm`: `latent_pi.detach()`), or the observations."""
+    (sb3-contrib's `shared_lstm`: `latent_pi.detach()`), or the observations (their features, with an extractor)."""
     assert agent.lstm is not None  # a recurrent agent
     if agent.lstm.critic_cell:
         return outputs[1]
-    return tf.stop_gradient(outputs[0]) if agent.lstm.shared else obs
+    return tf.stop_gradient(outputs[0]) if agent.lstm.shared else agent.lstm.features(obs)
 
 
 def value_after(agent: Agent, obs: tf.Tensor, memory: tuple) -> tf.Tensor:
     """V(obs) continuing `memory` without a reset: the value of a finished episode's final observation."""
-    if agent.lstm is None or not (agent.lstm.critic_cell or agent.lstm.shared):
+    if agent.lstm is None:
         return agent.critic(obs)
+    if not (agent.lstm.critic_cell or agent.lstm.shared):
+        return agent.critic(agent.lstm.features(obs))
     return agent.critic(_critic_input(agent, obs, agent.lstm(obs, memory)[0]))
 
 
@@ -232,7 +243,7 @@ def make_policy(
         float(config.norm_epsilon),
         columns,
     )
-    lstm = agent.lstm.cells[0] if agent.lstm is not None else None
+    lstm = agent.lstm.actor_lstm() if agent.lstm is not None else None
     return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, config.action_masks, lstm)
 
 

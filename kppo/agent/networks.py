@@ -352,13 +352,44 @@ class TorchLSTMCell(keras.layers.Layer):
         }
 
 
+class ActorLSTM(keras.layers.Layer):
+    """A recurrent actor's path to its MLP: the features extractor the LSTMs read (if any), then the actor's
+    `TorchLSTMCell`; called as the cell is, (obs, [h, c]) -> (output, (h, c)). It holds no weights of its own: a
+    view of an agent's layers that a `Policy` and its artifacts act through (`LSTMCells.actor_lstm`)."""
+
+    def __init__(self, cell: TorchLSTMCell, extractor: keras.layers.Layer | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.cell = cell
+        if extractor is not None:
+            self.extractor = extractor
+        self.built = True  # no weights of its own; the cell and the extractor come built
+
+    @property
+    def units(self) -> int:
+        return self.cell.units
+
+    @property
+    def num_layers(self) -> int:
+        return self.cell.num_layers
+
+    @property
+    def state_size(self) -> int:
+        return self.cell.state_size
+
+    def call(self, obs, states):
+        return self.cell(_extract(self, obs), states)
+
+
 class LSTMCells(keras.Model):
     """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
     its own, each `layers` deep (sb3-contrib's `n_lstm_layers`). The actor (and that critic) MLP reads the cell's
     output (a `shared` critic the actor cell's, without backpropagating into it: sb3-contrib's `shared_lstm`); a
     memory is (h, c) per cell, [B, layers * units] each (`state_size`).
     torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
-    covers the MLPs and heads only)."""
+    covers the MLPs and heads only).
+    `extractor`: a features extractor both cells read the observations through, run once a step (sb3-contrib's
+    CnnLstmPolicy: a NatureCNN shared by the two LSTMs, `share_features_extractor=True`); a critic without a cell
+    reads its features too (`features`)."""
 
     def __init__(
         self,
@@ -368,10 +399,13 @@ class LSTMCells(keras.Model):
         biases: int = 2,
         shared: bool = False,
         num_layers: int = 1,
+        extractor: keras.layers.Layer | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
+        if extractor is not None:  # unset otherwise: the attribute would change the checkpoints' object graph
+            self.extractor = extractor
         self.shared = bool(shared)  # the critic reads the actor cell's output, gradient stopped (sb3-contrib)
         self.num_layers = int(num_layers)
         self.cells = [
@@ -385,15 +419,25 @@ class LSTMCells(keras.Model):
         return self.num_layers * self.units
 
     def build(self, input_shape):
+        shape = _extract_shape(self, input_shape)
+        self.features_width = int(shape[-1])
         for cell in self.cells:
-            cell.build(input_shape)
+            cell.build(shape)
         self.built = True
+
+    def features(self, obs):
+        """What the cells read at observations `obs` [B, D]: the features extractor's output, or `obs`."""
+        return _extract(self, obs)
+
+    def actor_lstm(self) -> ActorLSTM:
+        """The actor's path through the LSTM (its cell after the features extractor): what a policy acts with."""
+        return ActorLSTM(self.cells[0], getattr(self, "extractor", None))
 
     def call(self, obs, memory):
         """One step of every cell from `memory` (h, c per cell) -> (outputs per cell, new memory)."""
-        outputs, new = [], []
+        outputs, new, features = [], [], self.features(obs)
         for i, cell in enumerate(self.cells):
-            out, (h, c) = cell(obs, [memory[2 * i], memory[2 * i + 1]])
+            out, (h, c) = cell(features, [memory[2 * i], memory[2 * i + 1]])
             outputs.append(out)
             new += [h, c]
         return outputs, tuple(new)
@@ -436,9 +480,16 @@ def make_networks(
 ) -> tuple[Actor, Critic, LSTMCells | None]:
     """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
     read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`); `extractors`: the actor's and
-    critic's features extractors (`make_extractors`; MLP agents only)."""
+    critic's features extractors (`make_extractors`), which a recurrent agent's LSTM cells read instead (one, shared:
+    sb3-contrib's CnnLstmPolicy)."""
+    memory_extractor = None
     if config.recurrent is not None and extractors != (None, None):
-        raise ValueError("features_extractor_class: expected None for a recurrent policy (its LSTM reads observations)")
+        if extractors[0] is not extractors[1]:
+            raise ValueError(
+                "share_features_extractor: expected True for a recurrent policy (its LSTMs read one features "
+                "extractor), got False"
+            )
+        memory_extractor, extractors = extractors[0], (None, None)
     common = dict(
         num_hidden_layers=config.num_hidden_layers,
         num_hidden_units=config.num_hidden_units,
@@ -469,10 +520,14 @@ def make_networks(
     lstm = None
     if config.recurrent is not None:  # named "memory": the name its checkpoints have
         units, critic_cell = config.lstm_hidden_size, config.enable_critic_lstm
+        shared, layers = config.shared_lstm, config.n_lstm_layers
         lstm = LSTMCells(
-            units, critic_cell, seed * 1000 + 800, lstm_biases, config.shared_lstm, config.n_lstm_layers, name="memory"
+            units, critic_cell, seed * 1000 + 800, lstm_biases, shared, layers, memory_extractor, name="memory"
         )
         lstm.build((None, obs_dim))
     actor.build((None, obs_dim if lstm is None else lstm.units))
-    critic.build((None, lstm.units if lstm is not None and (lstm.critic_cell or lstm.shared) else obs_dim))
+    if lstm is None:
+        critic.build((None, obs_dim))
+    else:  # its own cell's or the actor cell's output, or the features the cells read
+        critic.build((None, lstm.units if lstm.critic_cell or lstm.shared else lstm.features_width))
     return actor, critic, lstm

@@ -82,15 +82,18 @@ def _dense(layer, read: Read) -> tuple[np.ndarray, np.ndarray]:
 
 
 def snapshot(actor: Actor, lstm=None, read: Read = _numpy) -> ActorWeights:
-    """The actor's current weights (and its LSTM's, given a recurrent agent's `LSTMCells` or its `TorchLSTMCell`),
-    copied to numpy (later training does not change the snapshot). `read`: a variable's value (default: the
-    variable's own; a population member's weights are read from its stacked tensors instead)."""
+    """The actor's current weights (and its LSTM's, given a recurrent agent's `LSTMCells`, its `ActorLSTM` or its
+    `TorchLSTMCell`), copied to numpy (later training does not change the snapshot). `read`: a variable's value
+    (default: the variable's own; a population member's weights are read from its stacked tensors instead). The
+    features extractor is the actor's, or the one its LSTM reads."""
     activation = actor.hidden[0].activation.__name__ if actor.hidden else "linear"
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
     extractor, in_numpy = None, False
-    if hasattr(actor, "extractor"):
-        extractor, in_numpy = acting_extractor(actor.extractor, frozen_extractor(actor.extractor, read), read)
+    layer = getattr(actor, "extractor", None)
+    layer = getattr(lstm, "extractor", None) if layer is None else layer
+    if layer is not None:
+        extractor, in_numpy = acting_extractor(layer, frozen_extractor(layer, read), read)
     return ActorWeights(
         hidden=[_dense(layer, read) for layer in actor.hidden],
         activation=activation,
@@ -98,7 +101,7 @@ def snapshot(actor: Actor, lstm=None, read: Read = _numpy) -> ActorWeights:
         log_std=read(actor.log_std) if actor.gaussian and actor.log_std_head is None else None,
         log_std_head=_dense(actor.log_std_head, read) if actor.log_std_head is not None else None,
         sde_log_std=read(actor.sde_log_std) if actor.state_dependent_noise else None,
-        lstm=None if lstm is None else _lstm(lstm.cells[0] if hasattr(lstm, "cells") else lstm, read),
+        lstm=None if lstm is None else _lstm(_actor_cell(lstm), read),
         extractor=extractor,
         numpy_extractor=in_numpy,
     )
@@ -178,6 +181,13 @@ def frozen_extractor(layer, read: Read = _numpy) -> Callable[[np.ndarray], np.nd
     return call
 
 
+def _actor_cell(lstm):
+    """The actor's `TorchLSTMCell` of an `LSTMCells`, an `ActorLSTM` or the cell itself."""
+    if hasattr(lstm, "cells"):
+        return lstm.cells[0]
+    return getattr(lstm, "cell", lstm)
+
+
 def _lstm(cell, read: Read = _numpy) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
     """A `TorchLSTMCell` as numpy, per layer (kernel, recurrent kernel, bias): its two biases summed."""
     layers = []
@@ -215,25 +225,28 @@ def lstm_output(lstm: tuple, h: np.ndarray) -> np.ndarray:
 
 
 def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_start: np.ndarray | None):
-    """(what the actor's MLP reads, the actor memory after the step): `obs` itself for an MLP agent; a recurrent
-    agent's LSTM output, its memory (h, c) restarted from zeros where `episode_start`."""
+    """(what the actor's MLP reads, the actor memory after the step): the features extractor's output at `obs`
+    (`obs` itself without one) for an MLP agent; a recurrent agent's LSTM output on them, its memory (h, c) restarted
+    from zeros where `episode_start`."""
+    features = actor_features(weights, obs)
     if weights.lstm is None:
-        return obs, memory
+        return features, memory
     h, c = memory
     if episode_start is not None:
         h, c = np.where(episode_start[..., None], 0.0, h), np.where(episode_start[..., None], 0.0, c)
-    h, c = lstm_step(weights.lstm, obs, h, c)
+    h, c = lstm_step(weights.lstm, features, h, c)
     return lstm_output(weights.lstm, h), (h, c)
 
 
 def actor_features(weights: ActorWeights, obs: np.ndarray) -> np.ndarray:
-    """What the actor's MLP reads: its features extractor's output (float32 [B, F]), or `obs` without one."""
+    """The features extractor's output (float32 [B, F]) at `obs`, or `obs` without one: what an MLP actor's MLP
+    reads, and a recurrent actor's LSTM."""
     return obs if weights.extractor is None else weights.extractor(obs)
 
 
 def actor_params(weights: ActorWeights, obs: np.ndarray):
-    """`Actor.call` in numpy: obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent, sde_log_std); a
-    state-independent log_std stays [A] (Keras broadcasts it to [B, A])."""
+    """`Actor.call` in numpy (an MLP actor): obs float32 [B, D] -> logits, (mean, log_std) or (mean, latent,
+    sde_log_std); a state-independent log_std stays [A] (Keras broadcasts it to [B, A])."""
     return head_params(weights, actor_features(weights, obs))
 
 
@@ -317,7 +330,7 @@ class NumpyActor(NamedTuple):
             memory,
             episode_start,
         )
-        params = self.dist.masked_np(actor_params(self.weights, features), mask)
+        params = self.dist.masked_np(head_params(self.weights, features), mask)
         action = self.dist.mode_np(params) if rng is None else self.dist.sample_np(params, rng)
         return self.dist.to_env_np(action), memory
 

@@ -18,7 +18,7 @@ half as uint32; `kppo.agent.numpy_actor.key_rng`), so the same key gives the sam
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -388,6 +388,13 @@ class Policy:
     def layout(self) -> list:
         """The observation's parts in the input row and in the encoded row (`kppo.gym_envs.spaces.Part`)."""
         return layout(self.observation_space)
+
+    @property
+    def extractor(self) -> Any:
+        """The features extractor the actor reads observations through (its own, or the one before its LSTM); None
+        where it reads them as they are."""
+        own = getattr(self.actor, "extractor", None)
+        return getattr(self.lstm, "extractor", None) if own is None else own
 
     @property
     def image(self) -> bool:

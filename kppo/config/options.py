@@ -503,10 +503,10 @@ def _validate(c: Config) -> None:
     )
     _check(c.features_dim is None or c.features_dim >= 1, "features_dim", "null or an integer >= 1", c.features_dim)
     _check(
-        c.recurrent is None or c.features_extractor == "flatten",
-        "features_extractor",
-        "'flatten' for a recurrent policy (its LSTM reads the flat observations)",
-        c.features_extractor,
+        c.recurrent is None or c.features_extractor == "flatten" or c.share_features_extractor,
+        "share_features_extractor",
+        f"True for a recurrent policy with features_extractor={c.features_extractor!r} (its LSTMs read one extractor)",
+        c.share_features_extractor,
     )
     _check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)
     _check(c.n_lstm_layers >= 1, "n_lstm_layers", "an integer >= 1", c.n_lstm_layers)

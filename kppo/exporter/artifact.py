@@ -123,7 +123,7 @@ def _standardized(policy: Policy, rows: np.ndarray):
 def _extracts(policy: Policy) -> bool:
     """The actor reads observations through a features extractor (a CNN, or images / 255): its first layer is not
     a Dense on the observations (`_standardized` does not apply; images need none: bytes are int8's own scale)."""
-    return getattr(policy.actor, "extractor", None) is not None
+    return policy.extractor is not None
 
 
 def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -306,7 +306,7 @@ def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent:
 
 def _divides(policy: Policy) -> bool:
     """The actor's features extractor divides images by 255 (`kppo.agent.extractors.Preprocessed`'s parts)."""
-    parts = getattr(getattr(policy.actor, "extractor", None), "parts", None) or [(None, (), False)]
+    parts = getattr(policy.extractor, "parts", None) or [(None, (), False)]
     return bool(parts[0][2])
 
 

@@ -167,8 +167,8 @@ def measure_recurrent_parity(
     """`measure_parity` for a recurrent artifact (`run(obs, h, c, masks) -> (actions, h, c)`): the rows of `obs` cut
     into episodes of `episode_length` steps, run side by side, the state carried from zeros at each episode's start
     (`Policy.step_flat`); also the state's largest absolute difference (`state_max_error`)."""
-    episodes = len(obs) // episode_length
-    rows = np.asarray(obs)[: episodes * episode_length].reshape(episodes, episode_length, -1)
+    episodes, obs = len(obs) // episode_length, np.asarray(obs)
+    rows = obs[: episodes * episode_length].reshape(episodes, episode_length, *obs.shape[1:])  # images keep theirs
     mask_rows = (
         None if masks is None else np.asarray(masks)[: episodes * episode_length].reshape(episodes, episode_length, -1)
     )

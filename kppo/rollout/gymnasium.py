@@ -33,7 +33,6 @@ from kppo.agent.numpy_actor import (
     ActorWeights,
     MemberActors,
     NumpyActor,
-    actor_features,
     actor_input,
     head_params,
     member_params,
@@ -410,11 +409,10 @@ def _host_steps(vec_env, acting: Acting, dist, settings: RolloutSettings, state,
         norm_obs = _joined(
             [network_input(s, o, normalize_obs, columns, norm) for s, o in zip(stats, _by_member(obs, members))]
         )
-        latent, actor_memory = actor_input(
+        features, actor_memory = actor_input(
             weights, _by_member(norm_obs, members), actor_memory, _by_member(starts, members)
         )
-        features = actor_features(weights, latent)
-        if weights.extractor is not None:
+        if weights.extractor is not None and weights.lstm is None:  # the update replays a recurrent one's
             buf.add_features(t, features.reshape(num_envs, -1))
         params = head_params(weights, features)
         if masks is not None:

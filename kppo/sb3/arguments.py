@@ -194,7 +194,14 @@ BUILTIN_EXTRACTORS = {
     FlattenExtractor: "flatten",
 }
 #: The extractor each SB3 policy name uses when policy_kwargs name none ("cnn": NatureCNN, or SmallCNN under 36 px).
-POLICY_EXTRACTORS = {"CnnPolicy": "cnn", "MultiInputPolicy": "combined", "MlpPolicy": "flatten"}
+POLICY_EXTRACTORS = {
+    "CnnPolicy": "cnn",
+    "MultiInputPolicy": "combined",
+    "MlpPolicy": "flatten",
+    "CnnLstmPolicy": "cnn",
+    "MultiInputLstmPolicy": "combined",
+    "MlpLstmPolicy": "flatten",
+}
 
 
 def check_extractor_class(extractor_class: Any) -> None:

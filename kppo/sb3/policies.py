@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
-from kppo.agent.agent import actor_critic
+from kppo.agent.agent import actor_critic, feature_extractors
 from kppo.core.errors import ArgumentError
 from kppo.sb3.sb3_weights import assign_sb3_weights, sb3_state_dict
 
@@ -89,8 +89,9 @@ class ActorCriticPolicy:
     @property
     def features_extractor(self) -> Any:
         """The actor's features extractor (a Keras layer; shared with the critic unless
-        `share_features_extractor=False`), or None for flat observations (SB3's FlattenExtractor)."""
-        return getattr(self._agent.actor, "extractor", None)
+        `share_features_extractor=False`; a recurrent policy's LSTMs read it), or None for flat observations (SB3's
+        FlattenExtractor)."""
+        return feature_extractors(self._agent)[0]
 
     @property
     def action_net(self) -> Any:

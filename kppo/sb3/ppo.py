@@ -270,10 +270,11 @@ class PPO(BaseAlgorithm, LightningSurface):
 
     def _network_fields(self, observation_space: gym.spaces.Space) -> dict[str, Any]:
         """`policy_config`'s fields and the features extractor's for `observation_space`; SB3's CnnPolicy puts its
-        heads on the CNN's features (`net_arch=[]`) unless policy_kwargs give a net_arch."""
+        heads on the CNN's features (`net_arch=[]`) unless policy_kwargs give a net_arch, and sb3-contrib's
+        CnnLstmPolicy on its LSTMs' outputs."""
         fields = dict(self._policy_fields)
         fields.update(extractor_fields(self.policy_class, dict(self.policy_kwargs), observation_space))
-        if self.policy_class == "CnnPolicy" and self.policy_kwargs.get("net_arch") is None:
+        if self.policy_class in ("CnnPolicy", "CnnLstmPolicy") and self.policy_kwargs.get("net_arch") is None:
             fields["actor_hidden_units"] = fields["critic_hidden_units"] = ()
         if user_extractor(dict(self.policy_kwargs))[0] is not None:
             fields["jit_update"] = False  # a user's layer may convolve: XLA's CPU conv gradients are ~100x slower

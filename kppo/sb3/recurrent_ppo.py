@@ -102,10 +102,11 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
 
 class RecurrentPPO(PPO):
     """PPO with an LSTM policy, as sb3-contrib's `RecurrentPPO`: its defaults (n_steps=128, batch_size=128),
-    "MlpLstmPolicy" / "MultiInputLstmPolicy", and `predict(observation, state, episode_start, deterministic)`
+    "MlpLstmPolicy", "CnnLstmPolicy" (a NatureCNN the LSTMs read, shared, heads on the LSTMs: `net_arch=[]`) and
+    "MultiInputLstmPolicy" (SB3's CombinedExtractor), and `predict(observation, state, episode_start, deterministic)`
     returning `(actions, state)`."""
 
-    policy_names = ("MlpLstmPolicy", "MultiInputLstmPolicy")
+    policy_names = ("MlpLstmPolicy", "CnnLstmPolicy", "MultiInputLstmPolicy")
     _policy_config = staticmethod(recurrent_policy_config)
 
     def __init__(

@@ -42,6 +42,7 @@ POLICY_CLASSES = {
     "stable_baselines3.common.policies.ActorCriticCnnPolicy": ("PPO", "CnnPolicy"),
     "stable_baselines3.common.policies.MultiInputActorCriticPolicy": ("PPO", "MultiInputPolicy"),
     "sb3_contrib.common.recurrent.policies.RecurrentActorCriticPolicy": ("RecurrentPPO", "MlpLstmPolicy"),
+    "sb3_contrib.common.recurrent.policies.RecurrentActorCriticCnnPolicy": ("RecurrentPPO", "CnnLstmPolicy"),
     "sb3_contrib.common.recurrent.policies.RecurrentMultiInputActorCriticPolicy": (
         "RecurrentPPO",
         "MultiInputLstmPolicy",

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from kppo.agent.agent import Agent
+from kppo.agent.agent import Agent, feature_extractors
 from kppo.agent.extractors import ConvTower, conv_output, hwc
 
 Pairs = list[tuple[Any, np.ndarray, str]]  # (Keras variable, value in Keras layout, the torch name it came from)
@@ -97,7 +97,7 @@ def _extractor(layer: Any, reader: _Reader, prefix: str) -> Pairs:
 
 
 def _extractors(agent: Agent, reader: _Reader) -> Pairs:
-    actor_x, critic_x = getattr(agent.actor, "extractor", None), getattr(agent.critic, "extractor", None)
+    actor_x, critic_x = feature_extractors(agent)
     if actor_x is None:
         return []
     if critic_x is actor_x:
@@ -230,7 +230,7 @@ def _tower_out(tower: ConvTower, prefix: str) -> dict[str, np.ndarray]:
 def _extractors_out(agent: Agent) -> dict[str, np.ndarray]:
     """The extractors under SB3's names: a shared one as `features_extractor` and its two aliases, as SB3 registers
     it; separate ones as `pi_` / `vf_features_extractor`."""
-    actor_x, critic_x = getattr(agent.actor, "extractor", None), getattr(agent.critic, "extractor", None)
+    actor_x, critic_x = feature_extractors(agent)
     if actor_x is None:
         return {}
 

@@ -19,6 +19,7 @@ SAVED_CASES = {
     "maskable": "MaskablePPO",
     "lstm": "RecurrentPPO",
     "lstm_layers": "RecurrentPPO",
+    "cnn_lstm": "RecurrentPPO",
 }
 
 

@@ -129,7 +129,9 @@ def test_save_load_and_evaluate_policy_carry_the_state(model, tmp_path):
 def test_unsupported_lstm_options_are_one_line_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         kppo.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", policy_kwargs=kwargs)
-    with pytest.raises(ValueError, match=r"policy: expected one of \('MlpLstmPolicy', 'MultiInputLstmPolicy'\)"):
+    with pytest.raises(
+        ValueError, match=r"policy: expected one of \('MlpLstmPolicy', 'CnnLstmPolicy', 'MultiInputLstmPolicy'\)"
+    ):
         kppo.RecurrentPPO("MlpPolicy", "CartPole-v1")
 
 
@@ -229,3 +231,42 @@ def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps():
         model.learn(128)
         assert (model.config.lstm_batching, model.config.lstm_sequence_length) == ("rotated", 0)
         assert model.config.num_minibatches == minibatches
+
+
+def test_cnn_lstm_policy_reads_images_through_one_cnn_before_both_lstms_and_exports_frames_in(tmp_path):
+    """sb3-contrib's CnnLstmPolicy: a NatureCNN both LSTMs read (shared, as its default), heads on the LSTMs
+    (`net_arch=[]`), torch's names; save/load and the float32 artifact (a uint8 frame and the state in) act as
+    `predict` does over an episode, the state carried; a separate extractor per LSTM is refused in one line."""
+    from kppo.exporter.runner import TFLiteRunner
+    from tests.helpers.sb3_cnn import BlockImageEnv
+
+    kwargs = dict(lstm_hidden_size=8, features_extractor_kwargs=dict(features_dim=16))
+    env = kppo.make_vec_env(BlockImageEnv, n_envs=2, seed=0)
+    model = kppo.RecurrentPPO("CnnLstmPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0, policy_kwargs=kwargs)
+    model.learn(64)
+    assert model.config.actor_hidden_units == () and model.config.features_extractor == "cnn"
+    state_dict = model.policy.state_dict()
+    assert (
+        state_dict["lstm_actor.weight_ih_l0"].shape == (32, 16) and "features_extractor.linear.0.weight" in state_dict
+    )
+    assert model.policy.features_extractor is model.agent.lstm.extractor
+    frames = [BlockImageEnv().reset(seed=40 + i)[0] for i in range(12)]
+    state, actions = None, []
+    for t, frame in enumerate(frames):
+        action, state = model.predict(frame[None], state=state, episode_start=np.array([t == 0]), deterministic=True)
+        actions.append(int(np.ravel(action)[0]))
+    model.save(tmp_path / "cnn_lstm")
+    loaded = kppo.RecurrentPPO.load(tmp_path / "cnn_lstm")
+    again = loaded.predict(frames[0][None], deterministic=True)
+    np.testing.assert_array_equal(again[1][0], model.predict(frames[0][None], deterministic=True)[1][0])
+    exported = kppo.export(model, tmp_path / "cnn_lstm.tflite", representative_obs=np.stack(frames))
+    assert exported.metadata["parity"]["max_error"] == 0.0 and exported.metadata["parity"]["state_max_error"] < 1e-5
+    runner, h, c, got = TFLiteRunner(exported.path), np.zeros((1, 8), np.float32), np.zeros((1, 8), np.float32), []
+    for frame in frames:
+        action, h, c = runner.step(frame[None], h, c)
+        got.append(int(np.ravel(action)[0]))
+    assert got == actions
+    np.testing.assert_allclose(h, state[0][0], atol=1e-5)
+    separate = dict(kwargs, share_features_extractor=False)
+    with pytest.raises(ValueError, match=r"^share_features_extractor: expected True for a recurrent policy"):
+        kppo.RecurrentPPO("CnnLstmPolicy", env, n_steps=16, batch_size=16, policy_kwargs=separate)

@@ -33,7 +33,7 @@ def _close(got, want) -> None:
     np.testing.assert_allclose(got, want, rtol=0, atol=TOL * max(1.0, np.abs(want).max()))
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("lstm")])
+@pytest.mark.parametrize("case", [c for c in CASES if "lstm" not in c])
 def test_deterministic_actions_and_values_equal_sb3s(case):
     model = CASES[case].load(SAVED / f"{case}.zip")
     assert model.sb3_version == "2.9.2"
@@ -50,26 +50,31 @@ def test_deterministic_actions_and_values_equal_sb3s(case):
     _close(values.reshape(-1), data["values"])
 
 
-@pytest.mark.parametrize("case", ["lstm", "lstm_layers"])
+@pytest.mark.parametrize("case", ["lstm", "lstm_layers", "cnn_lstm"])
 def test_recurrent_actions_and_values_equal_sb3s_with_the_state_carried(case):
-    """One LSTM layer, and two (`n_lstm_layers=2`: `predict`'s state is sb3-contrib's [2, 1, 8], layer by layer)."""
+    """One LSTM layer, two (`n_lstm_layers=2`: `predict`'s state is sb3-contrib's [2, 1, 8], layer by layer), and
+    CnnLstmPolicy (a NatureCNN both LSTMs read, CHW uint8 images in, heads on the LSTMs)."""
     model = kppo.RecurrentPPO.load(SAVED / f"{case}.zip")
     data = _data(case)
     assert model.agent.lstm.num_layers == (2 if case == "lstm_layers" else 1)
+    assert (model.policy_class, model.config.actor_hidden_units) == (
+        ("CnnLstmPolicy", ()) if case == "cnn_lstm" else ("MlpLstmPolicy", (16,))
+    )
     actions, state, states = [], None, []
     for obs, start in zip(data["obs"], data["episode_starts"]):
         action, state = model.predict(obs[None], state=state, episode_start=np.array([start]), deterministic=True)
         actions.append(int(np.ravel(action)[0]))
         states.append(state)
     np.testing.assert_array_equal(actions, data["actions"])
-    if case == "lstm_layers":
+    if case != "lstm":  # recorded with the states predict returned
         for k, name in enumerate(("state_h", "state_c")):
             _close(np.stack([s[k] for s in states]), data[name])
     from kppo.agent.agent import act_step, initial_memory
 
     memory, values = initial_memory(model.agent, 1), []
     for obs, start in zip(data["obs"], data["episode_starts"]):
-        _, value, memory = act_step(model.agent, tf.constant(obs[None]), memory, tf.constant([bool(start)]))
+        flat = tf.constant(obs.reshape(1, -1).astype(np.float32))  # an image's bytes as 0.0-255.0, as kppo reads them
+        _, value, memory = act_step(model.agent, flat, memory, tf.constant([bool(start)]))
         values.append(float(np.ravel(value)[0]))
     _close(values, data["values"])
 
@@ -133,6 +138,32 @@ def test_every_policy_kinds_float32_artifact_equals_sb3(case, tmp_path):
         _close(got, data["actions"])
     else:
         np.testing.assert_array_equal(got, data["actions"])
+
+
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_an_sb3_contrib_cnn_lstm_save_exports_to_an_artifact_that_steps_as_sb3_did(quantize, tmp_path):
+    """sb3-contrib's CnnLstmPolicy to a device: the artifact takes a CHW uint8 frame and the state, and stepped over
+    the recorded sequence (the state carried, zeroed at episode starts, as the kit does) returns SB3's actions; the
+    float32 state equals sb3-contrib's to float32 rounding (int8: >= 95% of actions, calibrated on these frames)."""
+    data = _data("cnn_lstm")
+    model = kppo.RecurrentPPO.load(SAVED / "cnn_lstm.zip")
+    exported = kppo.export(model, tmp_path / "cnn_lstm.tflite", quantize=quantize, representative_obs=data["obs"])
+    assert exported.metadata["inputs"][0]["shape"] == [1, 1, 36, 36] and exported.metadata["state"]["shape"] == [1, 8]
+    runner, actions, states = TFLiteRunner(exported.path), [], []
+    h = c = np.zeros((1, 8), np.float32)
+    for obs, start in zip(data["obs"], data["episode_starts"]):
+        if start:
+            h = c = np.zeros((1, 8), np.float32)
+        action, h, c = runner.step(obs[None], h, c)
+        actions.append(int(np.ravel(action)[0]))
+        states.append(h)
+    agreement = np.mean(np.array(actions) == data["actions"])
+    if quantize is None:
+        assert agreement == 1.0
+        _close(np.concatenate(states), data["state_h"].reshape(len(states), 8))
+    else:
+        assert agreement >= 0.95, agreement
+        assert exported.metadata["parity"]["state_max_error"] < 0.2  # against kppo's float policy, 1,000 steps
 
 
 def test_the_cli_exports_and_evaluates_sb3_saves(tmp_path, capsys):

@@ -16,6 +16,7 @@ from kppo.training.runners.settings import rollout_settings, update_settings
 from kppo.training.resume import load_run_checkpoint
 from kppo.update.ppo import flatten, minibatch_loss
 from kppo.update.recurrent import replay_window, rotated_indices, rows, window_segments
+from tests.helpers.image_envs import BrightHalfEnv
 
 SMALL = dict(recurrent="lstm", lstm_hidden_size=16, num_hidden_units=16, num_envs=4, num_steps=64, num_minibatches=2)
 
@@ -53,6 +54,27 @@ def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episo
     after_reset = np.cumsum(starts, axis=0) > 0
     np.testing.assert_allclose(params_other.numpy()[after_reset], params.numpy()[after_reset], atol=1e-6)
     assert not np.allclose(params_other.numpy()[~after_reset], params.numpy()[~after_reset], atol=1e-6)
+
+
+def test_a_convolutional_lstm_on_a_tf_native_minatar_game_replays_its_rollout_exactly():
+    """CnnLstmPolicy's shape in the compiled loop: a CNN both LSTMs read (its weights in the agent's, once), on
+    MinAtar Breakout's 10x10x4 grids stepped in the graph; the update sees the rollout's log-probabilities exactly
+    and its gradient reaches the CNN through the LSTMs."""
+    config = kppo.Config(
+        **{**SMALL, "num_steps": 16}, features_extractor="small_cnn", features_dim=32, normalize_images=False
+    )
+    env = envs.make("breakout_minatar")
+    agent = make_agent(config, 400, env.action_space, observation_space=env.observation_space)
+    assert agent.lstm.features_width == 32 and agent.lstm.cells[0].kernel.shape == (32, 64)
+    convs = agent.lstm.extractor.trainable_variables
+    assert convs and sum(v is convs[0] for v in agent.variables) == 1
+    state = initial_rollout_state(env, agent, tf.constant([0, 1]), 4, False)
+    _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))
+    with tf.GradientTape() as tape:
+        loss, info = minibatch_loss(agent, update_settings(config), flatten(rollout))
+    assert float(info.approx_kl) == 0.0 and float(info.clip_fraction) == 0.0
+    grads = tape.gradient(loss, convs)
+    assert all(g is not None and float(tf.reduce_max(tf.abs(g))) > 0 for g in grads)
 
 
 def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
@@ -145,23 +167,26 @@ def test_an_lstm_learns_cartpole_without_velocities_where_an_mlp_cannot():
     assert min(lstm_final) > max(mlp_final), (lstm_final, mlp_final)
 
 
-@pytest.mark.parametrize("layers", [1, 2])
-def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one(layers):
+@pytest.mark.parametrize("layers, env", [(1, "CartPole-v1"), (2, "CartPole-v1"), (1, BrightHalfEnv)])
+def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees_ratio_one(layers, env):
+    """Also two stacked layers, and a CNN before the LSTMs (images acted on in numpy, replayed in TensorFlow)."""
     from kppo.core import normalization
     from kppo.gym_envs.make import gym_vec_env
-    from kppo.agent.numpy_actor import actor_input, actor_params, snapshot
+    from kppo.agent.numpy_actor import actor_input, head_params, snapshot
     from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
 
-    config = kppo.Config(**SMALL, n_lstm_layers=layers)
-    vec_env = gym_vec_env("CartPole-v1", 4, seed=0)
-    agent = make_agent(config, 4, vec_env.action_space)
+    cnn = {} if env == "CartPole-v1" else dict(features_extractor="small_cnn", features_dim=16)
+    config = kppo.Config(**SMALL, n_lstm_layers=layers, **cnn)
+    vec_env = gym_vec_env(env, 4, seed=0)
+    dim = int(np.prod(vec_env.observation_space.shape))
+    agent = make_agent(config, dim, vec_env.action_space, observation_space=vec_env.observation_space)
     settings = rollout_settings(config)
     obs = vec_env.reset(seed=0)
     memory = tuple(m.numpy() for m in initial_memory(agent, 4))
     state = HostRolloutState(
         obs,
         tf.zeros([4]),
-        normalization.to_numpy(normalization.initial_stats([4])),
+        normalization.to_numpy(normalization.initial_stats([dim])),
         normalization.initial_stats(()),
         np.zeros(4),
         np.zeros(4, np.int32),
@@ -180,7 +205,7 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     actor_memory = tuple(m.numpy()[0] for m in actor_memory)
     for t in range(64):
         features, actor_memory = actor_input(weights, traj.obs.numpy()[t], actor_memory, traj.episode_start.numpy()[t])
-        numpy_params.append(actor_params(weights, features))
+        numpy_params.append(head_params(weights, features))
     params, _, _ = replay(agent, traj.obs, traj.episode_start, tuple(m[0] for m in traj.memory))
     np.testing.assert_allclose(np.stack(numpy_params), params.numpy(), atol=1e-5)
 
