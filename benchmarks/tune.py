@@ -10,14 +10,15 @@ and XLA compilation count as a user pays them.
     .venv/bin/python benchmarks/tune.py --json benchmarks/results/tune/batched_vs_sequential.json
     .venv/bin/python benchmarks/tune.py --order batched,sequential --pruner none
 
-Prints, for each search: its wall, the best value and its trial, the completed and pruned counts, and every trial's
-value and parameters.
+Prints, for each search: its wall and CPU seconds, the best value and its trial, the completed and pruned counts,
+and every trial's value and parameters.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -56,14 +57,22 @@ def worker(batch: int, trials: int, pruner: str) -> dict:
     }
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(kind: str, trials: int, pruner: str) -> dict:
-    start = time.perf_counter()
+    """One search in a fresh process: its wall and its CPU seconds (user + system, every thread: on a machine shared
+    with other work the CPU seconds move less than the wall)."""
+    start, cpu = time.perf_counter(), _children_cpu_s()
     command = [sys.executable, __file__, "--worker", kind, "--trials", str(trials), "--pruner", pruner]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _children_cpu_s() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{kind}: the search failed:\n{done.stderr[-3000:]}")
-    return {"kind": kind, "batch": BATCHES[kind], "wall_s": wall, **json.loads(done.stdout.strip().splitlines()[-1])}
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"kind": kind, "batch": BATCHES[kind], "wall_s": wall, "cpu_s": cpu, **result}
 
 
 def main() -> None:
@@ -88,14 +97,17 @@ def main() -> None:
         result = run(kind, args.trials, args.pruner)
         record["runs"].append(result)
         print(
-            f"{kind:>10} (batch {result['batch']}): {result['wall_s']:7.1f} s, best {result['best_value']:.1f} "
+            f"{kind:>10} (batch {result['batch']}): {result['wall_s']:7.1f} s ({result['cpu_s']:.0f} CPU s), best "
+            f"{result['best_value']:.1f} "
             f"(trial {result['best_trial']}), {result['complete']} complete, {result['pruned']} pruned",
             flush=True,
         )
     walls = {r["kind"]: r["wall_s"] for r in record["runs"]}
     if {"batched", "sequential"} <= walls.keys():
+        cpus = {r["kind"]: r["cpu_s"] for r in record["runs"]}
         record["ratio"] = walls["batched"] / walls["sequential"]
-        print(f"batched / sequential wall: {record['ratio']:.2f}")
+        record["cpu_ratio"] = cpus["batched"] / cpus["sequential"]
+        print(f"batched / sequential wall: {record['ratio']:.2f} (CPU seconds: {record['cpu_ratio']:.2f})")
     finish_record(record, args.json)
 
 

@@ -183,6 +183,8 @@ def member_iteration_fn(config: Config, agent: Agent, collect: Callable) -> Call
             weights: a TF-native rollout, or the finish of what the host collected (`inputs`, that member's).
     """
 
+    xla = population_jit(config)  # how both population runners compile it
+
     def member_iteration(elems):
         (params, adam, state, inputs), values = elems
         rollout_kw, update_kw = (
@@ -196,7 +198,7 @@ def member_iteration_fn(config: Config, agent: Agent, collect: Callable) -> Call
 
         def update(rollout, key, schedules):
             (trained["params"], trained["adam"]), stats = functional_update(
-                agent, update_kw, config.adam_style, params, adam, update_batch(config, rollout), key, schedules
+                agent, update_kw, config.adam_style, params, adam, update_batch(config, rollout), key, schedules, xla
             )
             return stats
 
