@@ -23,7 +23,9 @@ from kppo.gym_envs.spaces import flat_dim, normalized_columns
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
 from kppo.agent.extractors import config_extractor
-from kppo.agent.networks import Actor, Critic, LSTMCells, features_dim, make_extractors, make_networks
+from kppo.agent.features import features_dim
+from kppo.agent.lstm import LSTMCells
+from kppo.agent.networks import Actor, Critic, make_extractors, make_networks
 from kppo.core.optimizers import AdamState, OptimizerSpec, adam_state_of, assign_adam_state, make_optimizer
 from kppo.agent.policy import ObsScaling, Policy
 from kppo.core.types import Moments

@@ -15,6 +15,8 @@ from typing import Any
 import keras
 
 from kppo._tf import tf
+from kppo.agent.features import extract, extract_shape
+from kppo.agent.lstm import LSTMCells
 
 _ALIASES = {
     "kaiming_normal": "he_normal",
@@ -69,29 +71,6 @@ def _build_stack(layers: list, input_shape, bias_init: str, seed: int) -> tuple:
     for i, layer in enumerate(layers):
         shape = _build_dense(layer, shape, bias_init, seed + 200 + i)
     return shape
-
-
-def features_dim(extractor: keras.layers.Layer, obs_dim: int) -> int:
-    """The width of `extractor`'s features for flat observations [B, obs_dim] (building it); a one-line ValueError
-    unless they are [B, F]."""
-    shape = tuple(extractor(tf.zeros([1, obs_dim])).shape)  # builds it (a subclassed layer may define no build)
-    if len(shape) != 2:
-        raise ValueError(
-            f"features_extractor_class: expected {type(extractor).__name__} to map observations [B, {obs_dim}] to "
-            f"features [B, F], got shape {shape}"
-        )
-    return int(shape[-1])
-
-
-def _extract_shape(model: keras.Model, input_shape) -> tuple:
-    """The MLP's input shape: the features extractor's output when the model has one, else the observations'."""
-    extractor = getattr(model, "extractor", None)
-    return tuple(input_shape) if extractor is None else (None, features_dim(extractor, int(input_shape[-1])))
-
-
-def _extract(model: keras.Model, obs):
-    extractor = getattr(model, "extractor", None)
-    return obs if extractor is None else extractor(obs)
 
 
 class Actor(keras.Model):
@@ -157,7 +136,7 @@ class Actor(keras.Model):
             )
 
     def build(self, input_shape):
-        shape = _build_stack(self.hidden, _extract_shape(self, input_shape), self.bias_init, self.seed)
+        shape = _build_stack(self.hidden, extract_shape(self, input_shape), self.bias_init, self.seed)
         _build_dense(self.head, shape, self.bias_init, self.seed + 300)
         if self.log_std_head is not None:
             self.log_std_head.build(shape)  # its bias starts at log_std_init
@@ -176,7 +155,7 @@ class Actor(keras.Model):
         self.built = True
 
     def call(self, obs):
-        return self.from_features(_extract(self, obs))
+        return self.from_features(extract(self, obs))
 
     def from_features(self, features):
         """`call` after the features extractor (what a shared extractor's output feeds: `agent.actor_critic`)."""
@@ -243,14 +222,14 @@ class Critic(keras.Model):
     def build(self, input_shape):
         _build_dense(
             self.head,
-            _build_stack(self.hidden, _extract_shape(self, input_shape), self.bias_init, self.seed),
+            _build_stack(self.hidden, extract_shape(self, input_shape), self.bias_init, self.seed),
             self.bias_init,
             self.seed + 300,
         )
         self.built = True
 
     def call(self, obs):
-        return self.from_features(_extract(self, obs))
+        return self.from_features(extract(self, obs))
 
     def from_features(self, features):
         """`call` after the features extractor."""
@@ -268,188 +247,6 @@ class Critic(keras.Model):
             "seed": self.seed,
             "hidden_units": self.hidden_units,
             "bias_init": self.bias_init,
-        }
-
-
-class TorchLSTMCell(keras.layers.Layer):
-    """torch.nn.LSTM's cell (`num_layers` stacked layers, as sb3-contrib builds it with `n_lstm_layers`): in each layer,
-    gates i, f, g, o from x @ kernel + h @ recurrent_kernel + input_bias + recurrent_bias; c' = sig(f) c + sig(i)
-    tanh(g), h' = sig(o) tanh(c'); layer l > 0 reads layer l - 1's h'.
-    Every weight starts U(+-1/sqrt(units)), no forget-gate offset. The two biases are torch's b_ih and b_hh: the
-    forward pass only sees their sum, but Adam steps each, so the sum learns at twice the step of one bias, as in
-    sb3-contrib (and both count in the global gradient norm). Called as Keras' LSTMCell: (x, [h, c]) -> (h' of the
-    last layer, (h', c')), where h and c hold every layer's state side by side, [B, layers * units] (layer l's in
-    columns l * units to (l + 1) * units: `state_size`), so the memory is two tensors whatever the depth.
-    Layer 0's weights are `kernel`, `recurrent_kernel`, `input_bias`, `recurrent_bias` (a one-layer cell is what it
-    was); layer l's carry the suffix `_l` (`layer_weights`).
-    `biases=1`: one `bias`, the layout of Keras' LSTMCell, which kppo used before; only for reading agents saved then
-    (`kppo.agent.agent.load_agent` moves them into a two-bias cell)."""
-
-    def __init__(self, units: int, seed: int = 0, biases: int = 2, num_layers: int = 1, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.units, self.seed, self.biases, self.num_layers = int(units), int(seed), int(biases), int(num_layers)
-        if self.num_layers < 1 or (self.num_layers > 1 and self.biases != 2):
-            raise ValueError(f"num_layers: expected an integer >= 1 (one-bias cells: 1), got {num_layers!r}")
-
-    @property
-    def bias_names(self) -> list[str]:
-        return ["input_bias", "recurrent_bias"] if self.biases == 2 else ["bias"]
-
-    @property
-    def state_size(self) -> int:
-        """The width of h and of c: every layer's units side by side."""
-        return self.num_layers * self.units
-
-    def weight_names(self, layer: int) -> list[str]:
-        """The attribute names of layer `layer`'s weights: kernel, recurrent kernel, then the biases."""
-        suffix = f"_{layer}" if layer else ""
-        return [name + suffix for name in ("kernel", "recurrent_kernel", *self.bias_names)]
-
-    def layer_weights(self, layer: int) -> list:
-        """Layer `layer`'s weights (variables), in `weight_names` order."""
-        return [getattr(self, name) for name in self.weight_names(layer)]
-
-    def build(self, input_shape):
-        bound = 1.0 / math.sqrt(self.units)
-        for layer in range(self.num_layers):
-            width = int(input_shape[-1]) if layer == 0 else self.units
-            biases = [(4 * self.units,)] * len(self.bias_names)
-            shapes = [(width, 4 * self.units), (self.units, 4 * self.units), *biases]
-            for k, (name, shape) in enumerate(zip(self.weight_names(layer), shapes)):
-                initializer = keras.initializers.RandomUniform(-bound, bound, seed=self.seed + 100 * layer + k)
-                setattr(self, name, self.add_weight(shape=shape, initializer=initializer, name=name))
-        self.built = True
-
-    def call(self, inputs, states):
-        if self.num_layers == 1:
-            return self._layer_step(0, inputs, *states)
-        hs, cs, x = [], [], inputs
-        for layer in range(self.num_layers):
-            columns = slice(layer * self.units, (layer + 1) * self.units)
-            x, (h, c) = self._layer_step(layer, x, states[0][:, columns], states[1][:, columns])
-            hs.append(h)
-            cs.append(c)
-        return x, (keras.ops.concatenate(hs, axis=-1), keras.ops.concatenate(cs, axis=-1))
-
-    def _layer_step(self, layer: int, x, h, c):
-        """Layer `layer` on its input `x` and its state (h, c) -> (h', (h', c'))."""
-        kernel, recurrent_kernel, *biases = self.layer_weights(layer)
-        z = keras.ops.matmul(x, kernel) + keras.ops.matmul(h, recurrent_kernel)
-        for bias in biases:
-            z = z + bias
-        i, f, g, o = keras.ops.split(z, 4, axis=-1)
-        c = keras.ops.sigmoid(f) * c + keras.ops.sigmoid(i) * keras.ops.tanh(g)
-        h = keras.ops.sigmoid(o) * keras.ops.tanh(c)
-        return h, (h, c)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "units": self.units,
-            "seed": self.seed,
-            "biases": self.biases,
-            "num_layers": self.num_layers,
-        }
-
-
-class ActorLSTM(keras.layers.Layer):
-    """A recurrent actor's path to its MLP: the features extractor the LSTMs read (if any), then the actor's
-    `TorchLSTMCell`; called as the cell is, (obs, [h, c]) -> (output, (h, c)). It holds no weights of its own: a
-    view of an agent's layers that a `Policy` and its artifacts act through (`LSTMCells.actor_lstm`)."""
-
-    def __init__(self, cell: TorchLSTMCell, extractor: keras.layers.Layer | None = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.cell = cell
-        if extractor is not None:
-            self.extractor = extractor
-        self.built = True  # no weights of its own; the cell and the extractor come built
-
-    @property
-    def units(self) -> int:
-        return self.cell.units
-
-    @property
-    def num_layers(self) -> int:
-        return self.cell.num_layers
-
-    @property
-    def state_size(self) -> int:
-        return self.cell.state_size
-
-    def call(self, obs, states):
-        return self.cell(_extract(self, obs), states)
-
-
-class LSTMCells(keras.Model):
-    """The LSTM cells of a recurrent agent (sb3-contrib's MlpLstmPolicy): the actor's, and the critic's when it has
-    its own, each `layers` deep (sb3-contrib's `n_lstm_layers`). The actor (and that critic) MLP reads the cell's
-    output (a `shared` critic the actor cell's, without backpropagating into it: sb3-contrib's `shared_lstm`); a
-    memory is (h, c) per cell, [B, layers * units] each (`state_size`).
-    torch.nn.LSTM's cells and initialization (`TorchLSTMCell`), as sb3-contrib leaves its LSTMs (its orthogonal init
-    covers the MLPs and heads only).
-    `extractor`: a features extractor both cells read the observations through, run once a step (sb3-contrib's
-    CnnLstmPolicy: a NatureCNN shared by the two LSTMs, `share_features_extractor=True`); a critic without a cell
-    reads its features too (`features`)."""
-
-    def __init__(
-        self,
-        units: int,
-        critic_cell: bool = True,
-        seed: int = 0,
-        biases: int = 2,
-        shared: bool = False,
-        num_layers: int = 1,
-        extractor: keras.layers.Layer | None = None,
-        **kwargs: Any,
-    ):
-        super().__init__(**kwargs)
-        self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
-        if extractor is not None:  # unset otherwise: the attribute would change the checkpoints' object graph
-            self.extractor = extractor
-        self.shared = bool(shared)  # the critic reads the actor cell's output, gradient stopped (sb3-contrib)
-        self.num_layers = int(num_layers)
-        self.cells = [
-            TorchLSTMCell(self.units, seed + 10 * i, biases, self.num_layers, name=f"{role}_lstm")
-            for i, role in enumerate(["actor", "critic"][: 1 + self.critic_cell])
-        ]
-
-    @property
-    def state_size(self) -> int:
-        """The width of each cell's h and c: every layer's units side by side."""
-        return self.num_layers * self.units
-
-    def build(self, input_shape):
-        shape = _extract_shape(self, input_shape)
-        self.features_width = int(shape[-1])
-        for cell in self.cells:
-            cell.build(shape)
-        self.built = True
-
-    def features(self, obs):
-        """What the cells read at observations `obs` [B, D]: the features extractor's output, or `obs`."""
-        return _extract(self, obs)
-
-    def actor_lstm(self) -> ActorLSTM:
-        """The actor's path through the LSTM (its cell after the features extractor): what a policy acts with."""
-        return ActorLSTM(self.cells[0], getattr(self, "extractor", None))
-
-    def call(self, obs, memory):
-        """One step of every cell from `memory` (h, c per cell) -> (outputs per cell, new memory)."""
-        outputs, new, features = [], [], self.features(obs)
-        for i, cell in enumerate(self.cells):
-            out, (h, c) = cell(features, [memory[2 * i], memory[2 * i + 1]])
-            outputs.append(out)
-            new += [h, c]
-        return outputs, tuple(new)
-
-    def get_config(self):
-        return {
-            **super().get_config(),
-            "units": self.units,
-            "critic_cell": self.critic_cell,
-            "seed": self.seed,
-            "shared": self.shared,
-            "num_layers": self.num_layers,
         }
 
 

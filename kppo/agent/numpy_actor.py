@@ -20,6 +20,7 @@ import numpy as np
 from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.distributions import ActionDistribution
+from kppo.agent.features import actor_extractor
 from kppo.agent.networks import Actor
 from kppo.agent.numpy_conv import acting_extractor
 from kppo.core.types import Moments
@@ -90,8 +91,7 @@ def snapshot(actor: Actor, lstm=None, read: Read = _numpy) -> ActorWeights:
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {', '.join(ACTIVATIONS)} for host acting, got {activation!r}")
     extractor, in_numpy = None, False
-    layer = getattr(actor, "extractor", None)
-    layer = getattr(lstm, "extractor", None) if layer is None else layer
+    layer = actor_extractor(actor, lstm)
     if layer is not None:
         extractor, in_numpy = acting_extractor(layer, frozen_extractor(layer, read), read)
     return ActorWeights(
@@ -203,9 +203,9 @@ def _lstm(cell, read: Read = _numpy) -> tuple[tuple[np.ndarray, np.ndarray, np.n
     return tuple(layers)
 
 
-def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`TorchLSTMCell` in numpy (gates i, f, g, o; sigmoid and tanh), layer after layer: (h', c'), every layer's
-    state side by side in the last axis as the cell keeps them; the last layer's h' is what the actor reads."""
+def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """`TorchLSTMCell` in numpy (gates i, f, g, o; sigmoid and tanh), layer after layer: (the last layer's h', which
+    the actor reads, (h', c')), every layer's state side by side in the last axis as the cell keeps them."""
     units = lstm[0][1].shape[-2]
     hs, cs = [], []
     for layer, (kernel, recurrent, bias) in enumerate(lstm):
@@ -214,14 +214,8 @@ def lstm_step(lstm: tuple, x: np.ndarray, h: np.ndarray, c: np.ndarray) -> tuple
         cs.append(_sigmoid(f) * c[..., columns] + _sigmoid(i) * np.tanh(g))
         hs.append(x := _sigmoid(o) * np.tanh(cs[-1]))
     if len(lstm) == 1:
-        return hs[0], cs[0]
-    return np.concatenate(hs, axis=-1), np.concatenate(cs, axis=-1)
-
-
-def lstm_output(lstm: tuple, h: np.ndarray) -> np.ndarray:
-    """The last layer's part of a state `h` [..., layers * units] (what the actor reads after `lstm_step`)."""
-    units = lstm[0][1].shape[-2]
-    return h[..., (len(lstm) - 1) * units :]
+        return x, (hs[0], cs[0])
+    return x, (np.concatenate(hs, axis=-1), np.concatenate(cs, axis=-1))
 
 
 def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_start: np.ndarray | None):
@@ -234,8 +228,7 @@ def actor_input(weights: ActorWeights, obs: np.ndarray, memory: tuple, episode_s
     h, c = memory
     if episode_start is not None:
         h, c = np.where(episode_start[..., None], 0.0, h), np.where(episode_start[..., None], 0.0, c)
-    h, c = lstm_step(weights.lstm, features, h, c)
-    return lstm_output(weights.lstm, h), (h, c)
+    return lstm_step(weights.lstm, features, h, c)
 
 
 def actor_features(weights: ActorWeights, obs: np.ndarray) -> np.ndarray:

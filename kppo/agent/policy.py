@@ -37,6 +37,7 @@ from kppo.gym_envs.spaces import (
     layout,
     one_line,
 )
+from kppo.agent.features import actor_extractor
 from kppo.agent.networks import Actor
 from kppo.agent.numpy_actor import NumpyActor, key_rng, make_numpy_actor
 from kppo.core.types import Moments
@@ -393,8 +394,7 @@ class Policy:
     def extractor(self) -> Any:
         """The features extractor the actor reads observations through (its own, or the one before its LSTM); None
         where it reads them as they are."""
-        own = getattr(self.actor, "extractor", None)
-        return getattr(self.lstm, "extractor", None) if own is None else own
+        return actor_extractor(self.actor, self.lstm)
 
     @property
     def image(self) -> bool:

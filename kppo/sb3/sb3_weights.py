@@ -110,13 +110,13 @@ def _extractors(agent: Agent, reader: _Reader) -> Pairs:
 LSTM_NAMES = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
 
 
-def lstm_weights(agent: Agent) -> list[tuple[Any, str]]:
-    """(Keras variable, torch name) of every LSTM weight of a recurrent agent, layer by layer (none for an MLP agent);
-    the weights (the first two of each layer) are transposed between the two."""
+def lstm_weights(agent: Agent) -> list[tuple[Any, str, bool]]:
+    """(Keras variable, torch name, transposed between the two) of every LSTM weight of a recurrent agent, layer by
+    layer (none for an MLP agent): the kernels are transposed, the biases not."""
     if agent.lstm is None:
         return []
     return [
-        (variable, f"lstm_{role}.{name}_l{layer}")
+        (variable, f"lstm_{role}.{name}_l{layer}", name.startswith("weight"))
         for cell, role in zip(agent.lstm.cells, ("actor", "critic"))
         for layer in range(cell.num_layers)
         for variable, name in zip(cell.layer_weights(layer), LSTM_NAMES)
@@ -125,9 +125,9 @@ def lstm_weights(agent: Agent) -> list[tuple[Any, str]]:
 
 def _lstm(agent: Agent, reader: _Reader) -> Pairs:
     pairs: Pairs = []
-    for variable, name in lstm_weights(agent):
+    for variable, name, transposed in lstm_weights(agent):
         value = reader.take(name)
-        pairs.append((variable, value.T if name.split(".")[1].startswith("weight") else value, name))
+        pairs.append((variable, value.T if transposed else value, name))
     return pairs
 
 
@@ -260,8 +260,8 @@ def sb3_state_dict(agent: Agent) -> dict[str, np.ndarray]:
     """The agent's variables as SB3's `policy.state_dict()`: the names `sb3_pairs` reads, torch's layouts, numpy
     arrays (`assign_sb3_weights` reads it back exactly)."""
     out = _extractors_out(agent)
-    for variable, name in lstm_weights(agent):
-        out[name] = variable.numpy().T if name.split(".")[1].startswith("weight") else variable.numpy()
+    for variable, name, transposed in lstm_weights(agent):
+        out[name] = variable.numpy().T if transposed else variable.numpy()
     actor, critic = agent.actor, agent.critic
     for i, layer in enumerate(actor.hidden):
         out.update(_dense_out(layer, f"mlp_extractor.policy_net.{2 * i}"))
