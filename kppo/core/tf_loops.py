@@ -38,6 +38,11 @@ def vectorizing(anchor: tf.Tensor) -> Iterator[None]:
         _vectorized.anchor = previous
 
 
+def vectorizing_now() -> bool:
+    """Whether code traces for `tf.vectorized_map` (inside `vectorizing`)."""
+    return getattr(_vectorized, "anchor", None) is not None
+
+
 def _per_member(x: tf.Tensor, anchor: tf.Tensor) -> tf.Tensor:
     """`x`, bit for bit, as a value that depends on `anchor` (a select between x and itself)."""
     return tf.where(tf.equal(anchor, anchor), x, x)

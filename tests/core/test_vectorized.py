@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kppo._tf import tf
-from kppo.core.vectorized import argsort_network, clip_by_global_norm
+from kppo.core.vectorized import argsort_network, clip_by_global_norm, narrow_matmul
 
 
 @pytest.mark.parametrize("shape", [(3, 1000), (2, 5, 7), (4, 2048), (1, 2), (1,)])
@@ -33,3 +33,28 @@ def test_clip_by_global_norm_is_tfs():
     infinite = [tf.constant([np.inf, 1.0])]
     assert np.isnan(clip_by_global_norm(infinite, 0.5)[0][0]).all()  # as TF's: an infinite norm gives NaN
     assert np.isnan(tf.clip_by_global_norm(infinite, 0.5)[0][0]).all()
+
+
+@pytest.mark.parametrize("columns", [1, 2, 6])
+def test_the_narrow_matmul_is_a_matmul_and_its_gradients_are_the_matmuls(columns):
+    rng = np.random.default_rng(2)
+    x = tf.constant(rng.normal(size=(3, 512, 64)), tf.float32)  # 3 members' minibatches
+    kernel = tf.constant(rng.normal(size=(3, 64, columns)), tf.float32)
+    dy = tf.constant(rng.normal(size=(3, 512, columns)), tf.float32)
+
+    def product_and_grads(matmul):
+        def member(elems):
+            x_, kernel_ = elems
+            with tf.GradientTape() as tape:
+                tape.watch([x_, kernel_])
+                y = matmul(x_, kernel_)
+            return (y, *tape.gradient(y, [x_, kernel_], output_gradients=dy[0]))
+
+        return tf.vectorized_map(member, (x, kernel))
+
+    for jit in (False, True):
+        mine = tf.function(lambda: product_and_grads(narrow_matmul), jit_compile=jit)()
+        theirs = tf.function(lambda: product_and_grads(tf.matmul), jit_compile=jit)()
+        np.testing.assert_array_equal(mine[0].numpy(), theirs[0].numpy())  # the same product
+        for a, b in zip(mine[1:], theirs[1:]):  # the gradients: summed in another order
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-4)
