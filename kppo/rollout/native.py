@@ -161,8 +161,17 @@ def collect_rollout(
         (state after the rollout, Rollout: trajectory [T, B], advantages [T, B], returns [T, B]).
     """
     keys = tf.random.experimental.stateless_split(key, settings.num_steps)
-    steps = tf.range(settings.num_steps)
-    state, (traj, final_obs) = scan(lambda s, x: env_step(env, agent, settings, s, x), state, (keys, steps))
+    state, (traj, final_obs) = scan(
+        lambda s, x: env_step(env, agent, settings, s, x), state, (keys, tf.range(settings.num_steps))
+    )
+    return state, finish_steps(agent, settings, state, traj, final_obs)
+
+
+def finish_steps(
+    agent: Agent, settings: RolloutSettings, state: RolloutState, traj: Trajectory, final_obs: tf.Tensor
+) -> Rollout:
+    """What follows the steps of a rollout: the critic's values of the final observations (one batched call), the
+    value of the last observations, and GAE. `state` is the state after the steps."""
     num_steps, num_envs = settings.num_steps, traj.value.shape[1]
     if agent.lstm is None:  # a recurrent agent's final values were computed in the loop, from its memory
         flat_final = tf.reshape(final_obs, [num_steps * num_envs, -1])
@@ -179,7 +188,7 @@ def collect_rollout(
         settings.gamma,
         settings.gae_lambda,
     )
-    return state, Rollout(traj, advantages, returns)
+    return Rollout(traj, advantages, returns)
 
 
 class _EvalCarry(NamedTuple):

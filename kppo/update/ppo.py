@@ -55,11 +55,11 @@ class UpdateStats(NamedTuple):
     steps: tf.Tensor  # gradient steps applied
 
 
-def zero_stats() -> UpdateStats:
-    """The sums before the first minibatch."""
-    return UpdateStats(
-        LossInfo(*[tf.constant(0.0)] * len(LossInfo._fields)), tf.constant(0.0), tf.constant(0), tf.constant(0)
-    )
+def zero_stats(members: int | None = None) -> UpdateStats:
+    """The sums before the first minibatch (with a member axis of `members`)."""
+    shape = [] if members is None else [members]
+    zero, none = tf.zeros(shape), tf.zeros(shape, tf.int32)
+    return UpdateStats(LossInfo(*[zero] * len(LossInfo._fields)), zero, none, none)
 
 
 def flatten(rollout: Rollout, sequence_length: int = 0, rotated: bool = False) -> Batch:
@@ -84,9 +84,20 @@ def minibatch_indices(
 ) -> tf.Tensor:
     """int32 [num_epochs * num_minibatches, size // num_minibatches]: a fresh permutation per epoch, cut in rows.
     `network`: the same permutations through `argsort_network` (faster under XLA, slower in TF kernels)."""
-    noise = tf.random.stateless_uniform([num_epochs, size], seed=key)
+    return shuffled_rows(shuffle_noise(key, size, num_epochs), num_minibatches, network)
+
+
+def shuffle_noise(key: tf.Tensor, size: int, num_epochs: int) -> tf.Tensor:
+    """float32 [num_epochs, size]: the uniform draws whose argsort is each epoch's permutation."""
+    return tf.random.stateless_uniform([num_epochs, size], seed=key)
+
+
+def shuffled_rows(noise: tf.Tensor, num_minibatches: int, network: bool = False) -> tf.Tensor:
+    """`shuffle_noise` [..., num_epochs, size] sorted into permutations and cut into minibatch rows:
+    int32 [..., num_epochs * num_minibatches, size // num_minibatches] (leading axes: a population's members)."""
     perms = argsort_network(noise) if network else tf.argsort(noise, axis=-1)
-    return tf.reshape(perms, [num_epochs * num_minibatches, size // num_minibatches])
+    *lead, epochs, size = perms.shape
+    return tf.reshape(perms, [*lead, epochs * num_minibatches, size // num_minibatches])
 
 
 def update_indices(settings: UpdateSettings, size: int, key: tf.Tensor, network: bool = False) -> tf.Tensor:
@@ -185,10 +196,13 @@ def add_stats(stats: UpdateStats, info: LossInfo, grad_norm, applied, counts=Tru
 MINIBATCH_MODES = ("graph", "members", "unrolled", "host")
 
 
-def minibatch_loop(step: Callable, carry: Any, total: int, mode: str = "graph") -> tuple[Any, UpdateStats]:
+def minibatch_loop(
+    step: Callable, carry: Any, total: int, mode: str = "graph", members: int | None = None
+) -> tuple[Any, UpdateStats]:
     """`total` minibatches of `step(carry, k, stopped) -> (carry, info, grad norm, applied)`; after a step that was not
     applied (the target-KL stop) no more minibatches count. `mode` (module docstring): "graph" and "host" leave the
-    loop there, "members" computes and drops the rest, "unrolled" never stops (its step has no KL test)."""
+    loop there, "members" computes and drops the rest, "unrolled" never stops (its step has no KL test). `members`:
+    a step of every member of a population at once ("members" mode), `stopped`, `applied` and the sums [members]."""
     if mode in ("unrolled", "host"):
         stats = zero_stats()
         for k in range(total):
@@ -207,7 +221,8 @@ def minibatch_loop(step: Callable, carry: Any, total: int, mode: str = "graph") 
         stats = add_stats(stats, info, grad_norm, applied, tf.logical_not(stopped))
         return k + 1, carry, stats, tf.logical_or(stopped, tf.logical_not(applied))
 
-    start = (tf.constant(0), carry, zero_stats(), tf.constant(False))
+    stopped = tf.constant(False) if members is None else tf.zeros([members], tf.bool)
+    start = (tf.constant(0), carry, zero_stats(members), stopped)
     _, carry, stats, _ = tf.while_loop(cond, body, tie_to_members(start), maximum_iterations=total)
     return carry, stats
 
@@ -242,12 +257,22 @@ def functional_update(
     xla: bool = False,
 ) -> tuple[tuple[list, AdamState], UpdateStats]:
     """`ppo_update` on weights held as tensors (`params`, in `agent.variables` order) with Adam as a function
-    (`kppo.core.optimizers.adam_step`): what a population vectorizes over its members. Computes what `ppo_update`
-    computes on one device; every minibatch is computed (`minibatch_loop`'s "members" mode). `xla`: it is traced for
-    an XLA-compiled program (the shuffle's argsort by `argsort_network`, the same permutations, faster there).
+    (`kppo.core.optimizers.adam_step`): the minibatches of `functional_step`. Computes what `ppo_update` computes on
+    one device; every minibatch is computed (`minibatch_loop`'s "members" mode). `xla`: it is traced for an
+    XLA-compiled program (the shuffle's argsort by `argsort_network`, the same permutations, faster there).
     Returns ((params, Adam state), stats)."""
     settings = with_schedules(settings, schedules)
     indices = update_indices(settings, batch.obs.shape[0], key, network=xla)
+    step = functional_step(agent, settings, adam_style, batch, indices, schedules.learning_rate)
+    return minibatch_loop(step, (list(params), adam), settings.num_epochs * settings.num_minibatches, mode="members")
+
+
+def functional_step(
+    agent: Agent, settings: UpdateSettings, adam_style: str, batch: Batch, indices: tf.Tensor, learning_rate
+) -> Callable:
+    """A functional update's minibatch step, `step((params, adam), k, stopped) -> ((params, adam), info, grad norm,
+    applied)` (`minibatch_loop`'s): minibatch k's loss and gradient on `params`, clipped, one Adam step; a stopped or
+    target-KL-violating step keeps the weights. `settings` holds the iteration's scheduled values."""
 
     def step(carry, k, stopped):
         params, adam = carry
@@ -260,12 +285,11 @@ def functional_update(
         applied = tf.logical_not(stopped)
         if settings.target_kl is not None:
             applied = tf.logical_and(applied, kl_within(info.approx_kl, settings.target_kl))
-        new = adam_step(adam_style, params, clipped, adam, schedules.learning_rate)
+        new = adam_step(adam_style, params, clipped, adam, learning_rate)
         carry = tf.nest.map_structure(lambda a, b: tf.where(applied, a, b), new, (params, adam))
         return carry, info, grad_norm, applied
 
-    total = settings.num_epochs * settings.num_minibatches
-    return minibatch_loop(step, (list(params), adam), total, mode="members")
+    return step
 
 
 # The iteration: one PPO iteration around any rollout and any update, and the loop over iterations, written once.
@@ -317,11 +341,17 @@ class Iterations(NamedTuple):
     stopped: bool = False  # the step hook stopped a rollout (no update for it)
 
 
+def iteration_keys(key: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """An iteration's keys from the runner's: (the next iteration's, the rollout's, the update's)."""
+    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(key, 3))
+    return key, key_rollout, key_update
+
+
 def start_iteration(schedule_fn: ScheduleFn, collect: Callable, state: RunnerState):
     """The first half of an iteration (what each replica runs under a strategy): keys, schedules, rollout + GAE.
 
     Returns (state after the iteration, Rollout, the update's key, Schedules)."""
-    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(state.key, 3))
+    key, key_rollout, key_update = iteration_keys(state.key)
     schedules = schedule_fn(state.iteration)
     rollout_state, rollout = collect(state.rollout, key_rollout)
     return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, schedules
@@ -334,7 +364,8 @@ def iteration_step(
     state: RunnerState,
 ) -> tuple[RunnerState, Diagnostics]:
     """One training iteration: keys -> schedules -> rollout + GAE -> update -> diagnostics. Runs inside the native
-    runner's compiled loop, eagerly in the host runner and per member inside a population's vectorized program; under
+    runner's compiled loop and eagerly in the host runner (a population runs its parts with its loops outside the
+    members' vectorized map: `kppo.training.runners.population.population_iteration`); under
     a tf.distribute strategy each replica runs `start_iteration` and the replicas' update runs between (MirroredStrategy
     allows no all-reduce inside a tf.while_loop, so the update cannot run inside the replicas' function).
 

@@ -9,7 +9,7 @@ from kppo.core.distributions import make_distribution
 from kppo.agent.networks import make_networks
 from kppo.core.types import Batch
 from kppo.agent.agent import Agent
-from kppo.update.ppo import UpdateSettings, minibatch_indices, ppo_update
+from kppo.update.ppo import UpdateSettings, minibatch_indices, ppo_update, shuffle_noise, shuffled_rows
 
 
 def test_minibatch_indices_are_one_permutation_per_epoch():
@@ -29,6 +29,16 @@ def test_the_sorting_network_shuffles_as_argsort_under_xla_and_vectorized_map():
         return tf.function(lambda k: tf.vectorized_map(draw, k), jit_compile=True)(keys).numpy()
 
     np.testing.assert_array_equal(shuffles(True), shuffles(False))
+
+
+def test_a_populations_shuffle_sorted_outside_the_vectorized_map_is_each_members():
+    keys = tf.random.experimental.stateless_split(tf.constant([5, 6]), 3)
+    noise = tf.vectorized_map(lambda key: shuffle_noise(key, 64, 3), keys)  # [members, epochs, rows]
+    for network in (False, True):
+        rows = tf.function(lambda n: shuffled_rows(n, 4, network), jit_compile=True)(noise).numpy()  # noqa: B023
+        assert rows.shape == (3, 12, 16)
+        for member, key in enumerate(keys):
+            np.testing.assert_array_equal(rows[member], minibatch_indices(key, 64, 3, 4).numpy())
 
 
 def _learner(seed=0, lr=1e-3):

@@ -1,8 +1,8 @@
 """Populations on gymnasium envs: every member's envs are one gymnasium vector env (member m's `num_envs` envs are the
 m-th block, each seeded as that member's single run seeds its own), all members act in one batched numpy call per
 step (`kppo.rollout.gymnasium.Acting`), and all members finish their rollouts and update in one compiled program:
-`tf.vectorized_map` over the one per-member `iteration_step` the TF-native population runs
-(`population.member_iteration_fn`), whose collect is `finish_rollout` of what the host collected for that member.
+the iteration the TF-native population runs (`member_loops.population_iteration`), whose collect is `finish_rollout`
+of what the host collected for that member.
 
 A member computes what its single host run computes (`kppo.training.runners.host`): the same envs and seeds, the same
 numpy draws from the same keys, the same finish and update on its own weights, statistics and hyperparameters; only
@@ -37,13 +37,8 @@ from kppo.rollout.gymnasium import (
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.settings import population_jit, rollout_settings, root_keys
 from kppo.training.runners.host import eval_env_source, reset_rollout_state
-from kppo.training.runners.population import (
-    MemberValues,
-    MemberWeights,
-    check_members,
-    member_iteration_fn,
-    member_values,
-)
+from kppo.training.runners.member_loops import population_iteration
+from kppo.training.runners.population import MemberValues, MemberWeights, check_members, member_values
 from kppo.update.ppo import drive
 from kppo.update.schedules import config_schedules
 
@@ -122,7 +117,7 @@ def member_inputs(steps: HostSteps, members: int) -> HostSteps:
 
 def make_member_update(population: HostPopulation) -> Callable:
     """Compiled `(FinishCarry [M], keys [M, 2], iterations [M], member inputs) -> (FinishCarry, keys, iterations,
-    Diagnostics [M])`: every member's finish + update + diagnostics (`member_iteration_fn`), the population's weights
+    Diagnostics [M])`: every member's finish + update + diagnostics (`population_iteration`), the population's weights
     updated."""
     config, agent, weights = population.configs[0], population.agent, population.weights
 
@@ -132,13 +127,11 @@ def make_member_update(population: HostPopulation) -> Callable:
         finished = finish_rollout(agent, settings, *inputs._replace(features=features), *carry)
         return FinishCarry(finished.return_stats, finished.discounted_return, finished.memory), finished.rollout
 
-    member_iteration = member_iteration_fn(config, agent, collect)
+    member_iteration = population_iteration(config, agent, collect)
 
     def run(state: RunnerState, inputs):
         params, adam = weights.read()
-        (params, adam, state), diag = tf.vectorized_map(
-            member_iteration, ((params, adam, state, inputs), population.values)
-        )
+        (params, adam, state), diag = member_iteration(params, adam, state, inputs, population.values)
         weights.assign(params, adam)
         return state, diag
 

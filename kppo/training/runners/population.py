@@ -1,12 +1,12 @@
 """Populations: many agents (seeds and swept hyperparameters) trained by one compiled program on TF-native envs.
 
-A member computes exactly what a single run computes: the same `start_iteration`, `collect_rollout`, update loop and
-`diagnostics`, its own initial weights (built from its seed as a single run builds them), keys, normalization
-statistics, Adam state, target-KL decisions and hyperparameters (`kppo.config.options.SWEEPABLE`). Only the weights
-are held differently: as tensors with a leading member axis (variables [M, ...]), read by the networks through Keras'
-StatelessScope, and updated by the functional Adam (`kppo.update.ppo.functional_update`). `tf.vectorized_map` turns the
-per-member iteration into one batched program; the stateless RNG ops, which it cannot vectorize for per-member keys,
-run as loops over the members inside it.
+A member computes exactly what a single run computes: the same `start_iteration`, env steps, finish (GAE), update
+loop of minibatches and `diagnostics`, its own initial weights (built from its seed as a single run builds them),
+keys, normalization statistics, Adam state, target-KL decisions and hyperparameters (`kppo.config.options.SWEEPABLE`).
+Only the weights are held differently: as tensors with a leading member axis (variables [M, ...]), read by the networks
+through Keras' StatelessScope, and updated by the functional Adam (`kppo.update.ppo.functional_step`).
+
+The iteration's parts run for every member at once (`kppo.training.runners.member_loops`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from kppo.envs.base import VecEnv
 from kppo.core.normalization import Constants
 from kppo.core.tf_loops import vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
-from kppo.rollout.native import collect_rollout, evaluation_episodes
+from kppo.rollout.native import evaluation_episodes, finish_steps
 from kppo.training.runners.base import Iterations, Runner
-from kppo.training.runners.settings import population_jit, rollout_settings, update_batch, update_settings
+from kppo.training.runners.member_loops import member_steps, population_iteration
+from kppo.training.runners.settings import population_jit
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
-from kppo.update.ppo import drive, functional_update, iteration_step, zero_diagnostics
-from kppo.update.schedules import config_schedules, with_values
+from kppo.update.ppo import drive, zero_diagnostics
+from kppo.update.schedules import config_schedules
 
 
 class MemberValues(NamedTuple):
@@ -174,41 +175,6 @@ def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
     )
 
 
-def member_iteration_fn(config: Config, agent: Agent, collect: Callable) -> Callable:
-    """One member's `iteration_step` on tensor weights, the function `tf.vectorized_map` maps over the members:
-    `(((params, adam, runner state, inputs), MemberValues) -> ((params, adam, runner state), Diagnostics))`.
-
-    Args:
-        collect: `(RolloutSettings, rollout state, key, inputs) -> (rollout state, Rollout)`, run with the member's
-            weights: a TF-native rollout, or the finish of what the host collected (`inputs`, that member's).
-    """
-
-    xla = population_jit(config)  # how both population runners compile it
-
-    def member_iteration(elems):
-        (params, adam, state, inputs), values = elems
-        rollout_kw, update_kw = (
-            with_values(rollout_settings(config), values),
-            with_values(update_settings(config), values),
-        )
-        trained = {}  # the update's new weights and Adam state (iteration_step returns only the runner state)
-
-        def member_collect(rollout_state, key):
-            return with_weights(agent, params, lambda: collect(rollout_kw, rollout_state, key, inputs))
-
-        def update(rollout, key, schedules):
-            (trained["params"], trained["adam"]), stats = functional_update(
-                agent, update_kw, config.adam_style, params, adam, update_batch(config, rollout), key, schedules, xla
-            )
-            return stats
-
-        with vectorizing(state.key[0]):  # the rollout's, GAE's and the update's loops start per-member
-            state, diag = iteration_step(config_schedules(config, values), member_collect, update, state)
-        return (trained["params"], trained["adam"], state), diag
-
-    return member_iteration
-
-
 def make_member_iterations(population: Population) -> Callable:
     """Compiled `(runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`, updating the
     population's weights."""
@@ -216,17 +182,17 @@ def make_member_iterations(population: Population) -> Callable:
     weights = population.weights
 
     def collect(settings, rollout_state, key, inputs):
-        del inputs  # the TF-native rollout steps its envs itself
-        return collect_rollout(env, agent, settings, rollout_state, key)
+        del rollout_state, key  # the steps ran before, every member's at once (`member_steps`)
+        state, traj, final_obs = inputs
+        return state, finish_steps(agent, settings, state, traj, final_obs)
 
-    member_iteration = member_iteration_fn(config, agent, collect)
+    member_iteration = population_iteration(config, agent, collect)
 
     def run(state, n):
-        # The loop over iterations stays outside the vectorized map: vectorizing a loop that contains loops makes
-        # tf.vectorized_map build TensorArrays XLA cannot compile, and converts the inner loops twice (slower tracing).
         def iteration(carry):
-            carry, diag = tf.vectorized_map(member_iteration, ((*carry, ()), population.values))
-            return carry, diag
+            params, adam, state = carry
+            steps = member_steps(env, agent, config, params, state, population.values)
+            return member_iteration(params, adam, state, steps, population.values)
 
         count = len(population.configs)
         zeros = tf.nest.map_structure(lambda x: tf.fill([count], x), zero_diagnostics())

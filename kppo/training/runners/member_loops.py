@@ -1,0 +1,143 @@
+"""The parts of a population's iteration, every member's at once: `population_iteration` (the finish of the rollout,
+the update's shuffle, its minibatch loop `member_updates`, the diagnostics) and, on TF-native envs, `member_steps` (the
+rollout's steps). Each member computes what its single run computes, on its own weights, keys, statistics and values
+(`kppo.training.runners.population`).
+
+`tf.vectorized_map` (pfor) runs each part for every member at once. The two long loops of an iteration, the rollout's
+steps and the update's minibatches, run outside it with a vectorized body, so XLA compiles them as plain loops whose
+buffers update in place: pfor converts a loop into a loop around a conditional that copies everything the loop
+carries, at every step (8-member CartPole population, this change: an iteration 52 -> 46 ms, its tracing and
+compilation 7.4 -> 5.3 s; `docs/benchmarks/tuning.md`). The shuffle's sort runs outside too, for its loop. The
+stateless RNG ops, which pfor cannot vectorize for per-member keys, run as small loops over the members.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from collections.abc import Callable
+
+from kppo._tf import tf
+from kppo.agent.agent import Agent, with_weights
+from kppo.config.options import Config
+from kppo.core.tf_loops import scan, swap_leading, vectorizing
+from kppo.core.types import RunnerState
+from kppo.rollout.native import env_step
+from kppo.training.runners.settings import population_jit, rollout_settings, update_batch, update_settings
+from kppo.update.ppo import (
+    functional_step,
+    iteration_keys,
+    minibatch_loop,
+    rollout_diagnostics,
+    shuffle_noise,
+    shuffled_rows,
+    start_iteration,
+    update_indices,
+    with_update,
+)
+from kppo.update.schedules import config_schedules, with_schedules, with_values
+
+__all__ = ["member_steps", "member_updates", "population_iteration"]
+
+
+def population_iteration(config: Config, agent: Agent, collect: Callable) -> Callable:
+    """Every member's `iteration_step` on tensor weights, in one program: `(params [M], adam [M], runner state [M],
+    inputs [M], MemberValues) -> ((params, adam, runner state), Diagnostics [M])`.
+
+    The iteration's parts are the single run's (`start_iteration`, the update's `minibatch_loop` of
+    `functional_step`, `diagnostics`), each member's on its own weights, keys, statistics and values. The rollout's
+    finish and the update's shuffle run under `tf.vectorized_map`; the minibatch loop runs outside it, its body
+    stepping every member (`member_updates`).
+
+    Args:
+        collect: `(RolloutSettings, rollout state, key, inputs) -> (rollout state, Rollout)`, run with the member's
+            weights: the finish of the steps a TF-native population took (`member_steps`), or of what the host
+            collected (`inputs`, that member's).
+    """
+    xla = population_jit(config)  # how both population runners compile it
+    rotated = update_settings(config).rotated_steps
+
+    def start(elems):
+        (params, state, inputs), values = elems
+        rollout_kw = with_values(rollout_settings(config), values)
+
+        def member_collect(rollout_state, key):
+            return with_weights(agent, params, lambda: collect(rollout_kw, rollout_state, key, inputs))
+
+        iteration = state.iteration
+        with vectorizing(state.key[0]):  # GAE's loop starts per-member
+            state, rollout, key_update, schedules = start_iteration(
+                config_schedules(config, values), member_collect, state
+            )
+            settings = with_schedules(with_values(update_settings(config), values), schedules)
+            batch = update_batch(config, rollout)
+            if rotated:  # sb3-contrib's windows of rows
+                order = update_indices(settings, batch.obs.shape[0], key_update)
+            else:  # sorted outside the map: the sort's loop would be converted into a loop that copies
+                order = shuffle_noise(key_update, batch.obs.shape[0], config.num_epochs)
+        return state, rollout_diagnostics(rollout), batch, order, iteration, schedules.learning_rate
+
+    def run(params, adam, state, inputs, values):
+        state, diag, batch, order, iterations, learning_rate = tf.vectorized_map(
+            start, ((params, state, inputs), values)
+        )
+        indices = order if rotated else shuffled_rows(order, config.num_minibatches, network=xla)
+        (params, adam), stats = member_updates(agent, config, (params, adam), batch, indices, iterations, values)
+        return (params, adam, state), with_update(diag, stats, learning_rate)
+
+    return run
+
+
+def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, iterations, values: Any):
+    """Every member's update: one `minibatch_loop` whose step runs each member's `functional_step` (under
+    `tf.vectorized_map`) with the values scheduled for its iteration (`iterations` [M], before the increment).
+
+    Outside the vectorized map the loop compiles as a plain XLA while loop; pfor would convert it into a loop around
+    a conditional that copies everything the loop carries at every minibatch."""
+
+    def step(carry, k, stopped):
+        def member(elems):
+            member_carry, member_batch, member_indices, iteration, member_values, member_stopped = elems
+            schedules = config_schedules(config, member_values)(iteration)
+            settings = with_schedules(with_values(update_settings(config), member_values), schedules)
+            update = functional_step(
+                agent, settings, config.adam_style, member_batch, member_indices, schedules.learning_rate
+            )
+            with vectorizing(schedules.learning_rate):  # a recurrent replay's loop starts per-member
+                return update(member_carry, k, member_stopped)
+
+        return tf.vectorized_map(member, (carry, batch, indices, iterations, values, stopped))
+
+    total = config.num_epochs * config.num_minibatches
+    return minibatch_loop(step, carry, total, mode="members", members=values.learning_rate.shape[0])
+
+
+def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerState, values: Any):
+    """Every member's rollout steps: a loop over the steps whose body steps all members (`tf.vectorized_map` of
+    `env_step` on each member's weights, keys and values). Returns (rollout states after the steps, trajectories
+    [M, T, ...], final observations [M, T, ...]), what `finish_steps` completes inside the member's iteration.
+
+    Outside the vectorized map, the loop compiles as a plain XLA while loop whose buffers update in place; pfor would
+    convert it into a loop around a conditional that copies every buffer of the rollout at every step (an 8-member
+    CartPole population: ~8 ms of its ~60 ms iteration)."""
+    steps = config.num_steps
+
+    def member_keys(key):  # the rollout's key of `start_iteration`, split as `collect_rollout` splits it
+        return tf.random.experimental.stateless_split(iteration_keys(key)[1], steps)
+
+    keys = swap_leading(tf.vectorized_map(member_keys, state.key))  # [T, M, 2]
+
+    def step(rollout_states, inputs):
+        keys_t, t = inputs
+
+        def member(elems):
+            member_params, member_state, key, member_values = elems
+            settings = with_values(rollout_settings(config), member_values)
+            with vectorizing(key[0]):
+                return with_weights(
+                    agent, member_params, lambda: env_step(env, agent, settings, member_state, (key, t))
+                )
+
+        return tf.vectorized_map(member, (params, rollout_states, keys_t, values))
+
+    after, (traj, final_obs) = scan(step, state.rollout, (keys, tf.range(steps)))
+    return after, tf.nest.map_structure(swap_leading, traj), swap_leading(final_obs)
