@@ -237,6 +237,18 @@ def evaluation_episodes(
     """One deterministic episode in each of `num_envs` envs (at most max_episode_steps steps, and at most
     `EVAL_STEP_CAP`: a compiled evaluation has a fixed length, and MinAtar's games have no time limit), statistics
     frozen."""
+    carry, keys = evaluation_start(env, agent, key, num_envs)
+    carry, records = scan(
+        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, norm, c, k),
+        carry,
+        keys,
+        until=evaluation_over,  # every episode ended: the rest would be zeros
+    )
+    return evaluation_result(carry), records
+
+
+def evaluation_start(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int) -> tuple[_EvalCarry, tf.Tensor]:
+    """The evaluation's envs reset from `key`, and its steps' keys [steps, 2]."""
     key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
     env_state, obs = env.reset(key_reset, num_envs)
     carry = _EvalCarry(
@@ -247,11 +259,14 @@ def evaluation_episodes(
         tf.zeros([num_envs], tf.int32),
         initial_memory(agent, num_envs),
     )
-    keys = tf.random.experimental.stateless_split(key_steps, min(env.max_episode_steps, EVAL_STEP_CAP))
-    carry, records = scan(
-        lambda c, k: eval_env_step(env, agent, obs_stats, normalize_obs, action_masks, norm, c, k),
-        carry,
-        keys,
-        until=lambda c: tf.logical_not(tf.reduce_any(c.active)),  # every episode ended: the rest would be zeros
-    )
-    return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active)), records
+    return carry, tf.random.experimental.stateless_split(key_steps, min(env.max_episode_steps, EVAL_STEP_CAP))
+
+
+def evaluation_over(carry: _EvalCarry) -> tf.Tensor:
+    """Whether every episode of the evaluation (of every member, with a member axis) has ended."""
+    return tf.logical_not(tf.reduce_any(carry.active))
+
+
+def evaluation_result(carry: _EvalCarry) -> EvalResult:
+    """The first episodes' returns, lengths and whether they ended (any leading axes)."""
+    return EvalResult(carry.returns, carry.lengths, tf.logical_not(carry.active))
