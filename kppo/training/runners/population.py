@@ -1,10 +1,11 @@
 """Populations: many agents (seeds and swept hyperparameters) trained by one compiled program on TF-native envs.
 
-A member computes exactly what a single run computes: the same `start_iteration`, env steps, finish (GAE), update
-loop of minibatches and `diagnostics`, its own initial weights (built from its seed as a single run builds them),
-keys, normalization statistics, Adam state, target-KL decisions and hyperparameters (`kppo.config.options.SWEEPABLE`).
-Only the weights are held differently: as tensors with a leading member axis (variables [M, ...]), read by the networks
-through Keras' StatelessScope, and updated by the functional Adam (`kppo.update.ppo.functional_step`).
+A member computes what a single run computes (its heads' gradients to float32 rounding: `narrow_matmul`): the same
+`start_iteration`, env steps, finish (GAE), update loop of minibatches and `diagnostics`, its own initial weights
+(built from its seed as a single run builds them), keys, normalization statistics, Adam state, target-KL decisions
+and hyperparameters (`kppo.config.options.SWEEPABLE`). Only the weights are held differently: as tensors with a
+leading member axis (variables [M, ...]), read by the networks through Keras' StatelessScope, and updated by the
+functional Adam (`kppo.update.ppo.functional_step`).
 
 The iteration's parts run for every member at once (`kppo.training.runners.member_loops`).
 """
