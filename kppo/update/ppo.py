@@ -58,8 +58,8 @@ class UpdateStats(NamedTuple):
 def zero_stats(members: int | None = None) -> UpdateStats:
     """The sums before the first minibatch (with a member axis of `members`)."""
     shape = [] if members is None else [members]
-    zero, none = tf.zeros(shape), tf.zeros(shape, tf.int32)
-    return UpdateStats(LossInfo(*[zero] * len(LossInfo._fields)), zero, none, none)
+    zero, count = tf.zeros(shape), tf.zeros(shape, tf.int32)
+    return UpdateStats(LossInfo(*[zero] * len(LossInfo._fields)), zero, count, count)
 
 
 def flatten(rollout: Rollout, sequence_length: int = 0, rotated: bool = False) -> Batch:
@@ -365,7 +365,7 @@ def iteration_step(
 ) -> tuple[RunnerState, Diagnostics]:
     """One training iteration: keys -> schedules -> rollout + GAE -> update -> diagnostics. Runs inside the native
     runner's compiled loop and eagerly in the host runner (a population runs its parts with its loops outside the
-    members' vectorized map: `kppo.training.runners.population.population_iteration`); under
+    members' vectorized map: `kppo.training.runners.member_loops.population_iteration`); under
     a tf.distribute strategy each replica runs `start_iteration` and the replicas' update runs between (MirroredStrategy
     allows no all-reduce inside a tf.while_loop, so the update cannot run inside the replicas' function).
 
