@@ -108,7 +108,7 @@ def scan(
         return i + 1, carry, tf.nest.map_structure(lambda b, v: write(b, v, i), buffers, y)
 
     start = tie_to_members((tf.constant(0, tf.int32), carry, buffers))
-    if getattr(_vectorized, "anchor", None) is not None:
+    if vectorizing_now():
         until = None  # a population's members stop together: pfor's loop with a per-member exit does not compile
 
     def cond(i, carry, _):

@@ -1,14 +1,14 @@
 """The parts of a population's iteration, every member's at once: `population_iteration` (the finish of the rollout,
 the update's shuffle, its minibatch loop `member_updates`, the diagnostics) and, on TF-native envs, `member_steps` (the
-rollout's steps). Each member computes what its single run computes, on its own weights, keys, statistics and values
-(`kppo.training.runners.population`).
+rollout's steps) and `member_evaluation` (an evaluation round). Each member computes what its single run computes, on
+its own weights, keys, statistics and values (`kppo.training.runners.population`).
 
-`tf.vectorized_map` (pfor) runs each part for every member at once. The two long loops of an iteration, the rollout's
-steps and the update's minibatches, run outside it with a vectorized body, so XLA compiles them as plain loops whose
-buffers update in place: pfor converts a loop into a loop around a conditional that copies everything the loop
-carries, at every step (8-member CartPole population, this change: an iteration 52 -> 46 ms, its tracing and
-compilation 7.4 -> 5.3 s; `docs/benchmarks/tuning.md`). The shuffle's sort runs outside too, for its loop. The
-stateless RNG ops, which pfor cannot vectorize for per-member keys, run as small loops over the members.
+`tf.vectorized_map` (pfor) runs each part for every member at once. The long loops, the rollout's steps, the update's
+minibatches and the evaluation's steps, run outside it with a vectorized body (`every_member`), so XLA compiles them as
+plain loops whose buffers update in place: pfor converts a loop into a loop around a conditional that copies
+everything the loop carries, at every step (8-member CartPole population, this change: an iteration 52 -> 46 ms, its
+tracing and compilation 7.4 -> 5.3 s; `docs/benchmarks/tuning.md`). The shuffle's sort runs outside too. The stateless
+RNG ops, which pfor cannot vectorize for per-member keys, run as small loops over the members.
 """
 
 from __future__ import annotations
@@ -19,9 +19,16 @@ from collections.abc import Callable
 from kppo._tf import tf
 from kppo.agent.agent import Agent, with_weights
 from kppo.config.options import Config
+from kppo.core.normalization import Constants
 from kppo.core.tf_loops import scan, swap_leading, vectorizing
-from kppo.core.types import RunnerState
-from kppo.rollout.native import env_step
+from kppo.core.types import EvalResult, RunnerState
+from kppo.rollout.native import (
+    env_step,
+    eval_env_step,
+    evaluation_over,
+    evaluation_result,
+    evaluation_start,
+)
 from kppo.training.runners.settings import population_jit, rollout_settings, update_batch, update_settings
 from kppo.update.ppo import (
     functional_step,
@@ -36,7 +43,7 @@ from kppo.update.ppo import (
 )
 from kppo.update.schedules import config_schedules, with_schedules, with_values
 
-__all__ = ["member_steps", "member_updates", "population_iteration"]
+__all__ = ["every_member", "member_evaluation", "member_steps", "member_updates", "population_iteration"]
 
 
 def population_iteration(config: Config, agent: Agent, collect: Callable) -> Callable:
@@ -68,7 +75,7 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
             state, rollout, key_update, schedules = start_iteration(
                 config_schedules(config, values), member_collect, state
             )
-            settings = with_schedules(with_values(update_settings(config), values), schedules)
+            settings = member_update_settings(config, values, schedules)
             batch = update_batch(config, rollout)
             if rotated:  # sb3-contrib's windows of rows
                 order = update_indices(settings, batch.obs.shape[0], key_update)
@@ -87,6 +94,11 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
     return run
 
 
+def member_update_settings(config: Config, values: Any, schedules: Any) -> Any:
+    """A member's `UpdateSettings`: its values (`MemberValues`, one member's) and its iteration's `Schedules`."""
+    return with_schedules(with_values(update_settings(config), values), schedules)
+
+
 def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, iterations, values: Any):
     """Every member's update: one `minibatch_loop` whose step runs each member's `functional_step` (under
     `tf.vectorized_map`) with the values scheduled for its iteration (`iterations` [M], before the increment).
@@ -98,7 +110,7 @@ def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, i
         def member(elems):
             member_carry, member_batch, member_indices, iteration, member_values, member_stopped = elems
             schedules = config_schedules(config, member_values)(iteration)
-            settings = with_schedules(with_values(update_settings(config), member_values), schedules)
+            settings = member_update_settings(config, member_values, schedules)
             update = functional_step(
                 agent, settings, config.adam_style, member_batch, member_indices, schedules.learning_rate
             )
@@ -112,9 +124,9 @@ def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, i
 
 
 def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerState, values: Any):
-    """Every member's rollout steps: a loop over the steps whose body steps all members (`tf.vectorized_map` of
-    `env_step` on each member's weights, keys and values). Returns (rollout states after the steps, trajectories
-    [M, T, ...], final observations [M, T, ...]), what `finish_steps` completes inside the member's iteration.
+    """Every member's rollout steps: a loop over the steps whose body steps all members (`env_step` on each member's
+    weights, keys and values, `every_member`). Returns (rollout states after the steps, trajectories [M, T, ...],
+    final observations [M, T, ...]), what `finish_steps` completes inside the member's iteration.
 
     Outside the vectorized map, the loop compiles as a plain XLA while loop whose buffers update in place; pfor would
     convert it into a loop around a conditional that copies every buffer of the rollout at every step (an 8-member
@@ -129,15 +141,41 @@ def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerS
     def step(rollout_states, inputs):
         keys_t, t = inputs
 
-        def member(elems):
-            member_params, member_state, key, member_values = elems
-            settings = with_values(rollout_settings(config), member_values)
-            with vectorizing(key[0]):
-                return with_weights(
-                    agent, member_params, lambda: env_step(env, agent, settings, member_state, (key, t))
-                )
+        def member_step(member_state, member_values, key):
+            return env_step(env, agent, with_values(rollout_settings(config), member_values), member_state, (key, t))
 
-        return tf.vectorized_map(member, (params, rollout_states, keys_t, values))
+        return every_member(agent, params, member_step, rollout_states, values, keys_t)
 
     after, (traj, final_obs) = scan(step, state.rollout, (keys, tf.range(steps)))
     return after, tf.nest.map_structure(swap_leading, traj), swap_leading(final_obs)
+
+
+def member_evaluation(env, agent: Agent, config: Config, params: list, stats: Any, keys: tf.Tensor) -> EvalResult:
+    """One deterministic evaluation round of every member (`evaluation_episodes`' steps as a loop whose body steps
+    every member, `every_member`; it stops when every member's episodes have ended): EvalResult [M, num_eval_envs]."""
+    norm = Constants.of(config)
+    carry, step_keys = tf.vectorized_map(lambda key: evaluation_start(env, agent, key, config.num_eval_envs), keys)
+
+    def member_step(member_stats, member_carry, key):
+        carry, _ = eval_env_step(
+            env, agent, member_stats, config.normalize_obs, config.action_masks, norm, member_carry, key
+        )
+        return carry
+
+    def step(carry, keys_t):
+        return every_member(agent, params, member_step, stats, carry, keys_t), ()
+
+    carry, _ = scan(step, carry, swap_leading(step_keys), until=evaluation_over)
+    return evaluation_result(carry)
+
+
+def every_member(agent: Agent, params: list, member_step: Callable, *elems) -> Any:
+    """`member_step(*elems of one member)` for every member (`tf.vectorized_map`), on that member's weights and traced
+    under `vectorizing`; the last of `elems` is the members' step keys [M, 2]."""
+
+    def member(xs):
+        member_params, *rest = xs
+        with vectorizing(rest[-1][0]):
+            return with_weights(agent, member_params, lambda: member_step(*rest))
+
+    return tf.vectorized_map(member, (params, *elems))

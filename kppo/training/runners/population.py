@@ -17,21 +17,13 @@ from collections.abc import Callable
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
-from kppo.agent.agent import Agent, build_agent, with_weights
+from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import SWEEPABLE, Config
 from kppo.envs.base import VecEnv
-from kppo.core.normalization import Constants
-from kppo.core.tf_loops import scan, swap_leading, vectorizing
 from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
-from kppo.rollout.native import (
-    eval_env_step,
-    evaluation_over,
-    evaluation_result,
-    evaluation_start,
-    finish_steps,
-)
+from kppo.rollout.native import finish_steps
 from kppo.training.runners.base import Iterations, Runner
-from kppo.training.runners.member_loops import member_steps, population_iteration
+from kppo.training.runners.member_loops import member_evaluation, member_steps, population_iteration
 from kppo.training.runners.settings import population_jit
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
@@ -213,31 +205,12 @@ def make_member_iterations(population: Population) -> Callable:
 
 def make_member_evaluation(population: Population) -> Callable:
     """Compiled `(obs_stats [M], keys [M, 2]) -> EvalResult [M, num_eval_envs]`: one deterministic round per member
-    (`evaluation_episodes`' steps, a loop outside the vectorized map whose body steps every member, as
-    `member_loops.member_steps`; it stops when every member's episodes have ended)."""
+    (`member_loops.member_evaluation`)."""
     config, agent, env = population.configs[0], population.template.agent, population.template.eval_env
-    norm = Constants.of(config)
 
     def run(stats, keys):
         params, _ = population.weights.read()
-        carry, step_keys = tf.vectorized_map(lambda key: evaluation_start(env, agent, key, config.num_eval_envs), keys)
-
-        def step(carry, keys_t):
-            def member(elems):
-                member_params, member_stats, member_carry, key = elems
-                with vectorizing(key[0]):
-                    return with_weights(
-                        agent,
-                        member_params,
-                        lambda: eval_env_step(
-                            env, agent, member_stats, config.normalize_obs, config.action_masks, norm, member_carry, key
-                        )[0],
-                    )
-
-            return tf.vectorized_map(member, (params, stats, carry, keys_t)), ()
-
-        carry, _ = scan(step, carry, swap_leading(step_keys), until=evaluation_over)
-        return evaluation_result(carry)
+        return member_evaluation(env, agent, config, params, stats, keys)
 
     return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
 
