@@ -82,8 +82,10 @@ def _written_path(name: str, args: tuple):
     return args[0] if name in _PATH_EVENTS else None
 
 
-def _audit(name: str, args: tuple) -> None:
-    root = _WATCH["root"]
+def _audit(name: str, args: tuple, watch: dict = _WATCH) -> None:
+    """`watching`'s hook (`watch` is bound here: at interpreter exit the module's globals are cleared to None while the
+    hook still runs)."""
+    root = watch["root"]
     if root is None or not (name == "open" or name in _PATH_EVENTS or name in ("os.rename", "os.replace")):
         return
     try:
@@ -92,9 +94,9 @@ def _audit(name: str, args: tuple) -> None:
             return
         full = os.path.abspath(os.fsdecode(path))
         if "__pycache__" not in full and os.path.commonpath([full, root]) != root:  # imports write bytecode
-            _WATCH["outside"].append(f"{name} {full}")
+            watch["outside"].append(f"{name} {full}")
     except Exception as err:  # an audit hook must not raise; a path it cannot read is reported instead
-        _WATCH["outside"].append(f"{name} {args!r} ({err})")
+        watch["outside"].append(f"{name} {args!r} ({err})")
 
 
 sys.addaudithook(_audit)  # process-wide and permanent: it only looks while `watching` sets a root
