@@ -12,6 +12,7 @@ The iteration's parts run for every member at once (`kppo.training.runners.membe
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple
 from collections.abc import Callable
 
@@ -24,7 +25,7 @@ from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, ini
 from kppo.rollout.native import finish_steps
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.member_loops import member_evaluation, member_steps, population_iteration
-from kppo.training.runners.settings import population_jit
+from kppo.training.runners.settings import population_eval_jit, population_jit
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.ppo import drive, zero_diagnostics
@@ -106,25 +107,33 @@ class MemberWeights(tf.Module):
         self.v = [tf.Variable(tf.stack([x] * count), trainable=False) for x in adam.v]
         self.steps = tf.Variable(tf.zeros([count]), trainable=False)
 
+    def arguments(self) -> tuple:
+        """The variables as a compiled program's argument: (params, Adam m, Adam v, Adam steps)."""
+        return self.params, self.m, self.v, self.steps
+
     def read(self) -> tuple[list, AdamState]:
-        return (
-            [tf.convert_to_tensor(p) for p in self.params],
-            AdamState(
-                [tf.convert_to_tensor(x) for x in self.m],
-                [tf.convert_to_tensor(x) for x in self.v],
-                tf.convert_to_tensor(self.steps),
-            ),
-        )
+        return read_weights(self.arguments())
 
     def assign(self, params: list, adam: AdamState) -> None:
-        for variable, value in zip(
-            self.params + self.m + self.v + [self.steps], list(params) + list(adam.m) + list(adam.v) + [adam.steps]
-        ):
-            variable.assign(value)
+        assign_weights(self.arguments(), params, adam)
 
     def member(self, index: int) -> tuple[list, AdamState]:
         params, adam = self.read()
         return [p[index] for p in params], tf.nest.map_structure(lambda x: x[index], adam)
+
+
+def read_weights(weights: tuple) -> tuple[list, AdamState]:
+    """The values of `MemberWeights.arguments()`: (params, AdamState)."""
+    params, m, v, steps = weights
+    tensors = [tf.convert_to_tensor(x) for x in params], [tf.convert_to_tensor(x) for x in m]
+    return tensors[0], AdamState(tensors[1], [tf.convert_to_tensor(x) for x in v], tf.convert_to_tensor(steps))
+
+
+def assign_weights(weights: tuple, params: list, adam: AdamState) -> None:
+    """Assigns params and AdamState into `MemberWeights.arguments()`."""
+    variables, m, v, steps = weights
+    for variable, value in zip([*variables, *m, *v, steps], [*params, *adam.m, *adam.v, adam.steps]):
+        variable.assign(value)
 
 
 class Population(NamedTuple):
@@ -175,10 +184,10 @@ def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
 
 
 def make_member_iterations(population: Population) -> Callable:
-    """Compiled `(runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`, updating the
-    population's weights."""
+    """Compiled `(weights, values, runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`,
+    updating `weights` (`MemberWeights.arguments()`); `values` is the population's `MemberValues`. The variables are
+    arguments, so every population of these shapes runs the one trace (`make_native_population`'s shards)."""
     config, agent, env = population.configs[0], population.template.agent, population.template.train_env
-    weights = population.weights
 
     def collect(settings, rollout_state, key, inputs):
         del rollout_state, key  # the steps ran before, every member's at once (`member_steps`)
@@ -187,32 +196,32 @@ def make_member_iterations(population: Population) -> Callable:
 
     member_iteration = population_iteration(config, agent, collect)
 
-    def run(state, n):
+    def run(weights, values, state, n):
         def iteration(carry):
             params, adam, state = carry
-            steps = member_steps(env, agent, config, params, state, population.values)
-            return member_iteration(params, adam, state, steps, population.values)
+            steps = member_steps(env, agent, config, params, state, values)
+            return member_iteration(params, adam, state, steps, values)
 
         count = len(population.configs)
         zeros = tf.nest.map_structure(lambda x: tf.fill([count], x), zero_diagnostics())
-        done = drive(iteration, (*weights.read(), state), n, zeros)
+        done = drive(iteration, (*read_weights(weights), state), n, zeros)
         params, adam, state = done.state
-        weights.assign(params, adam)
+        assign_weights(weights, params, adam)
         return state, done.diagnostics
 
     return tf.function(run, jit_compile=population_jit(config), autograph=False)
 
 
 def make_member_evaluation(population: Population) -> Callable:
-    """Compiled `(obs_stats [M], keys [M, 2]) -> EvalResult [M, num_eval_envs]`: one deterministic round per member
-    (`member_loops.member_evaluation`)."""
+    """Compiled `(weights, obs_stats [M], keys [M, 2]) -> EvalResult [M, num_eval_envs]`: one deterministic round per
+    member (`member_loops.member_evaluation`), on the weights' parameters."""
     config, agent, env = population.configs[0], population.template.agent, population.template.eval_env
 
-    def run(stats, keys):
-        params, _ = population.weights.read()
+    def run(weights, stats, keys):
+        params, _ = read_weights(weights)
         return member_evaluation(env, agent, config, params, stats, keys)
 
-    return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
+    return tf.function(run, jit_compile=population_eval_jit(config), autograph=False)
 
 
 def member_agent(population: Any, index: int) -> Agent:
@@ -234,7 +243,7 @@ class PopulationRunner(Runner):
     """Every member's iterations in one compiled call; diagnostics, evaluations and learning rates have a member
     axis; `view` is the state with the members' common iteration count."""
 
-    def __init__(self, population: Population):
+    def __init__(self, population: Population, functions: tuple | None = None):
         template = population.template
         super().__init__(
             template.agent,
@@ -245,11 +254,14 @@ class PopulationRunner(Runner):
         )
         self.population, self.config = population, population.configs[0]
         self.schedule_fn, self.schedules_from_config = config_schedules(self.config, population.values), False
-        self.iterations_fn, self.evaluation_fn = make_member_iterations(population), make_member_evaluation(population)
+        if functions is None:  # (iterations, evaluation) of a population of these shapes
+            functions = make_member_iterations(population), make_member_evaluation(population)
+        self.iterations_fn, self.evaluation_fn = functions
 
     def run_iterations(self, state, n, on_step=None) -> Iterations:
         del on_step  # compiled: the loop calls the step callbacks once per call
-        state, diag = self.iterations_fn(state, tf.constant(n))
+        population = self.population
+        state, diag = self.iterations_fn(population.weights.arguments(), population.values, state, tf.constant(n))
         return Iterations(state, diag, n)
 
     def _eval_keys(self, round_index: int) -> tf.Tensor:
@@ -257,10 +269,11 @@ class PopulationRunner(Runner):
 
     def evaluation_round(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
         del total_steps, diag
-        return self.evaluation_fn(obs_stats, self._eval_keys(round_index)), {}
+        return self.evaluation_fn(self.population.weights.arguments(), obs_stats, self._eval_keys(round_index)), {}
 
     def warmup(self) -> None:
-        self.evaluation_fn(self.population.state.rollout.obs_stats, self._eval_keys(0))
+        population = self.population
+        self.evaluation_fn(population.weights.arguments(), population.state.rollout.obs_stats, self._eval_keys(0))
 
     def view(self, state) -> RunnerState:
         return state._replace(iteration=state.iteration[0])
@@ -286,13 +299,26 @@ def make_native_population(
     key = _program_key(env, configs)
     runner = programs.get(key) if programs is not None and key is not None else None
     if runner is None:
-        runner = PopulationRunner(population)
-        if programs is not None and key is not None:
-            while len(programs) >= KEPT_PROGRAMS:  # the oldest goes: memory stays bounded in a long search
-                del programs[next(iter(programs))]
-            programs[key] = runner
+        if programs is None or key is None:
+            return PopulationRunner(population), population
+        with _FUNCTIONS_LOCK:  # shards build their runners at once: the first makes the functions, the others share
+            runner = PopulationRunner(population, _FUNCTIONS.get(key))
+            _keep(_FUNCTIONS, key, (runner.iterations_fn, runner.evaluation_fn))
+        _keep(programs, key, runner)
         return runner, population
     return reuse(runner, population), runner.population
+
+
+#: The compiled functions of the runners `programs` dicts hold, by `_program_key`: a runner of the same shapes in
+#: another `programs` dict (a shard of a search's batch, `kppo.tuning.trials`) runs them on its own variables.
+_FUNCTIONS: dict = {}
+_FUNCTIONS_LOCK = threading.Lock()
+
+
+def _keep(kept: dict, key: tuple, value: Any) -> None:
+    while len(kept) >= KEPT_PROGRAMS:  # the oldest goes: memory stays bounded in a long search
+        del kept[next(iter(kept))]
+    kept[key] = value
 
 
 def _program_key(env: str | VecEnv, configs: list[Config]) -> tuple | None:
