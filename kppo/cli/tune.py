@@ -32,7 +32,7 @@ def add_tune_parser(sub: Any, func: Callable) -> None:
     tune.add_argument("--space", help="the search space YAML (default: RL-Zoo's PPO space)")
     tune.add_argument("--trials", type=int, default=16, help="trials this process runs (Optuna's n_trials)")
     tune.add_argument("--timeout", type=float, help="stop asking for trials after this many seconds")
-    tune.add_argument("--batch", type=int, default=1, help="trials trained together as one population")
+    tune.add_argument("--batch", type=int, default=1, help="trials trained together as a population (or its shards)")
     tune.add_argument("--seeds-per-trial", type=int, default=1, help="seeds per trial; the objective is their mean")
     tune.add_argument("--sampler", default="tpe", help="tpe, random, cmaes, qmc or an optuna.samplers class")
     tune.add_argument("--sampler-seed", type=int, default=0)
