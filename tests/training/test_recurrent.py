@@ -11,6 +11,7 @@ import kppo
 from kppo import envs
 from kppo._tf import tf
 from kppo.agent.agent import initial_memory, make_agent, make_policy, replay
+from kppo.core.tf_loops import swap_leading
 from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.settings import rollout_settings, update_settings
 from kppo.training.resume import load_run_checkpoint
@@ -79,7 +80,8 @@ def test_a_convolutional_lstm_on_a_tf_native_minatar_game_replays_its_rollout_ex
 
 def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     """sb3-contrib's minibatches: windows of consecutive env-major rows at any offset; a window entering another
-    env's steps restarts from that env's stored memory, so every window sees the rollout's log-probs (ratio 1)."""
+    env's steps restarts from that env's stored memory, so a window sees the rollout's log-probs (ratio 1; one longer
+    than a rollout to float32 rounding, below)."""
     config = kppo.Config(**{**SMALL, "num_minibatches": 8}, lstm_batching="rotated")
     env = envs.make("CartPole-v1")
     agent = make_agent(config, 4, env.action_space)
@@ -103,9 +105,19 @@ def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     _, params, _ = replay_window(agent, window._replace(restart=tf.zeros([32], tf.bool)), 64)  # one sequence
     moved = np.abs(agent.dist.log_prob(params, window.action).numpy() - window.log_prob.numpy())
     assert moved[16:20].max() > 1e-7 and moved[:16].max() == 0.0  # that env's first steps acted on the other's memory
-    long = tf.nest.map_structure(lambda x: x[40:136], batch)  # longer than a rollout: envs 0-2 side by side
+    # Longer than a rollout: envs 0-2's segments replay side by side, 3 rows a step where the rollout stepped 4. A
+    # CPU's matmul may sum a 2-3-row product in another order than a 4-row one (AVX2 without AVX-512, AMD EPYC Zen 3:
+    # ~70% of the elements move by an ulp), so the logits equal the rollout's to float32 rounding (~1e-9 here) there;
+    # a segment started from another env's memory moves them by up to ~2e-3.
+    traj = rollout.trajectory
+    acted, _, _ = replay(agent, traj.obs, traj.episode_start, tuple(m[0] for m in traj.memory))  # 4 rows: exact
+    acted = tf.reshape(swap_leading(acted), [256, -1]).numpy()[40:136]  # env-major rows 40..135
+    np.testing.assert_array_equal(agent.dist.log_prob(acted, batch.action[40:136]).numpy(), batch.log_prob[40:136])
+    long = tf.nest.map_structure(lambda x: x[40:136], batch)
     _, params, _ = replay_window(agent, long, 64)
-    np.testing.assert_array_equal(agent.dist.log_prob(params, long.action).numpy(), long.log_prob.numpy())
+    np.testing.assert_allclose(params.numpy(), acted, rtol=0, atol=1e-8)
+    wrong = long._replace(memory=tuple(tf.roll(m, 64, 0) for m in long.memory))  # each segment another env's memory
+    assert np.abs(replay_window(agent, wrong, 64)[1].numpy() - acted).max() > 1e-4
     grid, index = window_segments(tf.constant(np.arange(48, 80) % 64 == 0), 64)  # rows 48..79 enter env 1 at 64
     np.testing.assert_array_equal(grid.numpy(), [list(range(16)) + [-1] * 16, list(range(16, 32)) + [-1] * 16])
     np.testing.assert_array_equal(index.numpy(), [2 * j for j in range(16)] + [2 * j + 1 for j in range(16)])
