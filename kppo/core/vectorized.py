@@ -15,9 +15,11 @@ def argsort_network(values: tf.Tensor) -> tf.Tensor:
     values, by a bitonic sorting network over unique int64 keys (the value's bits, then its index): a `tf.while_loop`
     over the network's passes, each a compare-exchange of every key with the one `stride` away.
 
-    XLA sorts with a comparator it calls per comparison: an 8-member population's [8, 4, 2048] shuffle took 12-18 ms
-    of a ~100 ms iteration, this network 6-7 ms, with the same permutations, for ~0.4 s more tracing and compilation
-    (unrolled, its 66 passes cost 3 s; TF's own sort kernel is the fast one outside XLA)."""
+    While the population's update loop ran inside `tf.vectorized_map`, XLA's sort of an 8-member population's
+    [8, 4, 2048] shuffle took 12-18 ms of a ~100 ms iteration, this network 6-7 ms, for ~0.4 s more tracing and
+    compilation (unrolled, its 66 passes cost 3 s; TF's own sort kernel is the fast one outside XLA). Since the loop
+    runs outside it, XLA's sort alone takes ~3 ms and an iteration is the same with either (46.3 against 46.2 ms,
+    2026-12-06, `docs/benchmarks/tuning.md`); the permutations are the same."""
     size = values.shape[-1]
     width = 1 << max(size - 1, 0).bit_length()  # the network sorts powers of 2: padded with the largest key
     keys = tf.cast(tf.bitcast(values, tf.int32), tf.int64) * size + tf.range(size, dtype=tf.int64)
