@@ -25,7 +25,7 @@ from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, ini
 from kppo.rollout.native import finish_steps
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.member_loops import member_evaluation, member_steps, population_iteration
-from kppo.training.runners.settings import population_eval_jit, population_jit
+from kppo.training.runners.settings import population_jit
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.ppo import drive, zero_diagnostics
@@ -125,8 +125,8 @@ class MemberWeights(tf.Module):
 def read_weights(weights: tuple) -> tuple[list, AdamState]:
     """The values of `MemberWeights.arguments()`: (params, AdamState)."""
     params, m, v, steps = weights
-    tensors = [tf.convert_to_tensor(x) for x in params], [tf.convert_to_tensor(x) for x in m]
-    return tensors[0], AdamState(tensors[1], [tf.convert_to_tensor(x) for x in v], tf.convert_to_tensor(steps))
+    tensors = lambda xs: [tf.convert_to_tensor(x) for x in xs]  # noqa: E731
+    return tensors(params), AdamState(tensors(m), tensors(v), tf.convert_to_tensor(steps))
 
 
 def assign_weights(weights: tuple, params: list, adam: AdamState) -> None:
@@ -221,7 +221,7 @@ def make_member_evaluation(population: Population) -> Callable:
         params, _ = read_weights(weights)
         return member_evaluation(env, agent, config, params, stats, keys)
 
-    return tf.function(run, jit_compile=population_eval_jit(config), autograph=False)
+    return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
 
 
 def member_agent(population: Any, index: int) -> Agent:
@@ -302,8 +302,10 @@ def make_native_population(
         if programs is None or key is None:
             return PopulationRunner(population), population
         with _FUNCTIONS_LOCK:  # shards build their runners at once: the first makes the functions, the others share
-            runner = PopulationRunner(population, _FUNCTIONS.get(key))
-            _keep(_FUNCTIONS, key, (runner.iterations_fn, runner.evaluation_fn))
+            functions = _FUNCTIONS.get(key)
+            runner = PopulationRunner(population, functions)
+            if functions is None:
+                _keep(_FUNCTIONS, key, (runner.iterations_fn, runner.evaluation_fn))
         _keep(programs, key, runner)
         return runner, population
     return reuse(runner, population), runner.population

@@ -82,12 +82,6 @@ def population_jit(config: Config) -> bool:
     return config.jit_rollout and config.recurrent is None and config.features_extractor == "flatten"
 
 
-def population_eval_jit(config: Config) -> bool:
-    """Whether a population's evaluation round is XLA-compiled: unless `config.jit_eval` is False (None: XLA,
-    measured)."""
-    return config.jit_eval is not False
-
-
 def maybe_compile(fn: Callable, jit: bool) -> Callable:
     """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
     return tf.function(fn, jit_compile=True, autograph=False) if jit else fn
