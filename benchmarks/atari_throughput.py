@@ -5,7 +5,7 @@ actions drawn beforehand, median over repeats, for
 - dummy:   `VecFrameStack(kppo.make_atari_env(env_id, n_envs), 4)` over a DummyVecEnv (gymnasium SyncVectorEnv);
 - subproc: the same over a SubprocVecEnv (gymnasium AsyncVectorEnv, one process per env);
 - ale:     ale-py's threaded C++ `AtariVectorEnv` (its own preprocessing and stacking, SAME_STEP, `life_loss_info`)
-           through `kppo.sb3.envs.ale_vector.AtariVectorEnvAdapter`;
+           through `kppo.vec_envs.ale_vector.AtariVectorEnvAdapter`;
 
 each stepped two ways: through SB3's API (`VecEnv.step`: observations as uint8 stacks, per-env info dicts) and
 through kppo's host path (`GymVecEnv.step` on the VecEnv's `vector_env`: what `kppo.PPO` steps, observations
@@ -39,10 +39,10 @@ def make_env(kind: str, env_id: str, n_envs: int):
     """The kppo VecEnv of `kind` (see the module docstring)."""
     import gymnasium as gym
 
-    from kppo.sb3.envs.ale_vector import AtariVectorEnvAdapter
-    from kppo.sb3.envs.atari import make_atari_env, register_ale
-    from kppo.sb3.envs.vec_env import SubprocVecEnv, VecEnv
-    from kppo.sb3.envs.vec_frame_stack import VecFrameStack
+    from kppo.vec_envs.ale_vector import AtariVectorEnvAdapter
+    from kppo.vec_envs.atari import make_atari_env, register_ale
+    from kppo.vec_envs.vec_env import SubprocVecEnv, VecEnv
+    from kppo.vec_envs.vec_frame_stack import VecFrameStack
 
     if kind == "ale":
         from ale_py.vector_env import AtariVectorEnv

@@ -12,7 +12,7 @@ Settings (host path: gymnasium envs stepped in Python, DummyVecEnv / SyncVectorE
            (each framework's own), PPO("CnnPolicy", n_steps=128, n_epochs=4, batch_size=256, learning_rate=2.5e-4,
            clip_range=0.1, vf_coef=0.5, ent_coef=0.01): NatureCNN on both sides. Measured: 3 rollouts (3,072 steps).
   pong_ale the same PPO with kppo stepping ale-py's threaded C++ `AtariVectorEnv("pong", 8, life_loss_info=True,
-           stack_num=4)` through `kppo.sb3.envs.ale_vector.AtariVectorEnvAdapter` (channels-first stacks), SB3 its
+           stack_num=4)` through `kppo.vec_envs.ale_vector.AtariVectorEnvAdapter` (channels-first stacks), SB3 its
            make_atari_env + VecFrameStack as in `pong` (SB3 has no AtariVectorEnv path): each framework's fastest
            host path for Atari, not the same preprocessing code (the adapter's docstring says what differs).
 
@@ -95,7 +95,7 @@ SETTINGS = {
 }
 # The same PPO on Pong, kppo stepping ale-py's threaded C++ AtariVectorEnv (kppo's fast host path for Atari), SB3 its
 # own make_atari_env + VecFrameStack (SB3 has no AtariVectorEnv path): not the same preprocessing code (see
-# `kppo.sb3.envs.ale_vector.AtariVectorEnvAdapter` for what differs from SB3's AtariWrapper).
+# `kppo.vec_envs.ale_vector.AtariVectorEnvAdapter` for what differs from SB3's AtariWrapper).
 SETTINGS["pong_ale"] = dict(
     SETTINGS["pong"], label="Pong (RL-Zoo Atari PPO), 8 envs x 4 frames, NatureCNN; kppo on ale-py's AtariVectorEnv"
 )
@@ -237,7 +237,7 @@ def kppo_env(setting_name: str, n_envs: int) -> tuple[str, Any, dict | None]:
         from ale_py.vector_env import AtariVectorEnv
         from gymnasium.vector import AutoresetMode
 
-        from kppo.sb3.envs.ale_vector import AtariVectorEnvAdapter
+        from kppo.vec_envs.ale_vector import AtariVectorEnvAdapter
 
         ale = AtariVectorEnv("pong", n_envs, autoreset_mode=AutoresetMode.SAME_STEP, life_loss_info=True, stack_num=4)
         source = "ale_py AtariVectorEnv('pong', life_loss_info=True, stack_num=4) + kppo's AtariVectorEnvAdapter"

@@ -21,8 +21,8 @@ _EXPORTS = {
     "sync_envs_normalization": "kppo.sb3.utils",
     "ActScaling": "kppo.agent.policy",
     "ActionMasker": "kppo.gym_envs.action_masks",
-    "AtariVectorEnvAdapter": "kppo.sb3.envs.ale_vector",
-    "AtariWrapper": "kppo.sb3.envs.atari",
+    "AtariVectorEnvAdapter": "kppo.vec_envs.ale_vector",
+    "AtariWrapper": "kppo.vec_envs.atari",
     "ActorCriticPolicy": "kppo.sb3.policies",
     "BaseFeaturesExtractor": "kppo.sb3.torch_layers",
     "BaseCallback": "kppo.callbacks",
@@ -31,7 +31,7 @@ _EXPORTS = {
     "CombinedExtractor": "kppo.agent.extractors",
     "Config": "kppo.config.options",
     "ConstantSchedule": "kppo.sb3.utils",
-    "DummyVecEnv": "kppo.sb3.envs.vec_env",
+    "DummyVecEnv": "kppo.vec_envs.vec_env",
     "EvalCallback": "kppo.callbacks",
     "EveryNTimesteps": "kppo.callbacks",
     "FlattenExtractor": "kppo.agent.extractors",
@@ -40,7 +40,7 @@ _EXPORTS = {
     "LogEveryNTimesteps": "kppo.callbacks",
     "METRICS": "kppo.training.metrics",
     "MaskablePPO": "kppo.sb3.maskable_ppo",
-    "Monitor": "kppo.sb3.envs.monitor",
+    "Monitor": "kppo.vec_envs.monitor",
     "NatureCNN": "kppo.agent.extractors",
     "ObsScaling": "kppo.agent.policy",
     "PPO": "kppo.sb3.ppo",
@@ -53,18 +53,18 @@ _EXPORTS = {
     "StopTrainingOnMaxEpisodes": "kppo.callbacks",
     "StopTrainingOnNoModelImprovement": "kppo.callbacks",
     "StopTrainingOnRewardThreshold": "kppo.callbacks",
-    "SubprocVecEnv": "kppo.sb3.envs.vec_env",
+    "SubprocVecEnv": "kppo.vec_envs.vec_env",
     "Sweep": "kppo.config.options",
-    "VecEnv": "kppo.sb3.envs.vec_env",
-    "VecEnvWrapper": "kppo.sb3.envs.vec_env",
-    "VecExtractDictObs": "kppo.sb3.envs.vec_env",
-    "VecFrameStack": "kppo.sb3.envs.vec_frame_stack",
-    "VecMonitor": "kppo.sb3.envs.vec_env",
+    "VecEnv": "kppo.vec_envs.vec_env",
+    "VecEnvWrapper": "kppo.vec_envs.vec_env",
+    "VecExtractDictObs": "kppo.vec_envs.vec_env",
+    "VecFrameStack": "kppo.vec_envs.vec_frame_stack",
+    "VecMonitor": "kppo.vec_envs.vec_env",
     "VecNormalize": "kppo.sb3.vec_normalize",
-    "VecTransposeImage": "kppo.sb3.envs.vec_transpose",
+    "VecTransposeImage": "kppo.vec_envs.vec_transpose",
     "check_env": "kppo.sb3.utils",
     "constant_fn": "kppo.sb3.utils",
-    "evaluate_policy": "kppo.sb3.envs.evaluation",
+    "evaluate_policy": "kppo.vec_envs.evaluation",
     "export": "kppo.exporter.artifact",
     "get_action_masks": "kppo.sb3.utils",
     "get_flattened_obs_dim": "kppo.sb3.utils",
@@ -72,8 +72,8 @@ _EXPORTS = {
     "is_masking_supported": "kppo.sb3.utils",
     "is_vecenv_wrapped": "kppo.sb3.utils",
     "is_wrapped": "kppo.sb3.utils",
-    "make_atari_env": "kppo.sb3.envs.atari",
-    "make_vec_env": "kppo.sb3.envs.env_util",
+    "make_atari_env": "kppo.vec_envs.atari",
+    "make_vec_env": "kppo.vec_envs.env_util",
     "set_random_seed": "kppo.sb3.utils",
     "create_mlp": "kppo.sb3.torch_layers",
     "train": "kppo.training.train",
@@ -172,10 +172,10 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from kppo.sb3.envs.vec_frame_stack import VecFrameStack
-    from kppo.sb3.envs.vec_transpose import VecTransposeImage
-    from kppo.sb3.envs.ale_vector import AtariVectorEnvAdapter
-    from kppo.sb3.envs.atari import AtariWrapper, make_atari_env
+    from kppo.vec_envs.vec_frame_stack import VecFrameStack
+    from kppo.vec_envs.vec_transpose import VecTransposeImage
+    from kppo.vec_envs.ale_vector import AtariVectorEnvAdapter
+    from kppo.vec_envs.atari import AtariWrapper, make_atari_env
     from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
     from kppo.agent.policy import ActScaling, ObsScaling, Policy
     from kppo.callbacks import (
@@ -193,9 +193,9 @@ if TYPE_CHECKING:
     from kppo.config.options import Config, Sweep
     from kppo.exporter.artifact import export
     from kppo.gym_envs.action_masks import ActionMasker
-    from kppo.sb3.envs.evaluation import evaluate_policy
-    from kppo.sb3.envs.monitor import Monitor
-    from kppo.sb3.envs.vec_env import (
+    from kppo.vec_envs.evaluation import evaluate_policy
+    from kppo.vec_envs.monitor import Monitor
+    from kppo.vec_envs.vec_env import (
         DummyVecEnv,
         SubprocVecEnv,
         VecEnv,
@@ -204,7 +204,7 @@ if TYPE_CHECKING:
         VecMonitor,
     )
     from kppo.sb3.maskable_ppo import MaskablePPO
-    from kppo.sb3.envs.env_util import make_vec_env
+    from kppo.vec_envs.env_util import make_vec_env
     from kppo.sb3.ppo import PPO
     from kppo.sb3.recurrent_ppo import RecurrentPPO
     from kppo.sb3.policies import ActorCriticPolicy

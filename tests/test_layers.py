@@ -27,7 +27,7 @@ LAYERS = {
     "core": 2,
     "envs": 3,
     "gym_envs": 3,
-    "sb3.envs": 4,  # a folder inside sb3/ with its own layer: SB3's env API, below everything that takes an env
+    "vec_envs": 4,  # SB3's env API over gymnasium vector envs, below everything that takes an env
     "agent": 5,
     "rollout": 6,
     "update": 7,
@@ -103,11 +103,9 @@ def cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def folder(module: str) -> str:
-    """kppo.core.gae -> core; kppo._tf -> _tf; kppo -> kppo; kppo.sb3.envs.atari -> sb3.envs (a folder of LAYERS
-    inside another)."""
+    """kppo.core.gae -> core; kppo.training.runners.host -> training; kppo._tf -> _tf; kppo -> kppo. Layers are keyed
+    by top folder, so a folder nested in another shares its layer and cannot hide an import that runs up."""
     parts = module.split(".")
-    if len(parts) > 2 and ".".join(parts[1:3]) in LAYERS:
-        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else "kppo"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from kppo.callbacks.base import BaseCallback, EventCallback, optional_callback
-from kppo.sb3.envs.evaluation import EvalEnv, evaluate_policy, resolve_env
+from kppo.vec_envs.evaluation import EvalEnv, evaluate_policy, resolve_env
 
 
 class CheckpointCallback(BaseCallback):

@@ -228,7 +228,7 @@ def _space_kind(space) -> str:
 def _gym_returns(model, env_id: str, episodes: int, seed: int, spaces: tuple | None) -> list[float]:
     import gymnasium as gym
 
-    from kppo.sb3.envs.evaluation import evaluate_policy
+    from kppo.vec_envs.evaluation import evaluate_policy
 
     env = gym.make(env_id)
     try:
@@ -329,7 +329,7 @@ def _sb3_model(path: Path, vecnormalize: str | None):
     """The kppo model of a zip Stable-Baselines3 saved (its class from the save), with `vecnormalize`'s statistics
     frozen in; None for anything else."""
     import kppo
-    from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
+    from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
 
     if not is_sb3_save(path):
         return None

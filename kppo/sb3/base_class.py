@@ -15,7 +15,7 @@ from kppo.agent.agent import Agent, load_agent
 from kppo.agent.archive import agent_dir
 from kppo.core.errors import sorted_keys
 from kppo.core.types import Rollout
-from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
+from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.sb3.lightning import RolloutBufferSamples
 from kppo.sb3.utils import set_random_seed
 

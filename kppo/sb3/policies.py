@@ -28,7 +28,7 @@ import numpy as np
 from kppo._tf import tf
 from kppo.agent.agent import actor_critic, feature_extractors
 from kppo.core.errors import ArgumentError
-from kppo.sb3.sb3_weights import assign_sb3_weights, sb3_state_dict
+from kppo.sb3.saves.sb3_weights import assign_sb3_weights, sb3_state_dict
 
 __all__ = ["ActorCriticPolicy", "Distribution"]
 
@@ -175,7 +175,7 @@ class ActorCriticPolicy:
 
     # --- parameters ---
     def state_dict(self) -> dict[str, np.ndarray]:
-        """SB3's `policy.state_dict()` as numpy: SB3's names, torch's layouts (`kppo.sb3.sb3_weights`)."""
+        """SB3's `policy.state_dict()` as numpy: SB3's names, torch's layouts (`kppo.sb3.saves.sb3_weights`)."""
         return sb3_state_dict(self._agent)
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True) -> None:

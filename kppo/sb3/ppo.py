@@ -49,7 +49,7 @@ from kppo.callbacks import make_callback
 from kppo.config.options import Config
 from kppo.core.errors import ArgumentError
 from kppo.sb3.utils import set_random_seed
-from kppo.sb3.envs.vec_env import VecEnv
+from kppo.vec_envs.vec_env import VecEnv
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.gym_envs.make import gym_vec_env as _make_gym_vec_env
 from kppo.rollout.gymnasium import StepRecord
@@ -79,8 +79,8 @@ from kppo.sb3.arguments import (
 )
 from kppo.core.types import Diagnostics, Moments
 from kppo.sb3.base_class import BaseAlgorithm
-from kppo.sb3.from_sb3 import model_from_sb3
-from kppo.sb3.sb3_save import is_sb3_save, read_sb3_save
+from kppo.sb3.saves.from_sb3 import model_from_sb3
+from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
 from kppo.sb3.vec_normalize import CONFIG_FIELDS as NORMALIZATION_FIELDS
 from kppo.sb3.vec_normalize import VecNormalize, read_statistics, settings_fields
 from kppo.gym_envs.spaces import flat_dim
@@ -693,7 +693,7 @@ class PPO(BaseAlgorithm, LightningSurface):
         **kwargs: Any,
     ) -> PPO:
         """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
-        agent directory; or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.sb3_save`); `env`
+        agent directory; or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.saves.sb3_save`); `env`
         (optional) must have the saved spaces. Nothing is unpickled: a model saved with a
         user's Keras `features_extractor_class` needs it again as `custom_objects={"features_extractor_class": cls}`
         (its name is all the file holds); `print_system_info` is accepted and ignored."""

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from kppo.core.errors import ArgumentError
-from kppo.sb3.envs.monitor import EXT
+from kppo.vec_envs.monitor import EXT
 
 __all__ = ["X_EPISODES", "X_TIMESTEPS", "X_WALLTIME", "LoadMonitorResultsError", "load_results", "ts2xy"]
 

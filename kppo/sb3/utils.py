@@ -27,7 +27,7 @@ from gymnasium.utils.env_checker import check_env as _gymnasium_check_env
 from kppo.core.errors import ArgumentError
 from kppo.gym_envs.action_masks import METHOD
 from kppo.gym_envs.spaces import check_action_space, check_observation_space
-from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
+from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.sb3.vec_normalize import RunningMeanStd, VecNormalize
 
 Schedule = Callable[[float], float]

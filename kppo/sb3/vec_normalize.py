@@ -23,9 +23,9 @@ from gymnasium.vector import VectorEnv
 from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.types import Moments
-from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper
+from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.gym_envs.spaces import flat_dim
-from kppo.sb3.vec_normalize_pickle import is_pickle, read_vec_normalize
+from kppo.sb3.saves.vec_normalize_pickle import is_pickle, read_vec_normalize
 
 FORMAT = "kppo.VecNormalize/1"
 
@@ -243,7 +243,7 @@ class VecNormalize(VecEnvWrapper):
     def load(load_path: str | Path, venv: VecEnv | VectorEnv) -> VecNormalize:
         """A wrapper around `venv` with the settings and statistics of `load_path`: a JSON file `save` wrote, or
         the `vec_normalize.pkl` Stable-Baselines3's `VecNormalize.save` wrote (read as data by
-        `kppo.sb3.vec_normalize_pickle`: nothing is unpickled or executed). The statistics must fit `venv`'s
+        `kppo.sb3.saves.vec_normalize_pickle`: nothing is unpickled or executed). The statistics must fit `venv`'s
         observations."""
         settings, loaded = read_statistics(load_path)
         wrapper = VecNormalize(venv, **settings)

@@ -1,4 +1,4 @@
-"""`kppo.sb3.envs.evaluation.evaluate_policy` and the SB3-style callbacks in `kppo.callbacks`, with small real test
+"""`kppo.vec_envs.evaluation.evaluate_policy` and the SB3-style callbacks in `kppo.callbacks`, with small real test
 models."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kppo.callbacks import (
     StopTrainingOnRewardThreshold,
     make_callback,
 )
-from kppo.sb3.envs.evaluation import evaluate_policy
+from kppo.vec_envs.evaluation import evaluate_policy
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 

@@ -8,7 +8,7 @@ import pytest
 
 import kppo
 from kppo.core.errors import ArgumentError
-from kppo.sb3.sb3_save import read_sb3_save
+from kppo.sb3.saves.sb3_save import read_sb3_save
 from tests.helpers.sb3_reference import SAVED, SAVED_CASES
 
 CASES = {case: getattr(kppo, name) for case, name in SAVED_CASES.items() if case != "pendulum_vecnorm"}

@@ -1,11 +1,11 @@
-"""`kppo.sb3.safe_pickle`: hand-written opcode streams (never given to `pickle`) read as data, and the refusals."""
+"""`kppo.sb3.saves.safe_pickle`: hand-written opcode streams (never given to `pickle`) read as data; the refusals."""
 
 import pickletools
 
 import numpy as np
 import pytest
 
-from kppo.sb3.safe_pickle import NUMPY_NAMES, ORDERED_DICT, Instance, PickleRefused, read_pickle
+from kppo.sb3.saves.safe_pickle import NUMPY_NAMES, ORDERED_DICT, Instance, PickleRefused, read_pickle
 
 # {"a": [1, 2.5, b"x"], "b": (True, None)} at protocol 2 (MARK, SETITEMS, APPENDS, BINPUT / BINGET)
 PLAIN = (

@@ -12,7 +12,7 @@ import pytest
 
 import kppo
 from kppo import PPO, BaseCallback, DummyVecEnv, Monitor, SubprocVecEnv, VecMonitor, VecNormalize, make_vec_env
-from kppo.sb3.envs.vec_env import VecExtractDictObs
+from kppo.vec_envs.vec_env import VecExtractDictObs
 
 FAST = dict(n_steps=32, batch_size=32, n_epochs=1, policy_kwargs=dict(net_arch=[16]))
 

@@ -12,8 +12,8 @@ import pytest
 
 import kppo
 from kppo.core.errors import NotSupportedError
-from kppo.sb3.safe_pickle import NUMPY_NAMES, PickleRefused, read_pickle
-from kppo.sb3.torch_zip import read_state_dict
+from kppo.sb3.saves.safe_pickle import NUMPY_NAMES, PickleRefused, read_pickle
+from kppo.sb3.saves.torch_zip import read_state_dict
 
 SAVED = Path(__file__).resolve().parents[1] / "fixtures" / "sb3" / "saved"
 #: `os.system("touch <marker>")` as protocol-2 opcodes (GLOBAL + REDUCE) and protocol-4 (STACK_GLOBAL + REDUCE).

@@ -186,7 +186,7 @@ def test_the_cli_exports_and_evaluates_sb3_saves(tmp_path, capsys):
 def test_the_weight_map_reads_nature_cnn_rows_and_separate_extractors(kind):
     """`tests/fixtures/sb3/cnn.npz` holds SB3 CnnPolicy state_dicts under torch names on 36x44x3 images (a 1x2 last
     feature map, so torch's CHW flatten and kppo's HWC differ), shared and separate: `sb3_pairs` maps both."""
-    from kppo.sb3.sb3_weights import assign_sb3_weights
+    from kppo.sb3.saves.sb3_weights import assign_sb3_weights
     from tests.helpers.sb3_cnn import BlockImageEnv, cnn_data
 
     data = cnn_data()

@@ -1,7 +1,7 @@
 """Property-based tests (Hypothesis) of kppo's readers of Stable-Baselines3's own zips (the real recorded saves of
 tests/fixtures/sb3/saved), on damaged and hostile input: the whole zip through `kppo.PPO.load` (and
-`RecurrentPPO` / `MaskablePPO`), its `data` JSON's fields and serialized entries (`kppo.sb3.sb3_save`,
-`kppo.sb3.from_sb3`), `policy.pth` (`kppo.sb3.torch_zip`) and any pickle (`kppo.sb3.safe_pickle`).
+`RecurrentPPO` / `MaskablePPO`), its `data` JSON's fields and serialized entries (`kppo.sb3.saves.sb3_save`,
+`kppo.sb3.saves.from_sb3`), `policy.pth` (`kppo.sb3.saves.torch_zip`) and any pickle (`kppo.sb3.saves.safe_pickle`).
 
 Mutations as in tests/agent/test_archive_properties.py (truncation, flipped bits, members renamed, removed or
 replaced, zip-slip names, symlinks, decompression bombs), plus pickles: real ones (values, numpy arrays, SB3's
@@ -156,11 +156,11 @@ def _network(config: Any) -> dict:
 
 @contextlib.contextmanager
 def built_once(sb3: SB3 | None, agents: list):
-    """`kppo.sb3.from_sb3.build_agent` replaced while the block runs: the agent for spaces and a config equal to
+    """`kppo.sb3.saves.from_sb3.build_agent` replaced while the block runs: the agent for spaces and a config equal to
     those of one built before (but for `NOT_NETWORK`) is that agent (SB3's weights are assigned into it, all of
     them, as into a new one; building one costs ~50 ms, more than the rest of a load); others are built, and
     recorded when `sb3` is None (the warm-up)."""
-    from kppo.sb3 import from_sb3
+    from kppo.sb3.saves import from_sb3
 
     real = from_sb3.build_agent
 
@@ -292,7 +292,7 @@ def pickle_mutations(bases: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes
 def check_pickle(names: dict, data: bytes) -> str:
     """`read_pickle` of `data` gives a value ('read'), or refuses it in one line naming the file (`x.pkl`:
     'refused'); it never calls what the pickle names."""
-    from kppo.sb3.safe_pickle import read_pickle
+    from kppo.sb3.saves.safe_pickle import read_pickle
 
     try:
         with within(10), nothing_runs():
@@ -306,8 +306,8 @@ def check_pickle(names: dict, data: bytes) -> str:
 
 
 def _names() -> dict:
-    from kppo.sb3.safe_pickle import ORDERED_DICT
-    from kppo.sb3.sb3_save import SPACE_NAMES
+    from kppo.sb3.saves.safe_pickle import ORDERED_DICT
+    from kppo.sb3.saves.sb3_save import SPACE_NAMES
 
     return {**SPACE_NAMES, **ORDERED_DICT}
 
@@ -345,7 +345,7 @@ def test_a_pickle_is_read_as_data_or_refused_in_one_line_at_scale(data):
 def check_state_dict(sandbox: Sandbox, mutation: tuple | bytes) -> str:
     """`read_state_dict` of policy.pth with `mutation` (a zip mutation, or new bytes for its data.pkl) gives a
     state_dict ('read'), or refuses it in one line naming the file ('refused')."""
-    from kppo.sb3.torch_zip import read_state_dict
+    from kppo.sb3.saves.torch_zip import read_state_dict
 
     if isinstance(mutation, bytes):
         note("mutation: data.pkl")

@@ -18,7 +18,7 @@ from kppo import envs as envs_lib
 from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.envs.base import VecEnv
-from kppo.sb3.envs.preprocessed import make_preprocessed_env
+from kppo.vec_envs.preprocessed import make_preprocessed_env
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner, StepHook
 from kppo.training.runners.host import HostRunner, Start
 from kppo.training.runners.host_population import HostPopulationRunner
@@ -66,7 +66,7 @@ def runner_kind(env: Any, config: Config) -> str:
 
 def preprocessed(env: Any, config: Config, kind: str) -> Any:
     """`env`, or for `config.atari_wrapper` / `config.frame_stack` a gymnasium env id as a factory of wrapped envs
-    (`kppo.sb3.envs.preprocessed.make_preprocessed_env`; the host runner makes its evaluation envs from it too). Those
+    (`kppo.vec_envs.preprocessed.make_preprocessed_env`; the host runner makes its evaluation envs from it too). Those
     options wrap envs made from an id only: a one-line error for a TF-native env or an env object."""
     if not config.atari_wrapper and config.frame_stack == 1:
         return env

@@ -1,7 +1,7 @@
 """Stable-Baselines3's `Monitor`: a gymnasium wrapper that records every episode's return, length and time, adds
 them to the info of the episode's last step (`info["episode"] = {"r", "l", "t"}`) and writes them to SB3's
 `monitor.csv` (a `#{"t_start": ..., "env_id": ...}` line, then the columns `r,l,t` and any `info_keywords`).
-`EpisodeWriter` is that file, shared with `VecMonitor` (`kppo.sb3.envs.vec_env`)."""
+`EpisodeWriter` is that file, shared with `VecMonitor` (`kppo.vec_envs.vec_env`)."""
 
 from __future__ import annotations
 

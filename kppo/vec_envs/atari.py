@@ -1,6 +1,6 @@
 """Stable-Baselines3's Atari preprocessing (`stable_baselines3.common.atari_wrappers.AtariWrapper` and its parts) and
 `make_atari_env` (`stable_baselines3.common.env_util`), without torch (ale-py's own vector env:
-`kppo.sb3.envs.ale_vector`).
+`kppo.vec_envs.ale_vector`).
 
 `AtariWrapper(env)` stacks SB3's wrappers in SB3's order, innermost first:
 
@@ -43,9 +43,9 @@ from gymnasium import spaces
 
 from kppo.core.errors import ArgumentError
 from kppo.gym_envs.checks import make_env
-from kppo.sb3.envs.env_util import make_vec_env
-from kppo.sb3.envs.monitor import Monitor
-from kppo.sb3.envs.vec_env import VecEnv
+from kppo.vec_envs.env_util import make_vec_env
+from kppo.vec_envs.monitor import Monitor
+from kppo.vec_envs.vec_env import VecEnv
 
 #: SB3's index of NOOP, FIRE and the action FireResetEnv plays after FIRE.
 NOOP, FIRE, AFTER_FIRE = 0, 1, 2
@@ -323,7 +323,7 @@ def atari_env(env_id: str, **wrapper_kwargs: Any) -> gym.Env:
     """One env as `make_atari_env` makes it: `gym.make(env_id)` in a `Monitor` in `AtariWrapper(env,
     **wrapper_kwargs)`; where the id sets no `max_episode_steps`, its time limit is the ALE's own frame budget
     (`max_num_frames_per_episode`: the ALE truncates there too, so only evaluations, which play at most that many
-    steps, see it). What `Config.atari_wrapper` trains on (`kppo.sb3.envs.preprocessed.make_preprocessed_env`)."""
+    steps, see it). What `Config.atari_wrapper` trains on (`kppo.vec_envs.preprocessed.make_preprocessed_env`)."""
     register_ale()
     kwargs: dict[str, Any] = {}
     try:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from kppo.sb3.envs.atari import ATARI_EXTRA
+from kppo.vec_envs.atari import ATARI_EXTRA
 
 
 class AtariVectorEnvAdapter(VectorWrapper):

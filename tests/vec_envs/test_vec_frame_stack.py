@@ -1,4 +1,4 @@
-"""kppo.sb3.envs.vec_frame_stack: VecFrameStack against a naive numpy stack of a recorded observation sequence (real
+"""kppo.vec_envs.vec_frame_stack: VecFrameStack against a naive numpy stack of a recorded observation sequence (real
 ALE frames; episode ends and terminal observations included), channels first and last, Dict spaces, partial resets;
 the same stacks on the vector env kppo.PPO trains on (VecTransposeImage: test_vec_transpose.py)."""
 
@@ -12,8 +12,8 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from kppo.gym_envs.make import gym_vec_env as make_gym_vec_env
-from kppo.sb3.envs.vec_env import DummyVecEnv, VecEnv, VecMonitor
-from kppo.sb3.envs.vec_frame_stack import FrameStack, VecFrameStack, VectorFrameStack, shift_in
+from kppo.vec_envs.vec_env import DummyVecEnv, VecEnv, VecMonitor
+from kppo.vec_envs.vec_frame_stack import FrameStack, VecFrameStack, VectorFrameStack, shift_in
 
 
 class _Counter(gym.Env):
@@ -53,10 +53,10 @@ def _counters(space: gym.spaces.Space, num_envs: int = 2) -> DummyVecEnv:
 
 
 def _atari() -> Any:
-    """kppo.sb3.envs.atari, when ale-py and OpenCV (the atari extra) are installed."""
+    """kppo.vec_envs.atari, when ale-py and OpenCV (the atari extra) are installed."""
     pytest.importorskip("ale_py")
     pytest.importorskip("cv2")
-    from kppo.sb3.envs import atari
+    from kppo.vec_envs import atari
 
     return atari
 

@@ -10,8 +10,8 @@ from typing import Any, cast
 import gymnasium as gym
 
 from kppo.gym_envs.checks import make_env
-from kppo.sb3.envs.monitor import Monitor
-from kppo.sb3.envs.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+from kppo.vec_envs.monitor import Monitor
+from kppo.vec_envs.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 #: kppo's earlier spellings of `vec_env_cls`, still read.
 _VEC_ENV_NAMES = {"sync": DummyVecEnv, "async": SubprocVecEnv}

@@ -3,13 +3,13 @@ unpickling: the zip's `data` JSON, `policy.pth` and `_stable_baselines3_version`
 
 SB3's `data` JSON holds plain values (n_steps, gamma, policy_kwargs when they are plain, ...) and, for the values
 JSON cannot hold, an object `{":type:": ..., ":serialized:": <base64 cloudpickle>, <readable fields>}`. kppo reads
-the plain values; of the serialized ones it reads three, through `kppo.sb3.safe_pickle` (nothing is imported or
+the plain values; of the serialized ones it reads three, through `kppo.sb3.saves.safe_pickle` (nothing is imported or
 called): `policy_class` (a reference to a class: its name), `observation_space` / `action_space` (gymnasium spaces
 as data: their numpy bounds, sizes and dtypes, rebuilt here with gymnasium's constructors) and `policy_kwargs` when
 they name torch classes (`activation_fn`, `optimizer_class`: references, by name only). The schedules
 (`clip_range`, `lr_schedule`) are read from their readable `value_schedule` field when constant. Everything else in
 the file (the optimizer's state, the last observations, the episode buffers, `pytorch_variables.pth`) is not read.
-`policy.pth` is read by `kppo.sb3.torch_zip`.
+`policy.pth` is read by `kppo.sb3.saves.torch_zip`.
 
 Refused in one line naming the file: not a zip, a zip over kppo's bounds (`kppo.agent.archive.checked_members`:
 a decompression bomb is refused before it is inflated), a zip without `data` / `policy.pth` (SB3 writes both), an
@@ -33,8 +33,8 @@ import numpy as np
 
 from kppo.agent.archive import ZIP_ERRORS, checked_members, file_bytes, read_member
 from kppo.core.errors import NotSupportedError
-from kppo.sb3.safe_pickle import NUMPY_NAMES, Builder, Global, Instance, PickleRefused, describe, read_pickle
-from kppo.sb3.torch_zip import read_state_dict
+from kppo.sb3.saves.safe_pickle import NUMPY_NAMES, Builder, Global, Instance, PickleRefused, describe, read_pickle
+from kppo.sb3.saves.torch_zip import read_state_dict
 
 #: SB3's and sb3-contrib's PPO policy classes -> (algorithm, SB3 policy name).
 POLICY_CLASSES = {
@@ -256,7 +256,7 @@ def _algorithm(policy_class: str, data: dict, source: str) -> tuple[str, str]:
 
 def _policy_kwargs(data: dict, source: str) -> dict[str, Any]:
     """The policy_kwargs as saved: plain JSON, or (when they name torch classes) read from the serialized entry,
-    each class a `Global` reference (`kppo.sb3.from_sb3` maps the ones kppo builds)."""
+    each class a `Global` reference (`kppo.sb3.saves.from_sb3` maps the ones kppo builds)."""
     entry = data.get("policy_kwargs", {})
     if entry is None:
         return {}

@@ -1,6 +1,6 @@
 """A `kppo.PPO` (or `RecurrentPPO`, `MaskablePPO`) from a model Stable-Baselines3 saved: its hyperparameters from
 the save's plain fields, its networks built by kppo from the saved spaces and policy_kwargs, SB3's weights assigned
-(`kppo.sb3.sb3_weights`). What `PPO.load` does with an SB3 zip (`kppo.sb3.sb3_save`).
+(`kppo.sb3.saves.sb3_weights`). What `PPO.load` does with an SB3 zip (`kppo.sb3.saves.sb3_save`).
 
     SB3 policy_kwargs (as saved)             kppo
     activation_fn torch.nn.{Tanh, ReLU, ...} the activation's name (torch's LeakyReLU: refused, its slope differs)
@@ -24,9 +24,9 @@ from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
 from kppo.core.errors import NotSupportedError
 from kppo.core.normalization import initial_stats
 from kppo.gym_envs.spaces import flat_dim
-from kppo.sb3.safe_pickle import Global, Instance, describe
-from kppo.sb3.sb3_save import SB3Save, schedule_value
-from kppo.sb3.sb3_weights import assign_sb3_weights
+from kppo.sb3.saves.safe_pickle import Global, Instance, describe
+from kppo.sb3.saves.sb3_save import SB3Save, schedule_value
+from kppo.sb3.saves.sb3_weights import assign_sb3_weights
 
 #: torch activation classes -> kppo's activation names (torch's LeakyReLU slope, 0.01, is not Keras' 0.2: refused).
 ACTIVATIONS = {

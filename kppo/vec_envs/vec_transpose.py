@@ -1,5 +1,5 @@
 """Stable-Baselines3's `VecTransposeImage` (stable_baselines3.common.vec_env.vec_transpose) on kppo's SB3-style
-`VecEnv` (`kppo.sb3.envs.vec_env`): image observations from HxWxC to CxHxW, done once as a gymnasium vector
+`VecEnv` (`kppo.vec_envs.vec_env`): image observations from HxWxC to CxHxW, done once as a gymnasium vector
 wrapper (`VectorTransposeImage`) that is the VecEnv's `vector_env`, so `kppo.PPO` trains on the transposed
 observations the SB3 API returns; a finished episode's last observation is transposed too, in gymnasium's
 `infos["final_obs"]` and in SB3's `infos[i]["terminal_observation"]`."""
@@ -15,7 +15,7 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 from kppo.core.errors import ArgumentError
-from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper, checked_venv
+from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper, checked_venv
 from kppo.gym_envs.spaces import is_image_space, is_image_space_channels_first
 from kppo.gym_envs.vector_info import final_observations, same_step, with_final_observations
 

@@ -1,5 +1,5 @@
 """Stable-Baselines3's `vec_normalize.pkl` (`VecNormalize.save`: the wrapper pickled, without its env) read as data
-through `kppo.sb3.safe_pickle`: its settings and its `obs_rms` / `ret_rms` statistics as numpy arrays.
+through `kppo.sb3.saves.safe_pickle`: its settings and its `obs_rms` / `ret_rms` statistics as numpy arrays.
 
 The file holds a `stable_baselines3.common.vec_env.vec_normalize.VecNormalize` object whose state is a dict of plain
 values, `RunningMeanStd` objects (mean, var, count), numpy arrays and scalars (`numpy._core.multiarray._reconstruct`,
@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from kppo.core.errors import NotSupportedError
-from kppo.sb3.safe_pickle import Builder, Instance, describe, read_pickle
-from kppo.sb3.sb3_save import SPACE_NAMES
+from kppo.sb3.saves.safe_pickle import Builder, Instance, describe, read_pickle
+from kppo.sb3.saves.sb3_save import SPACE_NAMES
 
 VEC_NORMALIZE = ("stable_baselines3.common.vec_env.vec_normalize", "VecNormalize")
 RUNNING_MEAN_STD = ("stable_baselines3.common.running_mean_std", "RunningMeanStd")

@@ -1,5 +1,5 @@
 """Stable-Baselines3's `VecFrameStack` (stable_baselines3.common.vec_env.vec_frame_stack, .stacked_observations) on
-kppo's SB3-style `VecEnv` (`kppo.sb3.envs.vec_env`); its twin `VecTransposeImage` is `kppo.sb3.envs.vec_transpose`.
+kppo's SB3-style `VecEnv` (`kppo.vec_envs.vec_env`); its twin `VecTransposeImage` is `kppo.vec_envs.vec_transpose`.
 
 kppo trains on the gymnasium vector env under a VecEnv (`VecEnv.vector_env`), not on its SB3 API, so the wrapper
 does its work once, as a gymnasium vector wrapper over a SAME_STEP vector env (`VectorFrameStack`), and the VecEnv
@@ -24,7 +24,7 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 from gymnasium.vector.utils import batch_space
 
 from kppo.core.errors import ArgumentError, ArgumentTypeError
-from kppo.sb3.envs.vec_env import VecEnv, VecEnvWrapper, checked_venv
+from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper, checked_venv
 from kppo.gym_envs.spaces import is_image_space, is_image_space_channels_first
 from kppo.gym_envs.vector_info import final_observations, same_step, with_final_observations
 

@@ -1,4 +1,4 @@
-"""kppo.sb3.envs.vec_transpose: VecTransposeImage against numpy's transpose of the same observations (stacked
+"""kppo.vec_envs.vec_transpose: VecTransposeImage against numpy's transpose of the same observations (stacked
 frames, terminal observations, Dict image keys), its skip flag and its one-line refusals."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from kppo.gym_envs.make import gym_vec_env as make_gym_vec_env
-from kppo.sb3.envs.vec_frame_stack import VecFrameStack
-from kppo.sb3.envs.vec_transpose import VecTransposeImage
-from tests.sb3.envs.test_vec_frame_stack import _counters
+from kppo.vec_envs.vec_frame_stack import VecFrameStack
+from kppo.vec_envs.vec_transpose import VecTransposeImage
+from tests.vec_envs.test_vec_frame_stack import _counters
 
 
 def test_transpose_image_gives_channels_first_observations_and_terminal_observations():

@@ -1,4 +1,4 @@
-"""kppo.sb3.envs.atari on real ALE games (Pong, Breakout, Freeway): SB3's AtariWrapper step by step against the raw
+"""kppo.vec_envs.atari on real ALE games (Pong, Breakout, Freeway): SB3's AtariWrapper step by step against the raw
 frames and actions the ALE saw (no-op resets, frame skipping with max-pooling, episodic life, FIRE resets, sticky
 actions, reward clipping), `make_atari_env` (spaces, seeding, Monitor files, SubprocVecEnv), and ale-py's
 AtariVectorEnv through `AtariVectorEnvAdapter`."""
@@ -18,8 +18,8 @@ ale_py = pytest.importorskip("ale_py")
 
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
-from kppo.sb3.envs.ale_vector import AtariVectorEnvAdapter  # noqa: E402
-from kppo.sb3.envs.atari import (  # noqa: E402
+from kppo.vec_envs.ale_vector import AtariVectorEnvAdapter  # noqa: E402
+from kppo.vec_envs.atari import (  # noqa: E402
     AtariWrapper,
     ClipRewardEnv,
     FireResetEnv,
@@ -27,11 +27,11 @@ from kppo.sb3.envs.atari import (  # noqa: E402
     register_ale,
 )
 from kppo.gym_envs.make import gym_vec_env as make_gym_vec_env  # noqa: E402
-from kppo.sb3.envs.vec_env import SubprocVecEnv, VecEnv  # noqa: E402
+from kppo.vec_envs.vec_env import SubprocVecEnv, VecEnv  # noqa: E402
 
 register_ale()
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Recorder(gym.Wrapper):

@@ -18,8 +18,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv, VectorWrapper
 
-from kppo.sb3.envs.custom_vec_env import CustomVecEnvAdapter
-from kppo.sb3.envs.monitor import EpisodeWriter
+from kppo.vec_envs.custom_vec_env import CustomVecEnvAdapter
+from kppo.vec_envs.monitor import EpisodeWriter
 from kppo.gym_envs.vector_info import returning, same_step, sb3_info, sub_env_info
 
 Indices = int | Sequence[int] | None
@@ -42,7 +42,7 @@ class VecEnv:
     unwrapped NEXT_STEP one, `kppo.gym_envs.vector_info.same_step`). A user's subclass written as SB3's abstract
     `VecEnv` calls `super().__init__(num_envs, observation_space, action_space)` and defines `reset`, `step_async`,
     `step_wait` (and `close`, `get_attr`, ... as it needs): kppo then trains on it through
-    `kppo.sb3.envs.custom_vec_env.CustomVecEnvAdapter`."""
+    `kppo.vec_envs.custom_vec_env.CustomVecEnvAdapter`."""
 
     def __init__(
         self,

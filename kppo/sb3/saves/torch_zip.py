@@ -6,7 +6,7 @@ The file is a zip holding `<prefix>/data.pkl`, the pickled object, whose tensors
 persistent ids `('storage', torch.<Type>Storage, key, location, numel)`; each storage's bytes are the member
 `<prefix>/data/<key>` (little-endian: `<prefix>/byteorder`), each stored uncompressed (a compressed member is
 refused: no member inflates past the file). `read_state_dict` interprets `data.pkl` with
-`kppo.sb3.safe_pickle` and accepts only that: an (Ordered)dict from str to tensors rebuilt over typed storages. Any
+`kppo.sb3.saves.safe_pickle`, accepting only that: an (Ordered)dict from str to tensors rebuilt over typed storages. Any
 other name (a torch.nn.Module, a Parameter, a function), a storage outside the file, a tensor outside its storage, a
 dtype numpy has not, and any other object is refused in one line that names the file.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kppo.sb3.safe_pickle import ORDERED_DICT, Builder, Global, PickleRefused, describe, read_pickle
+from kppo.sb3.saves.safe_pickle import ORDERED_DICT, Builder, Global, PickleRefused, describe, read_pickle
 
 #: torch's typed storages -> numpy dtypes (bfloat16 is widened to float32: numpy has no bfloat16).
 STORAGE_DTYPES = {

@@ -1,0 +1,2 @@
+"""Reading the models and statistics Stable-Baselines3 saves (zips, `policy.pth`, `vec_normalize.pkl`) as data:
+without torch, without pickle."""
