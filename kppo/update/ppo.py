@@ -1,6 +1,6 @@
-"""The PPO update: epochs x shuffled minibatches, global-norm clipping, Adam, target-KL early stop; and the PPO
-iteration around it (keys, schedules, rollout, update, diagnostics: `iteration_step`) and the loop over iterations
-(`drive`), each written once for every runner.
+"""The PPO update, written once for every runner: epochs x shuffled minibatches, global-norm clipping, Adam, target-KL
+early stop. The iteration around it is `kppo.update.iteration`, the loop over iterations `kppo.update.driver`, the
+diagnostics `kppo.update.diagnostics`.
 
 Shuffling is an argsort of stateless uniforms (XLA has no kernel for `stateless_shuffle`; a population compiled by XLA
 sorts with `argsort_network`, the same permutations); the minibatch index table [epochs * minibatches,
@@ -25,10 +25,9 @@ from kppo.core.distribute import clip_and_scale, minibatch_moments
 from kppo.core.tf_loops import merge_leading, tie_to_members
 from kppo.core.vectorized import argsort_network, clip_by_global_norm
 from kppo.core.optimizers import AdamState, adam_step
-from kppo.rollout.gymnasium import RolloutStopped
 from kppo.update.recurrent import replay_sequences, replay_window, rotated_indices, rows, sequences
-from kppo.update.schedules import ScheduleFn, Schedules, with_schedules
-from kppo.core.types import Batch, Diagnostics, LossInfo, Rollout, RunnerState
+from kppo.update.schedules import Schedules, with_schedules
+from kppo.core.types import Batch, LossInfo, Rollout
 
 
 class UpdateSettings(NamedTuple):
@@ -290,113 +289,3 @@ def functional_step(
         return carry, info, grad_norm, applied
 
     return step
-
-
-# The iteration: one PPO iteration around any rollout and any update, and the loop over iterations, written once.
-
-
-def zero_diagnostics() -> Diagnostics:
-    return Diagnostics(*[tf.constant(0.0)] * len(Diagnostics._fields))
-
-
-def add_diagnostics(total: Diagnostics | None, diag: Diagnostics) -> Diagnostics:
-    """The one diagnostics sum: a call's diagnostics are its iterations' sums."""
-    return diag if total is None else tf.nest.map_structure(tf.add, total, diag)
-
-
-def rollout_diagnostics(rollout: Rollout) -> Diagnostics:
-    """The rollout's scalars (explained variance, finished episodes); the update's fields zero."""
-    traj = rollout.trajectory
-    ended = tf.cast(tf.logical_or(traj.terminated, traj.truncated), tf.float32)
-    return zero_diagnostics()._replace(
-        explained_variance=losses.explained_variance(tf.reshape(traj.value, [-1]), tf.reshape(rollout.returns, [-1])),
-        episode_return_sum=tf.reduce_sum(traj.episode_return),
-        episode_length_sum=tf.cast(tf.reduce_sum(traj.episode_length), tf.float32),
-        episodes=tf.reduce_sum(ended),
-    )
-
-
-def with_update(diag: Diagnostics, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
-    """`diag` with the update's means over the minibatches computed, its gradient steps and the learning rate."""
-    count = tf.cast(tf.maximum(stats.minibatches, 1), tf.float32)
-    return diag._replace(
-        **{name: x / count for name, x in stats.loss._asdict().items()},
-        learning_rate=tf.cast(lr, tf.float32),
-        grad_norm=stats.grad_norm / count,
-        minibatch_steps=tf.cast(stats.steps, tf.float32),
-    )
-
-
-def diagnostics(rollout: Rollout, stats: UpdateStats, lr: tf.Tensor) -> Diagnostics:
-    """Per-iteration scalars from the rollout and the update's sums."""
-    return with_update(rollout_diagnostics(rollout), stats, lr)
-
-
-class Iterations(NamedTuple):
-    """What a call of n iterations returns (`drive`, `Runner.run_iterations`)."""
-
-    state: Any  # the runner state after the completed iterations (host path: at the stop, if stopped)
-    diagnostics: Diagnostics | None  # summed over the completed iterations; None when none completed
-    completed: int  # iterations completed (rollout and update)
-    stopped: bool = False  # the step hook stopped a rollout (no update for it)
-
-
-def iteration_keys(key: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """An iteration's keys from the runner's: (the next iteration's, the rollout's, the update's)."""
-    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(key, 3))
-    return key, key_rollout, key_update
-
-
-def start_iteration(schedule_fn: ScheduleFn, collect: Callable, state: RunnerState):
-    """The first half of an iteration (what each replica runs under a strategy): keys, schedules, rollout + GAE.
-
-    Returns (state after the iteration, Rollout, the update's key, Schedules)."""
-    key, key_rollout, key_update = iteration_keys(state.key)
-    schedules = schedule_fn(state.iteration)
-    rollout_state, rollout = collect(state.rollout, key_rollout)
-    return RunnerState(rollout_state, key, state.iteration + 1), rollout, key_update, schedules
-
-
-def iteration_step(
-    schedule_fn: ScheduleFn,
-    collect: Callable,
-    update: Callable,
-    state: RunnerState,
-) -> tuple[RunnerState, Diagnostics]:
-    """One training iteration: keys -> schedules -> rollout + GAE -> update -> diagnostics. Runs inside the native
-    runner's compiled loop and eagerly in the host runner (a population runs its parts with its loops outside the
-    members' vectorized map: `kppo.training.runners.member_loops.population_iteration`); under
-    a tf.distribute strategy each replica runs `start_iteration` and the replicas' update runs between (MirroredStrategy
-    allows no all-reduce inside a tf.while_loop, so the update cannot run inside the replicas' function).
-
-    Args:
-        schedule_fn: `iteration -> Schedules` (`kppo.update.schedules`).
-        collect: `(rollout state, key) -> (rollout state, Rollout)` (`kppo.rollout`).
-        update: `(Rollout, key, Schedules) -> UpdateStats` (`ppo_update` on the flattened rollout, compiled or not).
-    """
-    state, rollout, key_update, schedules = start_iteration(schedule_fn, collect, state)
-    stats = update(rollout, key_update, schedules)
-    return state, diagnostics(rollout, stats, schedules.learning_rate)
-
-
-def drive(iteration: Callable, carry: Any, n, zeros: Diagnostics | None = None) -> Iterations:
-    """The loop over iterations, written once: n calls of `iteration(carry) -> (carry, Diagnostics)`, their
-    diagnostics summed. With `zeros` (the accumulator's zero, e.g. with a member axis) in-graph as a `tf.while_loop`
-    (n may be a tensor, so a shorter last call does not retrace); without, in Python, where a step hook that stops
-    the rollout (`RolloutStopped`, the one stop path of callbacks) ends the call at that step, before its update."""
-    if zeros is not None:
-
-        def body(i, carry, total):
-            carry, diag = iteration(carry)
-            return i + 1, carry, add_diagnostics(total, diag)
-
-        _, carry, total = tf.while_loop(lambda i, *_: i < n, body, (tf.constant(0), carry, zeros))
-        return Iterations(carry, total, n)
-    total, completed = None, 0
-    for _ in range(int(n)):
-        try:
-            carry, diag = iteration(carry)
-        except RolloutStopped as stop:
-            return Iterations(carry._replace(rollout=stop.state), total, completed, stopped=True)
-        total, completed = add_diagnostics(total, diag), completed + 1
-    return Iterations(carry, total, completed)

@@ -5,7 +5,10 @@ import pytest
 from kppo._tf import tf
 from kppo.core.types import LossInfo, Rollout, RunnerState, Trajectory
 from kppo.rollout.gymnasium import RolloutStopped
-from kppo.update.ppo import UpdateStats, diagnostics, drive, iteration_step, rollout_diagnostics, with_update
+from kppo.update.ppo import UpdateStats
+from kppo.update.diagnostics import diagnostics, rollout_diagnostics, with_update
+from kppo.update.driver import drive
+from kppo.update.iteration import iteration_step
 from kppo.update.schedules import Schedules
 
 

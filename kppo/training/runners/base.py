@@ -22,7 +22,7 @@ from kppo.agent.agent import Agent
 from kppo.config.options import Config
 from kppo.rollout.gymnasium import StepHook
 from kppo.core.types import Diagnostics, EvalTrajectory, RunnerState
-from kppo.update.ppo import Iterations
+from kppo.update.driver import Iterations
 from kppo.update.schedules import ScheduleFn, is_constant
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]

@@ -32,7 +32,9 @@ from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
 from kppo.training.runners.settings import jit_update, rollout_settings, root_keys, update_batch, update_settings
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import Moments, RunnerState
-from kppo.update.ppo import drive, iteration_step, ppo_update
+from kppo.update.ppo import ppo_update
+from kppo.update.driver import drive
+from kppo.update.iteration import iteration_step
 from kppo.update.schedules import ScheduleFn, config_schedules
 
 

@@ -39,7 +39,7 @@ from kppo.training.runners.settings import population_jit, rollout_settings, roo
 from kppo.training.runners.host import eval_env_source, reset_rollout_state
 from kppo.training.runners.member_loops import population_iteration
 from kppo.training.runners.population import MemberValues, MemberWeights, check_members, member_values
-from kppo.update.ppo import drive
+from kppo.update.driver import drive
 from kppo.update.schedules import config_schedules
 
 

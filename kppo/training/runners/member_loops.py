@@ -13,7 +13,7 @@ RNG ops, which pfor cannot vectorize for per-member keys, run as small loops ove
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo._tf import tf
@@ -30,20 +30,23 @@ from kppo.rollout.native import (
     evaluation_start,
 )
 from kppo.training.runners.settings import population_jit, rollout_settings, update_batch, update_settings
-from kppo.update.ppo import (
-    functional_step,
-    iteration_keys,
-    minibatch_loop,
-    rollout_diagnostics,
-    shuffle_noise,
-    shuffled_rows,
-    start_iteration,
-    update_indices,
-    with_update,
-)
+from kppo.update.ppo import functional_step, minibatch_loop, shuffle_noise, shuffled_rows, update_indices
+from kppo.update.iteration import Begun, iteration_keys, make_iteration, start_iteration
+from kppo.update.diagnostics import rollout_diagnostics
 from kppo.update.schedules import config_schedules, with_schedules, with_values
 
 __all__ = ["every_member", "member_evaluation", "member_steps", "member_updates", "population_iteration"]
+
+
+class MemberCarry(NamedTuple):
+    """What a population's iteration carries: every member's weights, Adam state and runner state [M, ...], with the
+    call's inputs (what the host collected, or nothing) and the members' values."""
+
+    params: list
+    adam: Any
+    state: RunnerState
+    inputs: Any
+    values: Any
 
 
 def population_iteration(config: Config, agent: Agent, collect: Callable) -> Callable:
@@ -83,13 +86,24 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
                 order = shuffle_noise(key_update, batch.obs.shape[0], config.num_epochs)
         return state, rollout_diagnostics(rollout), batch, order, iteration, schedules.learning_rate
 
-    def run(params, adam, state, inputs, values):
+    def begin(carry: MemberCarry) -> Begun:
         state, diag, batch, order, iterations, learning_rate = tf.vectorized_map(
-            start, ((params, state, inputs), values)
+            start, ((carry.params, carry.state, carry.inputs), carry.values)
         )
         indices = order if rotated else shuffled_rows(order, config.num_minibatches, network=xla)
-        (params, adam), stats = member_updates(agent, config, (params, adam), batch, indices, iterations, values)
-        return (params, adam, state), with_update(diag, stats, learning_rate)
+        return Begun(carry._replace(state=state), (batch, indices, iterations), diag, learning_rate)
+
+    def update(carry: MemberCarry, work: tuple) -> tuple[MemberCarry, Any]:
+        batch, indices, iterations = work
+        weights = (carry.params, carry.adam)
+        (params, adam), stats = member_updates(agent, config, weights, batch, indices, iterations, carry.values)
+        return carry._replace(params=params, adam=adam), stats
+
+    iteration = make_iteration(begin, update)
+
+    def run(params, adam, state, inputs, values):
+        carry, diag = iteration(MemberCarry(params, adam, state, inputs, values))
+        return (carry.params, carry.adam, carry.state), diag
 
     return run
 

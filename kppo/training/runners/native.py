@@ -26,7 +26,10 @@ from kppo.training.runners.settings import (
 )
 from kppo.core.normalization import Constants
 from kppo.core.types import RunnerState
-from kppo.update.ppo import drive, iteration_step, ppo_update, zero_diagnostics
+from kppo.update.ppo import ppo_update
+from kppo.update.driver import drive
+from kppo.update.iteration import iteration_step
+from kppo.update.diagnostics import zero_diagnostics
 from kppo.update.schedules import config_schedules
 
 

@@ -28,7 +28,8 @@ from kppo.training.runners.member_loops import member_evaluation, member_steps, 
 from kppo.training.runners.settings import population_jit
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
-from kppo.update.ppo import drive, zero_diagnostics
+from kppo.update.driver import drive
+from kppo.update.diagnostics import zero_diagnostics
 from kppo.update.schedules import config_schedules
 
 

@@ -11,7 +11,7 @@ the minibatch (mean over replicas = the KL of the whole minibatch) is read, and 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo.core import losses, normalization
@@ -27,18 +27,17 @@ from kppo.training.runners.native import NativeParts, NativeRunner, make_native_
 from kppo.core.types import Rollout, RunnerState
 from kppo.update.ppo import (
     UpdateStats,
-    drive,
     gather,
     kl_within,
     minibatch_gradients,
     minibatch_loop,
     minibatch_outputs,
     minibatch_step,
-    rollout_diagnostics,
-    start_iteration,
     update_indices,
-    with_update,
 )
+from kppo.update.driver import drive
+from kppo.update.diagnostics import rollout_diagnostics
+from kppo.update.iteration import Begun, make_iteration, start_iteration
 from kppo.update.schedules import Schedules, config_schedules, with_schedules
 
 
@@ -170,23 +169,44 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
         partial = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), partial)
         return merge_normalization(strategy, base.obs_stats, base.return_stats, state), batch, indices, partial
 
-    def iteration(update: Callable, rollout_fn: Callable) -> Callable:
-        def run(state, schedules):
-            state, batch, indices, partial = rollout_fn(state, schedules)
-            return state, with_update(partial, update(batch, indices, schedules), schedules.learning_rate)
-
-        return run
-
     if config.target_kl is None:  # the whole iteration in one compiled call
-        run_iteration = tf.function(iteration(replica_update.unrolled, rollout), autograph=False)
+        run_iteration = tf.function(replicated_iteration(rollout, replica_update.unrolled), autograph=False)
     else:  # the rollout compiled, the minibatch loop on the host
-        run_iteration = iteration(replica_update.with_kl_stop, tf.function(rollout, autograph=False))
+        run_iteration = replicated_iteration(tf.function(rollout, autograph=False), replica_update.with_kl_stop)
 
     def run_iterations(state, num_iterations):
         done = drive(lambda st: run_iteration(st, schedule_fn(int(view(st).iteration))), state, num_iterations)
         return done.state, done.diagnostics
 
     return run_iterations
+
+
+class Scheduled(NamedTuple):
+    """A replicated iteration's carry: the per-replica runner state and the schedules the host computed for it."""
+
+    state: Any
+    schedules: Schedules
+
+
+def replicated_iteration(rollout_fn: Callable, update: Callable) -> Callable:
+    """The one iteration (`make_iteration`) under a strategy: `(per-replica state, Schedules) -> (state,
+    Diagnostics)`; `rollout_fn` runs `start_iteration` on every replica and merges their statistics, `update` the
+    all-reduced minibatch steps."""
+
+    def begin(carry: Scheduled) -> Begun:
+        state, batch, indices, partial = rollout_fn(carry.state, carry.schedules)
+        return Begun(carry._replace(state=state), (batch, indices), partial, carry.schedules.learning_rate)
+
+    def on_replicas(carry: Scheduled, work: tuple) -> tuple[Scheduled, UpdateStats]:
+        return carry, update(*work, carry.schedules)
+
+    iteration = make_iteration(begin, on_replicas)
+
+    def run(state, schedules: Schedules):
+        carry, diag = iteration(Scheduled(state, schedules))
+        return carry.state, diag
+
+    return run
 
 
 class ReplicatedRunner(NativeRunner):
