@@ -42,7 +42,8 @@ def make_initializer(kind: str, gain: float, seed: int) -> keras.initializers.In
 
 
 #: The widest head whose gradients `narrow_matmul` computes while a population traces (8 members, [512, 64] rows:
-#: faster than XLA's dots up to 6-8 columns, slower at 16).
+#: faster than XLA's dots up to 6-8 columns, slower at 16; `docs/benchmarks/tuning.md`, "Measurements behind the
+#: defaults").
 NARROW_UNITS = 8
 
 

@@ -1,10 +1,11 @@
 """The actor in numpy: a snapshot of its weights, taken once per rollout, acting without a TensorFlow call per step.
 
-A TensorFlow function call costs ~140 us on these CPUs whatever it computes, more than a 2x64 MLP's forward pass for
-16 observations in numpy (~10 us) and more than stepping 16 gymnasium CartPoles. The host rollout therefore acts from
-`ActorWeights` (observation normalization, the actor's forward pass, sampling, gSDE noise, squash/clip/rescale) and
-computes log-probabilities and values for the whole rollout in one compiled call after it, with the networks the
-update uses (`kppo.rollout.gymnasium.finish_rollout`), so the update sees what it would see had TensorFlow acted.
+A TensorFlow function call costs more, whatever it computes, than a 2x64 MLP's forward pass for 16 observations in
+numpy and than stepping 16 gymnasium CartPoles (`docs/benchmarks/speed.md`, "Measurements behind the defaults"). The
+host rollout therefore acts from `ActorWeights` (observation normalization, the actor's forward pass, sampling, gSDE
+noise, squash/clip/rescale) and computes log-probabilities and values for the whole rollout in one compiled call
+after it, with the networks the update uses (`kppo.rollout.gymnasium.finish_rollout`), so the update sees what it
+would see had TensorFlow acted.
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ def member_params(weights: ActorWeights, params, index: int):
     if weights.log_std is not None:  # state-independent: stacked [M, 1, A]; one member's is [A]
         mean, log_std = params
         return mean[index], log_std[index, 0]
-    # a plain tuple, not tf.nest: this runs at every host step (tf.nest.map_structure measured ~30 us a call)
+    # a plain tuple, not tf.nest: this runs at every host step, and tf.nest.map_structure's Python overhead is a visible
+    # share of one (docs/benchmarks/speed.md, "Measurements behind the defaults")
     return tuple(x[index] for x in params) if isinstance(params, tuple) else params[index]
 
 
@@ -158,9 +160,8 @@ def frozen_extractor(layer, read: Read = _numpy) -> Callable[[np.ndarray], np.nd
     """`layer` (a features extractor: convolutions, which numpy would run slower than TensorFlow) as one compiled
     call per batch on a copy of its current weights: later training does not change it. One tf.function per layer,
     traced once per batch shape, reads the copied weights through Keras' StatelessScope; each call goes straight to
-    that shape's concrete function, skipping the tf.function's dispatch: the same numbers, `predict` on one Pong stack
-    1.40 ms instead of 1.55-1.67 (inside a Pong rollout no change was measurable: the call takes 2.7-2.8 ms there
-    against 2.0 alone, probably the envs' stepping evicting the weights from the cache between calls)."""
+    that shape's concrete function, skipping the tf.function's dispatch: the same numbers, a faster `predict` on one
+    frame (`docs/benchmarks/images.md`, "Measurements behind the defaults")."""
     values = [tf.constant(read(v)) for v in layer.variables]
     forward = _COMPILED_EXTRACTORS.get(layer)
     if forward is None:

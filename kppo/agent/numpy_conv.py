@@ -1,14 +1,14 @@
 """kppo's convolutional towers in numpy, for acting at small batches on the host.
 
-One compiled TensorFlow call costs 0.3-0.8 ms on a 2-core CPU whatever it computes; SmallCNN's forward pass for 8
-MinAtar grids is ~0.15 ms in numpy (im2col + one matmul per convolution) with single-threaded BLAS. For NatureCNN's
-84x84 stacks TensorFlow's kernels win at every batch. `numpy_tower` therefore runs a `Preprocessed(ConvTower)`
-extractor in numpy while a call's multiply-accumulates stay under `NUMPY_MAX_MACS` and hands larger batches to the
-compiled call: a rule on the batch's shape, not a timing, so the same seed acts the same on every machine
-(docs/benchmarks/images.md has the measurements it comes from).
+One compiled TensorFlow call costs more, whatever it computes, than SmallCNN's forward pass for 8 MinAtar grids in
+numpy (im2col + one matmul per convolution) with single-threaded BLAS. For NatureCNN's 84x84 stacks TensorFlow's
+kernels win at every batch. `numpy_tower` therefore runs a `Preprocessed(ConvTower)` extractor in numpy while a
+call's multiply-accumulates stay under `NUMPY_MAX_MACS` and hands larger batches to the compiled call: a rule on the
+batch's shape, not a timing, so the same seed acts the same on every machine (docs/benchmarks/images.md, "Acting:
+compiled call vs numpy im2col", has the measurements it comes from).
 
-Multi-threaded OpenBLAS stalls on these small matmuls when the other core is busy (40 ms for a 0.2 ms product); the
-host rollout holds `one_blas_thread()` while it acts through a numpy tower.
+Multi-threaded OpenBLAS stalls on these small matmuls when another core is busy, far longer than the product itself
+takes; the host rollout holds `one_blas_thread()` while it acts through a numpy tower.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ import numpy as np
 from kppo.agent.extractors import ConvTower, Preprocessed
 
 #: The most multiply-accumulates one acting call runs in numpy: SmallCNN on MinAtar's grids (168k a grid) up to 47
-#: envs (at 8 envs numpy is 4-7x faster than the compiled call, at 64 envs only 1.3x); never NatureCNN (9.4M a
-#: frame; 1.4x slower at 8 envs, and on one frame outside a rollout's one-thread BLAS it stalled at 76 ms).
+#: envs, where numpy beats the compiled call by most at 8 envs and barely at 64; never NatureCNN (9.4M a frame),
+#: where numpy loses at every batch and stalls on one frame outside a rollout's one-thread BLAS
+#: (`docs/benchmarks/images.md`, "Measurements behind the defaults").
 NUMPY_MAX_MACS = 8_000_000
 
 
@@ -116,8 +117,9 @@ def _controller() -> Any:
 
 @contextlib.contextmanager
 def one_blas_thread(in_numpy: bool = True) -> Iterator[None]:
-    """numpy's BLAS limited to one thread inside the block (threadpoolctl; ~0.1 ms to enter and leave) when
-    `in_numpy` (an actor acting through `numpy_tower`), else nothing changes."""
+    """numpy's BLAS limited to one thread inside the block (threadpoolctl; entering and leaving has a small fixed cost,
+    `docs/benchmarks/images.md`, "Measurements behind the defaults") when `in_numpy` (an actor acting through
+    `numpy_tower`), else nothing changes."""
     if not in_numpy:
         yield
         return

@@ -3,12 +3,12 @@
 get_action(obs) = to_env(mode_or_sample(actor(clip((obs - mean) / sqrt(var + 1e-8), -10, 10))))
 
 `get_action`, `predict` and `step` act in numpy, from a snapshot of the actor's weights (`kppo.agent.numpy_actor`,
-what the host rollout acts with): a TensorFlow call costs more than the forward pass itself (~0.4 ms against
-~0.02 ms for one observation and a 2x64 MLP). The snapshot is taken at the first of those calls and kept: a Policy
-acts with the weights it first acted with (`refresh()` takes a new snapshot). The TensorFlow twins
-(`get_action_flat`, `step_flat`, `apply_actor`) read the actor's variables as they are; they are the reference
-exported artifacts are checked against. Deterministic actions of both paths are the same (discrete: identical;
-Box: float32 rounding, within 1e-6 of the action range).
+what the host rollout acts with): a TensorFlow call costs far more than the forward pass itself for one observation
+and a 2x64 MLP (`docs/benchmarks/speed.md`, "Measurements behind the defaults"). The snapshot is taken at the first
+of those calls and kept: a Policy acts with the weights it first acted with (`refresh()` takes a new snapshot). The
+TensorFlow twins (`get_action_flat`, `step_flat`, `apply_actor`) read the actor's variables as they are; they are
+the reference exported artifacts are checked against. Deterministic actions of both paths are the same (discrete:
+identical; Box: float32 rounding, within 1e-6 of the action range).
 
 Random numbers (stochastic actions): `rng` is None (deterministic), a `np.random.Generator` (drawn from), an int
 seed s or a stateless key [k0, k1]: the actions are drawn from `np.random.default_rng([k0, k1])` (s -> [s, 0]; each

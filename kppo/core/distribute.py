@@ -6,8 +6,9 @@ replica runs its own environment shard, rollout and GAE; per minibatch each repl
 shard, the gradients are all-reduced (mean over replicas), clipped by global norm, then applied. Keras 3's optimizer
 sums gradients over replicas again inside `apply_gradients` (keras/src/backend/tensorflow/optimizer.py,
 `_all_reduce_sum_gradients`), so the clipped mean is divided by the number of replicas first; Keras' own
-`global_clipnorm` would clip each replica's gradient before the all-reduce, which is wrong (measured on 2 logical
-CPUs: 5e-3 off a single-device update; this rule: 3e-8).
+`global_clipnorm` would clip each replica's gradient before the all-reduce, which is wrong: its update is off a
+single-device one by far more than float32 rounding, this rule's is not (`docs/benchmarks/devices.md`, "Measurements
+behind the defaults").
 
 MirroredStrategy forbids synchronization points (all-reduce, optimizer apply) inside `tf.while_loop`, so the
 distributed update runs its epochs x minibatches as separate `strategy.run` calls in one traced function, and the
@@ -137,9 +138,10 @@ def clip_and_scale(grads: list, max_grad_norm: float) -> tuple[list, tf.Tensor]:
 
 
 def _all_local(strategy: tf.distribute.Strategy) -> bool:
-    """Whether this process holds every replica's values (one machine), so merges need no collectives. Measured: on
-    2 logical CPUs, all-reduces added to the rollout function clash with the update's gradient all-reduce ("Shape
-    mismatch in the collective instance"), so a single machine merges from its local results instead."""
+    """Whether this process holds every replica's values (one machine), so merges need no collectives. With two
+    replicas on one machine's logical CPU devices, all-reduces added to the rollout function clash with the update's
+    gradient all-reduce ("Shape mismatch in the collective instance"), so a single machine merges from its local
+    results instead."""
     resolver = _cluster(strategy)
     return resolver is None or sum(len(tasks) for tasks in resolver.cluster_spec().as_dict().values()) <= 1
 
@@ -229,7 +231,8 @@ def on_replica_devices(strategy: tf.distribute.Strategy, state):
 
     Values handed to `experimental_distribute_values_from_function`, or returned untouched from a tf.function, stay
     on the device that made them (the first); the training step's multi-device function is then instantiated (placed
-    and graph-optimized) once for those inputs and again for its own outputs: +7.5 s for 2 CPU replicas, measured."""
+    and graph-optimized) once for those inputs and again for its own outputs, which lengthens the first call by
+    seconds (`docs/benchmarks/devices.md`, "Measurements behind the defaults")."""
     leaves = tf.nest.flatten(state)
     spread = [i for i, leaf in enumerate(leaves) if isinstance(leaf, tf.distribute.DistributedValues)]
     if not spread:

@@ -28,8 +28,8 @@ def vectorizing(anchor: tf.Tensor) -> Iterator[None]:
     on the vectorized inputs (the zeros of a scan's output buffers, an update's sums) but the body makes it per-member,
     pfor finds the mismatch only after converting the body, converts it again, abandons that, and starts over: three
     conversions of every loop body. Tying every initial value but the loop counter to `anchor` makes them per-member
-    from the start, so each body is converted once (8-member CartPole population, this machine: its iteration traces
-    in 2.8 s instead of 4.9 s, its evaluation in 0.8 s instead of 2.1 s)."""
+    from the start, so each body is converted once and a population traces faster (`docs/benchmarks/populations.md`,
+    "Measurements behind the defaults")."""
     previous = getattr(_vectorized, "anchor", None)
     _vectorized.anchor = anchor
     try:

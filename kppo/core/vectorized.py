@@ -15,11 +15,11 @@ def argsort_network(values: tf.Tensor) -> tf.Tensor:
     values, by a bitonic sorting network over unique int64 keys (the value's bits, then its index): a `tf.while_loop`
     over the network's passes, each a compare-exchange of every key with the one `stride` away.
 
-    While the population's update loop ran inside `tf.vectorized_map`, XLA's sort of an 8-member population's
-    [8, 4, 2048] shuffle took 12-18 ms of a ~100 ms iteration, this network 6-7 ms, for ~0.4 s more tracing and
-    compilation (unrolled, its 66 passes cost 3 s; TF's own sort kernel is the fast one outside XLA). Since the loop
-    runs outside it, XLA's sort alone takes ~3 ms and an iteration is the same with either (46.3 against 46.2 ms,
-    2026-12-06, `docs/benchmarks/tuning.md`); the permutations are the same."""
+    While the population's update loop ran inside `tf.vectorized_map`, this network sorted a population's shuffle
+    faster than XLA's sort for a little more tracing and compilation (a `tf.while_loop`: unrolled, its passes cost
+    far more; TF's own sort kernel is the fast one outside XLA). Since the loop runs outside it, an iteration takes
+    the same time with either; the permutations are the same (`docs/benchmarks/tuning.md`, "Measurements behind the
+    defaults")."""
     size = values.shape[-1]
     width = 1 << max(size - 1, 0).bit_length()  # the network sorts powers of 2: padded with the largest key
     keys = tf.cast(tf.bitcast(values, tf.int32), tf.int64) * size + tf.range(size, dtype=tf.int64)
@@ -58,9 +58,9 @@ def clip_by_global_norm(tensors: list, clip_norm) -> tuple[list, tf.Tensor]:
 def narrow_matmul(x: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     """`x @ kernel` for a kernel with few columns (a policy or value head: [units, n], n small), whose gradients
     are multiply-reduce fusions instead of dots: XLA's CPU dots with 2 output columns, or contracting 2, run at a few
-    GFLOP/s. In an 8-member CartPole population (minibatches of 512 rows, 64 units) the policy head's two gradient dots
-    took ~0.7 ms of thread time a minibatch, these ~0.15 ms, an iteration ~6 ms less (2026-12-06, Intel Xeon). The
-    product is the same matmul; the gradients sum in another order (float32 rounding)."""
+    GFLOP/s, and the policy head's two gradient dots are a visible share of a CartPole population's iteration
+    (`docs/benchmarks/tuning.md`, "Measurements behind the defaults"). The product is the same matmul; the gradients
+    sum in another order (float32 rounding)."""
 
     def grad(dy):
         dx = tf.reduce_sum(dy[..., None, :] * kernel, axis=-1)

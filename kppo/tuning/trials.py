@@ -8,9 +8,9 @@ the newcomer fewer steps than its peers. A group whose trials are all pruned sto
 
 On a machine with several cores a group of a TF-native env trains as `shard_count` populations of equal size at once,
 one thread each, on one traced and compiled program (`population.make_native_population` shares it): a population's
-rollout steps keep one core busy, and two shards fill both (8 CartPole members: 47 ms an iteration as one population,
-33.5 ms as two of 4, 2026-12-06, 2 cores). Their evaluation rounds are reported together, members in order, as one
-population reports them (`_Shards`), so the study sees the same reports and the pruner decides the same.
+rollout steps keep one core busy, and two shards fill two (`docs/benchmarks/tuning.md`, "Measurements behind the
+defaults"). Their evaluation rounds are reported together, members in order, as one population reports them
+(`_Shards`), so the study sees the same reports and the pruner decides the same.
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from kppo.training.train import train
 
 __all__ = ["Pending", "group_by_shape", "run_group", "shard_count"]
 
-#: The fewest members a shard of a group holds (measured: two shards of 4 CartPole members, 2 cores).
+#: The fewest members a shard of a group holds: two shards of 4 CartPole members iterate faster than one population
+#: of 8 (`docs/benchmarks/tuning.md`, "Measurements behind the defaults").
 SHARD_MIN_MEMBERS = 4
 #: Where a `programs` dict keeps its shards' own `programs` dicts (their runners hold their own variables).
 _SHARD_PROGRAMS = "shards"

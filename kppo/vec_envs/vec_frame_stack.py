@@ -37,8 +37,8 @@ def shift_in(frames: np.ndarray, obs: np.ndarray, axis: int) -> np.ndarray:
     appended as the newest, i.e. `np.concatenate((frames[<c:>], obs), axis)`.
 
     A channels-last stack whose channels of one pixel fill 2, 4 or 8 bytes (Atari's 4 grey frames: 4) is shifted as one
-    unsigned integer a pixel, on a little-endian machine: 15x faster than the strided copy (28 vs 426 us for 8 envs of
-    84x84x4 frames)."""
+    unsigned integer a pixel, on a little-endian machine: an order of magnitude faster than the strided copy for Atari
+    stacks (`docs/benchmarks/images.md`, "Measurements behind the defaults")."""
     c, last = obs.shape[axis], frames.ndim - 1
     group, part = frames.shape[-1] * frames.itemsize, c * frames.itemsize
     if axis == last and group in (2, 4, 8) and part in (1, 2, 4) and part < group and sys.byteorder == "little":
