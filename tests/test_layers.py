@@ -310,6 +310,19 @@ DEFINED = {name: _members(ast.parse(path.read_text())) for name, path in MODULES
 CLASSES = {cls: members for defined in DEFINED.values() for cls, members in defined.items() if isinstance(members, set)}
 
 
+def _inherit_across_modules() -> None:
+    """A class's members include those of its base classes defined in other kppo modules (`Config(ConfigFields)`)."""
+    for path in MODULES.values():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                for base in (b.id for b in node.bases if isinstance(b, ast.Name)):
+                    if base in CLASSES and base != node.name:
+                        CLASSES[node.name] |= CLASSES[base]
+
+
+_inherit_across_modules()
+
+
 def unresolved_names(text: str) -> list[str]:
     """The dotted names in backticks in `text` that start with a kppo module path (`update.ppo.drive`) or a kppo
     class (`Runner.schedule_fn`) and name nothing the code defines."""
@@ -331,7 +344,7 @@ def unresolved_names(text: str) -> list[str]:
 
 
 def test_the_dotted_name_check_catches_a_name_that_is_gone():
-    assert unresolved_names("`update.ppo.drive`, `update.ppo.gone`, `Runner.view`, `Runner.nothing`, `tf.foo`") == [
+    assert unresolved_names("`update.driver.drive`, `update.ppo.gone`, `Runner.view`, `Runner.nothing`, `tf.foo`") == [
         "Runner.nothing",
         "update.ppo.gone",
     ]
@@ -401,3 +414,40 @@ def test_a_debugger_goes_from_kppo_train_to_the_loss_through_one_file_a_job(monk
         "update/ppo.py",
         "core/losses.py",
     ]
+
+
+def _definitions() -> dict[str, int]:
+    """How often each function, method, class and module-level constant is defined across kppo/."""
+    counts: dict[str, int] = {}
+    for path in MODULES.values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                counts[node.name] = counts.get(node.name, 0) + 1
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    counts[target.id] = counts.get(target.id, 0) + 1
+    return counts
+
+
+def test_the_shared_core_is_written_once():
+    """The iteration's builder, the loop over iterations, the evaluation round, the schedule table and its formula,
+    the validation, the population check and the program cache: one definition each, every runner reading it."""
+    counts = _definitions()
+    once = [
+        "make_iteration",  # update/iteration.py: every runner's iteration
+        "start_iteration",
+        "drive",  # update/driver.py
+        "add_diagnostics",  # update/diagnostics.py: the one sum
+        "evaluation_round",  # training/runners/base.py: every runner supplies only `evaluation_episodes`
+        "SCHEDULED",  # config/schedules.py: the table
+        "SCHEDULES",
+        "progress_factor",  # update/schedules.py: the formulas
+        "validate",  # config/validation.py
+        "check_members",  # config/population.py
+        "ProgramCache",  # training/runners/programs.py
+    ]
+    assert {name: counts.get(name, 0) for name in once} == dict.fromkeys(once, 1)
+    runners = ("NativeRunner", "HostRunner", "HostPopulationRunner", "PopulationRunner")
+    assert all(counts.get(name) == 1 for name in runners)

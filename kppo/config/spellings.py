@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from kppo.config.schedules import SCHEDULED, ZOO_PREFIXES
 from kppo.config.values import as_bool, coerce
 
 
@@ -49,10 +50,6 @@ _SB3_NAMES = {
     "n_timesteps": "total_timesteps",
     "env_id": "env",
 }
-
-
-#: RL-Zoo's `lin_<value>` (a linear schedule from value to 0) -> the value and its schedule field.
-_ZOO_SCHEDULES = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule", "ent_coef": "ent_schedule"}
 
 
 def translate(
@@ -102,8 +99,8 @@ def translate(
             minibatch_size = value
         else:
             raise ValueError(f"config: unknown option {key!r} (not a kppo, rex or SB3 name; {suggest(key, names)})")
-    for name, number, schedule in _zoo_schedules(out):
-        put(schedule, "linear", f"{name}: {out[name]}")
+    for name, number, schedule, kind in _zoo_schedules(out):
+        put(schedule, kind, f"{name}: {out[name]}")
         out[name] = number
     if minibatch_size is not None:
         if "num_minibatches" in out:
@@ -158,16 +155,20 @@ def _divisor_from(rollout: int, low: int) -> int:
     return best
 
 
-def _zoo_schedules(out: dict[str, Any]) -> list[tuple[str, float, str]]:
-    """(option, its number, its schedule field) for each option given as RL-Zoo's `lin_<number>`."""
+def _zoo_schedules(out: dict[str, Any]) -> list[tuple[str, float, str, str]]:
+    """(option, its number, its schedule field, the schedule) for each scheduled option given in RL-Zoo's spelling
+    (`lin_<number>`: `kppo.config.schedules.ZOO_PREFIXES`)."""
     found = []
-    for name, schedule in _ZOO_SCHEDULES.items():
+    for name, schedule in SCHEDULED.items():
         value = out.get(name)
-        if isinstance(value, str) and value.startswith("lin_"):
-            try:
-                found.append((name, float(value[len("lin_") :]), schedule))
-            except ValueError:
-                raise ValueError(f"{name}: expected a number or RL-Zoo's lin_<number>, got {value!r}") from None
+        if not isinstance(value, str):
+            continue
+        for prefix, kind in ZOO_PREFIXES.items():
+            if value.startswith(prefix):
+                try:
+                    found.append((name, float(value[len(prefix) :]), schedule, kind))
+                except ValueError:
+                    raise ValueError(f"{name}: expected a number or RL-Zoo's {prefix}<number>, got {value!r}") from None
     return found
 
 

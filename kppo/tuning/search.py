@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kppo.config.options import Config
-from kppo.training.runners.population import check_members
+from kppo.config.population import check_members
 from kppo.tuning import report
 from kppo.tuning.space import SearchSpace, default_space, load_space, parse_space
 from kppo.tuning.storage import (

@@ -30,7 +30,7 @@ from kppo.config.options import Config
 from kppo.core.errors import reason
 from kppo.tuning.storage import CUT
 from kppo.training.runners import runner_kind
-from kppo.training.runners.population import shape_key
+from kppo.config.population import shape_key
 from kppo.training.runners.settings import population_jit
 from kppo.training.train import train
 

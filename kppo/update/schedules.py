@@ -5,7 +5,8 @@ Every runner gets its schedules the same way: the iteration calls a schedule fun
 (`config_schedules`: the Config's schedules in-graph; a population passes each member's own values as the bases;
 the SB3 facade passes its host-evaluated callables) and hands the result to the update, which assigns the learning
 rate to its optimizer (or steps a functional Adam with it) and reads the other fields in place of the settings'.
-A new scheduled value is a field here, a `SCHEDULED` entry and a Config field: no runner changes.
+A new schedule is an entry of `kppo.config.schedules.SCHEDULES` and a line of `progress_factor`; a new scheduled
+value a field here, a `SCHEDULED` entry and a Config field: no runner changes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 from kppo._tf import tf
 from kppo.config.options import Config
+from kppo.config.schedules import SCHEDULED
 
 
 class Schedules(NamedTuple):
@@ -27,15 +29,22 @@ class Schedules(NamedTuple):
     clip_range_vf: Any = None  # None: no value clipping (the update's settings say so too)
 
 
-#: The scheduled values: Config field -> the field naming its schedule (one of `kppo.config.options.SCHEDULES`).
-SCHEDULED = {"learning_rate": "lr_schedule", "clip_range": "clip_schedule", "ent_coef": "ent_schedule"}
-
 ScheduleFn = Callable[[Any], Schedules]
+
+
+def progress_factor(schedule: str, done: tf.Tensor) -> tf.Tensor | float:
+    """The factor a schedule applies to its base value when the fraction `done` (float32, in [0, 1]) of the run's
+    iterations came before: the formula of each `kppo.config.schedules.SCHEDULES` entry."""
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return 1.0 - done
+    raise ValueError(f"schedule: expected one of the schedules of kppo.config.schedules, got {schedule!r}")
 
 
 def scheduled(config: Config, name: str, iteration, base=None) -> tf.Tensor:
     """`config.<name>` (or `base`: a population member's own value) at `iteration` (0-based) under its schedule
-    (`SCHEDULED[name]`): the one formula of every scheduled value on every runner.
+    (`SCHEDULED[name]`, `progress_factor`): the one formula of every scheduled value on every runner.
 
     Linear: value * (1 - iteration / num_iterations), i.e. RL-Zoo's `lin_<value>` (value * progress_remaining) at
     SB3's progress_remaining = 1 - steps / total_timesteps with the steps done before the iteration's rollout, where
@@ -43,10 +52,10 @@ def scheduled(config: Config, name: str, iteration, base=None) -> tf.Tensor:
     (`_update_current_progress_remaining` after `collect_rollouts`): one rollout later, 1 - (iteration + 1) /
     num_iterations."""
     base = tf.constant(getattr(config, name), tf.float32) if base is None else base
-    if getattr(config, SCHEDULED[name]) == "constant":
+    schedule = getattr(config, SCHEDULED[name])
+    if schedule == "constant":
         return base
-    frac = 1.0 - tf.cast(iteration, tf.float32) / float(config.num_iterations)
-    return base * frac
+    return base * progress_factor(schedule, tf.cast(iteration, tf.float32) / float(config.num_iterations))
 
 
 def schedules_at(config: Config, iteration, bases: Any = None) -> Schedules:

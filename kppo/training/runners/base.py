@@ -1,11 +1,11 @@
 """The runner interface (`Runner`); what every runner builds the same way from a Config (rollout and update settings,
 root keys, whether the update is XLA-compiled) is `settings`. The training iteration every runner runs is
-`kppo.update.ppo.iteration_step`, its schedules `kppo.update.schedules`.
+`kppo.update.iteration.make_iteration`, its schedules `kppo.update.schedules`.
 
 A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
-replicated under tf.distribute) and exposes `run_iterations(state, n, on_step) -> Iterations` and
-`evaluation_round(obs_stats, round, total_steps, diagnostics)`; the loop (`kppo.training.train.run_loop`) only sees this
-interface.
+replicated under tf.distribute, or a population of members) and exposes `run_iterations(state, n, on_step) ->
+Iterations` and `evaluation_round(obs_stats, round, total_steps, diagnostics)` (written once, here: a runner supplies
+only how its episodes run, `evaluation_episodes`); the loop (`kppo.training.loop.run_loop`) only sees this interface.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kppo._tf import tf
 from kppo.agent.agent import Agent
 from kppo.config.options import Config
 from kppo.rollout.gymnasium import StepHook
-from kppo.core.types import Diagnostics, EvalTrajectory, RunnerState
+from kppo.core.types import Diagnostics, EvalResult, EvalTrajectory, RunnerState
 from kppo.update.driver import Iterations
 from kppo.update.schedules import ScheduleFn, is_constant
 
@@ -42,6 +42,8 @@ class Runner:
     config: Config
     schedule_fn: ScheduleFn
     schedules_from_config: bool = True
+    #: `(total_steps, diagnostics, eval trajectory) -> dict of tensors`, the caller's extra metrics of a round
+    eval_metrics_fn: EvalMetricsFn | None = None
 
     def __init__(
         self, agent: Agent, state: Any, observation_space: gym.spaces.Space, action_space: gym.spaces.Space, env: Any
@@ -58,7 +60,15 @@ class Runner:
     def evaluation_round(
         self, obs_stats: Any, round_index: int, total_steps: int, diag: Diagnostics
     ) -> tuple[Any, dict]:
-        """One deterministic evaluation round: (EvalResult, extra metrics)."""
+        """One deterministic evaluation round, every runner's: (EvalResult, the extra metrics `eval_metrics_fn`
+        computes from the round's trajectory)."""
+        result, trajectory = self.evaluation_episodes(obs_stats, round_index)
+        if self.eval_metrics_fn is None:
+            return result, {}
+        return result, self.eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory)
+
+    def evaluation_episodes(self, obs_stats: Any, round_index: int) -> tuple[EvalResult, Any]:
+        """Round `round_index`'s deterministic episodes on `obs_stats`: (EvalResult, EvalTrajectory or None)."""
         raise NotImplementedError
 
     def warmup(self) -> None:

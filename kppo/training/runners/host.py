@@ -31,7 +31,7 @@ from kppo.rollout.gymnasium import (
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
 from kppo.training.runners.settings import jit_update, rollout_settings, root_keys, update_batch, update_settings
 from kppo.training.runners.replicated import make_sharded_update
-from kppo.core.types import Moments, RunnerState
+from kppo.core.types import EvalResult, Moments, RunnerState
 from kppo.update.ppo import ppo_update
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_step
@@ -109,6 +109,29 @@ def reset_rollout_state(
     )
 
 
+class HostEvaluation:
+    """A gymnasium runner's evaluation envs, made at its first round (`seed`: their first reset's) and closed with the
+    runner, and a round's deterministic episodes (`episodes`)."""
+
+    def __init__(self, source: Any, num_envs: int, vectorization: str, action_space, masks: bool):
+        self.source, self.num_envs, self.vectorization = source, num_envs, vectorization
+        self.action_space, self.masks = action_space, masks
+        self.env: GymVecEnv | None = None
+        self.mask_reader: MaskReader | None = None
+
+    def episodes(self, actor: Any, obs_stats: Any, seeds: Any, seed: int | None = None) -> tuple[EvalResult, Any]:
+        """One episode per env from `seeds` (an int, or one per env), acted by `actor`: (EvalResult, trajectory)."""
+        if self.env is None:
+            self.env = gym_vec_env(self.source, self.num_envs, vectorization=self.vectorization, seed=seed)
+            self.mask_reader = MaskReader(self.env.vec_env, self.action_space) if self.masks else None
+        steps = self.env.max_episode_steps or 1000
+        return evaluation_episodes(self.env, actor, obs_stats, seeds, steps, self.mask_reader)
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+
+
 class HostRunner(Runner):
     """Gymnasium envs stepped on the host, the actor in numpy; the compiled update on one device or sharded over a
     strategy's replicas (the state stays on the host: not per-replica).
@@ -165,8 +188,9 @@ class HostRunner(Runner):
             return update(rollout, key, schedules)
 
         self.update = remembering
-        self.eval_env: GymVecEnv | None = None  # the evaluation env and its masks, made on the first evaluation
-        self.eval_masks: MaskReader | None = None
+        self.evaluation = HostEvaluation(
+            self.eval_source, config.num_eval_envs, config.vectorization, self.action_space, self.masks is not None
+        )
 
     def _make_update(self, strategy) -> Callable:
         """`(Rollout, key, Schedules) -> UpdateStats`: the compiled update on one device, or sharded over the
@@ -188,13 +212,8 @@ class HostRunner(Runner):
 
         return drive(lambda st: iteration_step(self.schedule_fn, collect, self.update, st), state, n)
 
-    def evaluation_round(self, obs_stats, round_index, total_steps, diag):
+    def evaluation_episodes(self, obs_stats, round_index):
         config = self.config
-        if self.eval_env is None:
-            self.eval_env = gym_vec_env(
-                self.eval_source, config.num_eval_envs, vectorization=config.vectorization, seed=config.seed + 1
-            )
-            self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.masks else None
         actor = make_numpy_actor(
             self.agent.actor,
             self.agent.dist,
@@ -203,20 +222,8 @@ class HostRunner(Runner):
             self.settings.norm_columns,
             self.settings.norm,
         )
-        result, trajectory = evaluation_episodes(
-            self.eval_env,
-            actor,
-            obs_stats,
-            config.seed * 1000 + round_index,
-            self.eval_env.max_episode_steps or 1000,
-            self.eval_masks,
-        )
-        extra = (
-            self.eval_metrics_fn(tf.constant(total_steps, tf.int64), diag, trajectory) if self.eval_metrics_fn else {}
-        )
-        return result, extra
+        return self.evaluation.episodes(actor, obs_stats, config.seed * 1000 + round_index, seed=config.seed + 1)
 
     def close(self) -> None:
         self.env.close()
-        if self.eval_env is not None:
-            self.eval_env.close()
+        self.evaluation.close()

@@ -29,17 +29,18 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.rollout.gymnasium import (
     Acting,
     HostSteps,
-    evaluation_episodes,
     finish_rollout,
     host_steps,
     rollout_rng,
 )
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.settings import population_jit, rollout_settings, root_keys
-from kppo.training.runners.host import eval_env_source, reset_rollout_state
+from kppo.training.runners.host import HostEvaluation, eval_env_source, reset_rollout_state
 from kppo.training.runners.member_loops import population_iteration
-from kppo.training.runners.population import MemberValues, MemberWeights, check_members, member_values
+from kppo.config.population import check_members
+from kppo.training.runners.population import MemberValues, MemberWeights, member_values
 from kppo.update.driver import drive
+from kppo.update.iteration import iteration_keys
 from kppo.update.schedules import config_schedules
 
 
@@ -167,12 +168,13 @@ class HostPopulationRunner(Runner):
         self.settings = rollout_settings(self.config)._replace(norm_columns=columns)
         self.update_fn = make_member_update(population)
         self.eval_source = eval_env_source(env)
-        self.eval_env: GymVecEnv | None = None
-        self.eval_masks: MaskReader | None = None
+        count = len(configs) * self.config.num_eval_envs
+        masks = population.masks is not None
+        self.evaluation = HostEvaluation(self.eval_source, count, self.config.vectorization, self.action_space, masks)
 
     def _iteration(self, state: RunnerState):
         members = len(self.population.configs)
-        rollout_keys = [tf.random.experimental.stateless_split(k, 3)[1] for k in state.key]  # start_iteration's
+        rollout_keys = [iteration_keys(k)[1] for k in state.key]  # start_iteration's
         params = [p.numpy() for p in self.population.weights.params]
         acting = member_acting(self.agent, params, rollout_keys)
         stepped, steps = host_steps(
@@ -193,13 +195,9 @@ class HostPopulationRunner(Runner):
         del on_step  # a population takes no callbacks
         return drive(self._iteration, state, n)
 
-    def evaluation_round(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
-        del total_steps, diag
+    def evaluation_episodes(self, obs_stats, round_index) -> tuple[EvalResult, None]:
         configs, count = self.population.configs, len(self.population.configs)
         per_member = self.config.num_eval_envs
-        if self.eval_env is None:
-            self.eval_env = gym_vec_env(self.eval_source, per_member * count, vectorization=self.config.vectorization)
-            self.eval_masks = MaskReader(self.eval_env.vec_env, self.action_space) if self.population.masks else None
         params = [p.numpy() for p in self.population.weights.params]
         config, dist = self.config, self.agent.dist
         actors = [
@@ -207,15 +205,8 @@ class HostPopulationRunner(Runner):
             for weights in member_snapshots(self.agent, params)
         ]
         seeds = [c.seed * 1000 + round_index + i for c in configs for i in range(per_member)]
-        result, _ = evaluation_episodes(
-            self.eval_env,
-            MemberActors(actors),
-            obs_stats,
-            seeds,
-            self.eval_env.max_episode_steps or 1000,
-            self.eval_masks,
-        )
-        return EvalResult(*(tf.reshape(x, [count, per_member]) for x in result)), {}
+        result, _ = self.evaluation.episodes(MemberActors(actors), obs_stats, seeds)
+        return EvalResult(*(tf.reshape(x, [count, per_member]) for x in result)), None
 
     def view(self, state) -> RunnerState:
         return state._replace(iteration=state.iteration[0])
@@ -246,5 +237,4 @@ class HostPopulationRunner(Runner):
 
     def close(self) -> None:
         self.env.close()
-        if self.eval_env is not None:
-            self.eval_env.close()
+        self.evaluation.close()

@@ -96,28 +96,17 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
     return tf.function(run_iterations, autograph=False)
 
 
-def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config, eval_metrics_fn: EvalMetricsFn | None) -> Callable:
-    """Compiled `(obs_stats, key, total_steps, diagnostics) -> (EvalResult, extra metrics)`: one round."""
-    run_eval = maybe_compile(
-        lambda stats, key: evaluation_episodes(
-            env,
-            agent,
-            stats,
-            key,
-            config.num_eval_envs,
-            config.normalize_obs,
-            config.action_masks,
-            Constants.of(config),
-        ),
-        bool(config.jit_eval),  # None: not for one run (measured)
-    )
+def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
+    """Compiled `(obs_stats, key) -> (EvalResult, EvalTrajectory)`: one round's deterministic episodes, under XLA
+    when `config.jit_eval` (None: not for one run; docs/benchmarks/speed.md, "jit flags")."""
 
-    def evaluate_round(obs_stats, key, total_steps, diag):
-        result, trajectory = run_eval(obs_stats, key)
-        extra = eval_metrics_fn(total_steps, diag, trajectory) if eval_metrics_fn else {}
-        return result, extra
+    def run_eval(stats, key):
+        norm = Constants.of(config)
+        return evaluation_episodes(
+            env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks, norm
+        )
 
-    return tf.function(evaluate_round, autograph=False)
+    return tf.function(maybe_compile(run_eval, bool(config.jit_eval)), autograph=False)
 
 
 class NativeRunner(Runner):
@@ -132,24 +121,20 @@ class NativeRunner(Runner):
         self.parts, self.config = parts, config
         self.schedule_fn = config_schedules(config)
         self.iterations_fn = iterations_fn  # (state, n) -> (state, summed Diagnostics)
-        self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config, eval_metrics_fn)
+        self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config)
+        if eval_metrics_fn is not None:  # an in-graph hook: compiled once, as the rounds are
+            self.eval_metrics_fn = tf.function(eval_metrics_fn, autograph=False)
 
     def run_iterations(self, state, n, on_step=None) -> Iterations:
         del on_step  # compiled: the loop calls the step callbacks once per call
         state, diag = self.iterations_fn(state, tf.constant(n))
         return Iterations(state, diag, n)
 
-    def evaluation_round(self, obs_stats, round_index, total_steps, diag):  # on the first replica's statistics
-        key = tf.random.experimental.stateless_fold_in(self.parts.key_eval, round_index)
-        return self.evaluation_fn(obs_stats, key, tf.constant(total_steps, tf.int64), diag)
+    def evaluation_episodes(self, obs_stats, round_index):  # on the first replica's statistics
+        return self.evaluation_fn(obs_stats, tf.random.experimental.stateless_fold_in(self.parts.key_eval, round_index))
 
     def warmup(self) -> None:
-        self.evaluation_fn(
-            self.view(self.parts.state).rollout.obs_stats,
-            self.parts.key_eval,
-            tf.constant(0, tf.int64),
-            zero_diagnostics(),
-        )
+        self.evaluation_round(self.view(self.parts.state).rollout.obs_stats, 0, 0, zero_diagnostics())
 
 
 def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:

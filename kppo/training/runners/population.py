@@ -12,7 +12,6 @@ The iteration's parts run for every member at once (`kppo.training.runners.membe
 
 from __future__ import annotations
 
-import threading
 from typing import Any, NamedTuple
 from collections.abc import Callable
 
@@ -20,8 +19,10 @@ from kppo import envs as envs_lib
 from kppo._tf import tf
 from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import SWEEPABLE, Config
+from kppo.config.population import check_members
+from kppo.training.runners.programs import PROGRAMS, keep, program_key
 from kppo.envs.base import VecEnv
-from kppo.core.optimizers import ADAM_EPSILON, AdamState, assign_adam_state, initial_adam_state
+from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_state
 from kppo.rollout.native import finish_steps
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.member_loops import member_evaluation, member_steps, population_iteration
@@ -56,40 +57,6 @@ def member_values(configs: list[Config]) -> MemberValues:
             for name in SWEEPABLE
         ]
     )
-
-
-def check_members(configs: list[Config]) -> None:
-    """One-line ValueError unless the members differ only in `seed` and the sweepable fields (shapes are shared)."""
-    if not configs:
-        raise ValueError("seed: expected at least one population member, got none")
-    first = configs[0].to_dict()
-    for config in configs[1:]:
-        for name, value in config.to_dict().items():
-            if name not in SWEEPABLE and name != "seed" and value != first[name]:
-                raise ValueError(
-                    f"{name}: population members may differ only in seed and {', '.join(SWEEPABLE)}; "
-                    f"got {first[name]!r} and {value!r}"
-                )
-    if configs[0].distribute != "none":
-        raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
-    _check_functional_adam(configs[0])
-
-
-def _check_functional_adam(config: Config) -> None:
-    """A population steps `kppo.core.optimizers.adam_step` with its defaults: other optimizers are refused."""
-    defaults = {
-        "optimizer": "adam",
-        "weight_decay": 0.0,
-        "adam_beta_1": 0.9,
-        "adam_beta_2": 0.999,
-        "optimizer_eps": ADAM_EPSILON,
-    }
-    for name, default in defaults.items():
-        if getattr(config, name) != default:
-            raise ValueError(
-                f"{name}: a population steps a functional Adam with its defaults, expected {default!r}, got "
-                f"{getattr(config, name)!r}; train each seed on its own"
-            )
 
 
 class MemberWeights(tf.Module):
@@ -259,6 +226,11 @@ class PopulationRunner(Runner):
             functions = make_member_iterations(population), make_member_evaluation(population)
         self.iterations_fn, self.evaluation_fn = functions
 
+    @property
+    def functions(self) -> tuple:
+        """(iterations, evaluation): the compiled functions a population of the same shapes can share."""
+        return self.iterations_fn, self.evaluation_fn
+
     def run_iterations(self, state, n, on_step=None) -> Iterations:
         del on_step  # compiled: the loop calls the step callbacks once per call
         population = self.population
@@ -268,9 +240,8 @@ class PopulationRunner(Runner):
     def _eval_keys(self, round_index: int) -> tf.Tensor:
         return tf.stack([tf.random.experimental.stateless_fold_in(k, round_index) for k in self.population.key_eval])
 
-    def evaluation_round(self, obs_stats, round_index, total_steps, diag) -> tuple[EvalResult, dict]:
-        del total_steps, diag
-        return self.evaluation_fn(self.population.weights.arguments(), obs_stats, self._eval_keys(round_index)), {}
+    def evaluation_episodes(self, obs_stats, round_index) -> tuple[EvalResult, None]:
+        return self.evaluation_fn(self.population.weights.arguments(), obs_stats, self._eval_keys(round_index)), None
 
     def warmup(self) -> None:
         population = self.population
@@ -284,10 +255,6 @@ class PopulationRunner(Runner):
         return member_state(state, index)
 
 
-#: Compiled populations a `programs` dict keeps (by shape), the newest.
-KEPT_PROGRAMS = 4
-
-
 def make_native_population(
     env: str | VecEnv, configs: list[Config], programs: dict | None = None
 ) -> tuple[Runner, Population]:
@@ -297,44 +264,15 @@ def make_native_population(
     members differ from an earlier one's only in seeds and sweepable values runs that runner's compiled programs,
     with the new members' weights, Adam state, values and runner state assigned into its variables (`reuse`)."""
     population = build_population(env, configs)
-    key = _program_key(env, configs)
+    key = program_key(env, configs)
     runner = programs.get(key) if programs is not None and key is not None else None
     if runner is None:
         if programs is None or key is None:
             return PopulationRunner(population), population
-        with _FUNCTIONS_LOCK:  # shards build their runners at once: the first makes the functions, the others share
-            functions = _FUNCTIONS.get(key)
-            runner = PopulationRunner(population, functions)
-            if functions is None:
-                _keep(_FUNCTIONS, key, (runner.iterations_fn, runner.evaluation_fn))
-        _keep(programs, key, runner)
+        runner = PROGRAMS.shared(key, lambda functions: PopulationRunner(population, functions))
+        keep(programs, key, runner)
         return runner, population
     return reuse(runner, population), runner.population
-
-
-#: The compiled functions of the runners `programs` dicts hold, by `_program_key`: a runner of the same shapes in
-#: another `programs` dict (a shard of a search's batch, `kppo.tuning.trials`) runs them on its own variables.
-_FUNCTIONS: dict = {}
-_FUNCTIONS_LOCK = threading.Lock()
-
-
-def _keep(kept: dict, key: tuple, value: Any) -> None:
-    while len(kept) >= KEPT_PROGRAMS:  # the oldest goes: memory stays bounded in a long search
-        del kept[next(iter(kept))]
-    kept[key] = value
-
-
-def _program_key(env: str | VecEnv, configs: list[Config]) -> tuple | None:
-    """What a compiled population program depends on: the env's name, the member count and every field but the
-    seed and the sweepable values; None (no reuse) for an env object, which may change between calls."""
-    if not isinstance(env, str):
-        return None
-    return env, len(configs), shape_key(configs[0])
-
-
-def shape_key(config: Config) -> tuple:
-    """What members must share to train as one population: every field but the seed and the sweepable ones."""
-    return tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k not in SWEEPABLE and k != "seed"))
 
 
 def reuse(runner: PopulationRunner, new: Population) -> PopulationRunner:
