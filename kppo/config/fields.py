@@ -210,16 +210,16 @@ class ConfigFields:
     # --- compilation ---
     jit_rollout: bool = _f(
         True,
-        "Compile the rollout with XLA (measured faster on CPU); a population's whole program, except a recurrent one "
-        "(XLA cannot compile what vectorizing the LSTM's gradient loop builds) or a CNN one (6x slower under XLA).",
+        "Compile the rollout with XLA (faster on CPU); a population's whole program, except a recurrent one "
+        "(XLA cannot compile what vectorizing the LSTM's gradient loop builds) or a CNN one (slower under XLA).",
     )
     jit_update: bool | None = _f(
         None, "Compile the update with XLA; null: only on gymnasium envs with >= 64 gradient steps, never with a CNN."
     )
     jit_eval: bool | None = _f(
         None,
-        "Compile the TF-native evaluation rollout with XLA; null: for populations only (one run: pays off only beyond "
-        "~30 rounds on CPU; a population: 0.02 vs 0.40 s a round for 8 members).",
+        "Compile the TF-native evaluation rollout with XLA; null: for populations only (for one run the compile pays "
+        "off only over many rounds on CPU; docs/benchmarks/speed.md, 'jit flags').",
     )
     distribute: str = _f(
         "none",

@@ -93,7 +93,7 @@ def replay_window(agent: Agent, mb: Batch, steps: int) -> tuple[Batch, tf.Tensor
     """A window of consecutive rows [W, ...] (`rows`) replayed as sb3-contrib does: each env segment it covers from
     the memory stored at its first row, with the episode resets; -> (the window's rows, actor params, values) in
     window order. A window of at most `steps` rows (two segments at most) runs as one sequence that restarts at the
-    second segment (2x faster on CPU than two side by side); a longer one as its segments side by side
+    second segment (faster on CPU than two side by side); a longer one as its segments side by side
     (`window_segments`: 32 steps instead of 256 for CartPoleNoVel's windows)."""
     flat = mb._replace(episode_start=(), memory=(), restart=())
     if mb.obs.shape[0] <= steps:

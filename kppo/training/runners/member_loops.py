@@ -6,8 +6,8 @@ its own weights, keys, statistics and values (`kppo.training.runners.population`
 `tf.vectorized_map` (pfor) runs each part for every member at once. The long loops, the rollout's steps, the update's
 minibatches and the evaluation's steps, run outside it with a vectorized body (`every_member`), so XLA compiles them as
 plain loops whose buffers update in place: pfor converts a loop into a loop around a conditional that copies
-everything the loop carries, at every step (8-member CartPole population, this change: an iteration 52 -> 46 ms, its
-tracing and compilation 7.4 -> 5.3 s; `docs/benchmarks/tuning.md`). The shuffle's sort runs outside too. The stateless
+everything the loop carries, at every step (`docs/benchmarks/populations.md`, "Measurements behind the defaults").
+The shuffle's sort runs outside too. The stateless
 RNG ops, which pfor cannot vectorize for per-member keys, run as small loops over the members.
 """
 
@@ -143,8 +143,7 @@ def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerS
     final observations [M, T, ...]), what `finish_steps` completes inside the member's iteration.
 
     Outside the vectorized map, the loop compiles as a plain XLA while loop whose buffers update in place; pfor would
-    convert it into a loop around a conditional that copies every buffer of the rollout at every step (an 8-member
-    CartPole population: ~8 ms of its ~60 ms iteration)."""
+    convert it into a loop around a conditional that copies every buffer of the rollout at every step."""
     steps = config.num_steps
 
     def member_keys(key):  # the rollout's key of `start_iteration`, split as `collect_rollout` splits it

@@ -101,8 +101,8 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
         return tf.nest.map_structure(lambda x: strategy.reduce(mean, x, axis=None), nest)
 
     # One function per replica, called (not inlined) by each unrolled step with k as a tensor: the step is traced
-    # and graph-optimized once per replica instead of epochs x minibatches times (2 CPU replicas, fixed CartPole
-    # setting: first call 18.5 s -> 10.6 s, measured).
+    # and graph-optimized once per replica instead of epochs x minibatches times (docs/benchmarks/devices.md,
+    # "Measurements behind the defaults").
     @tf.function(autograph=False, experimental_attributes={"_noinline": True})
     def replica_minibatch(batch, indices, k, schedules):
         info, grad_norm, _ = minibatch_step(agent, with_schedules(upd, schedules), gather(batch, indices, k))

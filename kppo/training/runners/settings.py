@@ -55,19 +55,18 @@ def root_keys(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 
 
 #: Gradient steps per iteration from which the host path compiles the update with XLA when `Config.jit_update` is None:
-#: per gradient step XLA measured 79 vs 216 us (Pendulum, batch 64) and 485 vs 549 us (HalfCheetah, 2x256), no slower at
-#: batch 512 (CartPole), for ~0.8 s more compilation (benchmarks/host_breakdown.py). On the TF-native path the update
-#: runs inside the compiled loop, where an XLA call measured slower (README, XLA flags). Never for a CNN: XLA's CPU
-#: kernels for convolution filter gradients made a NatureCNN update 15 s a gradient step against 0.2 s without XLA
-#: (Pong, 8 envs; benchmarks/cnn_speed.py, 2026-12-01).
+#: from there a gradient step is faster under XLA and the longer compilation pays off (benchmarks/host_breakdown.py).
+#: On the TF-native path the update runs inside the compiled loop, where an XLA call is slower. Never for a CNN: XLA's
+#: CPU kernels for convolution filter gradients are far slower (benchmarks/cnn_speed.py). The figures:
+#: docs/benchmarks/speed.md, "Measurements behind the defaults".
 XLA_UPDATE_MIN_GRADIENT_STEPS = 64
 
 
 def jit_update(config: Config, on_host: bool) -> bool:
-    """Whether the update is XLA-compiled: `config.jit_update`, or when None, by the measured rule above."""
+    """Whether the update is XLA-compiled: `config.jit_update`, or when None, by the rule above."""
     if config.jit_update is not None:
         return config.jit_update
-    convolutional = config.features_extractor != "flatten"  # XLA's CPU conv filter gradients: ~100x slower
+    convolutional = config.features_extractor != "flatten"  # XLA's CPU conv filter gradients are slow
     steps = config.num_epochs * config.num_minibatches
     return on_host and not convolutional and steps >= XLA_UPDATE_MIN_GRADIENT_STEPS
 
@@ -77,8 +76,7 @@ def population_jit(config: Config) -> bool:
     `config.jit_rollout`, except for recurrent members (vectorizing the gradient of the LSTM replay's loop makes pfor
     keep its intermediates in TensorLists of variants, which XLA's CPU compiler has no kernel for:
     `TensorListReserve ... element_dtype=DT_VARIANT`) and convolutional ones (XLA's CPU kernels for the vectorized
-    per-member convolutions: 3 Breakout-MinAtar members 1,688 steps/s under XLA, 10,447 without;
-    benchmarks/cnn_population.py, 2026-12-02)."""
+    per-member convolutions are slower: benchmarks/cnn_population.py, docs/benchmarks/populations.md)."""
     return config.jit_rollout and config.recurrent is None and config.features_extractor == "flatten"
 
 
