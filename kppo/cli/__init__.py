@@ -1,1 +1,2 @@
-"""The command line, `kppo train | eval | export` (`main`); run directories (`runs`, `reporting`, `population`)."""
+"""The command line, `kppo train | eval | export | tune` (`main`), a module a command (`train`, `evaluate`, `export`,
+`tune`); what they share (`configs`, `sources`); run directories (`runs`, `reporting`, `population`)."""

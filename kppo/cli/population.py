@@ -12,7 +12,6 @@ import json
 import time
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 import yaml
@@ -94,8 +93,9 @@ def member_name(config: Any, swept: list[str]) -> str:
     return "-".join([f"{name}={getattr(config, name):g}" for name in swept] + [f"seed{config.seed}"])
 
 
-def _arguments(args: Any, load_config: Callable) -> tuple[Any, list[int], dict, Path]:
+def _arguments(args: Any) -> tuple[Any, list[int], dict, Path]:
     """(base config, seeds, sweep grid, run directory) of a new population run or of the one `--resume` names."""
+    from kppo.cli.configs import load_config
     from kppo.cli.runs import writable_dir
     from kppo.config.options import Config
 
@@ -119,13 +119,14 @@ def _arguments(args: Any, load_config: Callable) -> tuple[Any, list[int], dict, 
     return config, seeds, grid, out
 
 
-def train_population(args: Any, load_config: Callable) -> int:
+def train_population(args: Any) -> int:
+    """`kppo train --seeds/--sweep` (or `--resume` of a population run)."""
     import kppo
     from kppo.agent import checkpoint
     from kppo.cli import reporting
     from kppo.cli.runs import TrainingProgress, stop_on_signals
 
-    config, seeds, grid, out = _arguments(args, load_config)
+    config, seeds, grid, out = _arguments(args)
     sweep = config.sweep(**grid)
     count = len(sweep.settings()) * len(seeds)
     args.start_work()

@@ -16,12 +16,14 @@ import signal
 import warnings
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
-__all__ = ["add_tune_parser", "run_tune"]
+from kppo.cli.configs import load_config
+
+__all__ = ["add_tune_parser", "cmd_tune"]
 
 
-def add_tune_parser(sub: Any, func: Callable) -> None:
+def add_tune_parser(sub: Any) -> None:
+    """`kppo tune`'s arguments, on the root parser's subparsers `sub`."""
     tune = sub.add_parser(
         "tune",
         help="search hyperparameters with Optuna; trials batched as compiled populations",
@@ -49,10 +51,10 @@ def add_tune_parser(sub: Any, func: Callable) -> None:
     tune.add_argument("--pbt", action="store_true", help="population-based training of --batch members instead")
     tune.add_argument("--pbt-interval", type=int, default=2, help="evaluation rounds between two exploit steps")
     tune.add_argument("--pbt-quantile", type=float, default=0.25, help="the bottom share that copies the top one")
-    tune.set_defaults(func=func)
+    tune.set_defaults(func=cmd_tune)
 
 
-def _base_config(args: Any, load_config: Callable) -> Any:
+def _base_config(args: Any) -> Any:
     """CONFIG as `kppo train` reads it, or an RL-Zoo file's entry; then --set."""
     from kppo.tuning.zoo import is_zoo_file, read_zoo
 
@@ -125,7 +127,7 @@ def _run_pbt(args: Any, config: Any) -> int:
     return 0
 
 
-def run_tune(args: Any, load_config: Callable) -> int:
+def cmd_tune(args: Any) -> int:
     try:
         import optuna  # noqa: F401
     except ImportError:
@@ -134,7 +136,7 @@ def run_tune(args: Any, load_config: Callable) -> int:
     from kppo.tuning.space import default_space, load_space
 
     _check_arguments(args)
-    config = _base_config(args, load_config)
+    config = _base_config(args)
     if args.pbt:
         return _run_pbt(args, config)
     space = default_space(config) if args.space is None else load_space(args.space, config)

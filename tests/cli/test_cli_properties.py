@@ -29,6 +29,8 @@ from hypothesis import HealthCheck, currently_in_test_context, event, example, g
 from hypothesis import strategies as st
 
 import kppo
+import kppo.cli.configs
+import kppo.cli.evaluate
 import kppo.cli.main
 import kppo.cli.tune
 import kppo.tuning.pbt
@@ -61,7 +63,7 @@ def _stub(what: str):
 STUBS = {
     (kppo, "train"): "train",
     (kppo, "export"): "export",
-    (kppo.cli.main, "_gym_returns"): "eval episodes",
+    (kppo.cli.evaluate, "_gym_returns"): "eval episodes",
     (kppo.tuning.search, "open_storage"): "tune study",
     (kppo.tuning.pbt, "train"): "pbt training",
 }
@@ -196,13 +198,13 @@ def cli_root(tmp_path_factory):
     tests/config/test_yaml_properties.py's target."""
     root = tmp_path_factory.mktemp("cli")
     configs = tmp_path_factory.mktemp("cli-configs")
-    for path in sorted(kppo.cli.main.CONFIG_DIR.glob("*.yaml")):  # the tuned configs without their comments
+    for path in sorted(kppo.cli.configs.CONFIG_DIR.glob("*.yaml")):  # the tuned configs without their comments
         config = Config.from_yaml(path)
         (configs / path.name).write_text(f"env: {config.env}\nnum_envs: {config.num_envs}\n")
     with pytest.MonkeyPatch.context() as patch:
         for (module, name), what in STUBS.items():
             patch.setattr(module, name, _stub(what))
-        patch.setattr(kppo.cli.main, "CONFIG_DIR", configs)
+        patch.setattr(kppo.cli.configs, "CONFIG_DIR", configs)
         patch.setattr(kppo.cli.main, "build_parser", functools.cache(kppo.cli.main.build_parser))
         for argv in (["train", "--set", "x=1"], ["tune", "--set", "x=1"], ["eval", "x"], ["export", "x"]):
             main(argv)

@@ -68,7 +68,7 @@ def test_train_eval_export_end_to_end(tmp_path, capsys):
 
 
 def test_overrides_accept_every_spelling(tmp_path):
-    from kppo.cli.main import load_config
+    from kppo.cli.configs import load_config
 
     config = load_config("pendulum", ["LR=1e-3", "n_envs=8", "squash=false", "actor_hidden_units=[32, 16]"], 5)
     assert (config.learning_rate, config.num_envs, config.squash, config.actor_hidden_units, config.seed) == (
@@ -81,7 +81,7 @@ def test_overrides_accept_every_spelling(tmp_path):
 
 
 def test_integer_overrides_in_scientific_notation():
-    from kppo.cli.main import load_config
+    from kppo.cli.configs import load_config
 
     # YAML 1.1 reads `1e5` (no dot) as a string; `5e5` and `1.0e+5` are accepted as integral numbers too
     assert load_config(None, ["total_timesteps=1e5"], None).total_timesteps == 100_000
