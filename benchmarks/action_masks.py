@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+import harness  # benchmarks/ is sys.path[0] for a script
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 ENV_ID = "Taxi-v4"
 PPO_ARGS = dict(
@@ -182,11 +184,19 @@ def _launch(name: str, python: str, seed: int, args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+PACKAGES = {"sb3_plain": "stable-baselines3", "sb3_contrib": "sb3-contrib"}
+
+
+def _peer_versions(results: list[dict]) -> dict[str, str]:
+    """The peers' versions as their workers reported them, for the machine header."""
+    return {PACKAGES[r["framework"]]: r["version"] for r in results if r["framework"] in PACKAGES}
+
+
 def table(results: list[dict], frameworks: list[str]) -> str:
     stats = _load("stats")
     steps = [point[0] for point in results[0]["curve"]]
-    head = "| framework | seeds | " + " | ".join(f"{s:,} steps" for s in steps) + " | steps/s | p vs kppo_masked |"
-    lines = [head, "|" + "---|" * (len(steps) + 4)]
+    header = ["framework", "seeds", *(f"{s:,} steps" for s in steps), "steps/s", "p vs kppo_masked"]
+    body = []
     finals = {f: [r["curve"][-1][1] for r in results if r["framework"] == f] for f in frameworks}
     for name in frameworks:
         rows = [r for r in results if r["framework"] == name]
@@ -201,8 +211,8 @@ def table(results: list[dict], frameworks: list[str]) -> str:
             if name == "kppo_masked" or "kppo_masked" not in finals
             else f"{stats.permutation_test(finals['kppo_masked'], finals[name]).p_value:.3f}"
         )
-        lines.append(f"| {name} | {len(rows)} | " + " | ".join(cells) + f" | {speed:,.0f} | {p} |")
-    return "\n".join(lines)
+        body.append([name, len(rows), *cells, f"{speed:,.0f}", p])
+    return harness.markdown_table(header, body)
 
 
 def main(argv=None) -> int:
@@ -235,8 +245,8 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
     print(
-        f"{ENV_ID}, {args.timesteps:,} steps, {len(args.seeds)} seeds, {time.strftime('%Y-%m-%d')}, "
-        f"{_load('population').cpu_model()} ({os.cpu_count()} CPUs)\n"
+        f"{ENV_ID}, {args.timesteps:,} steps, {len(args.seeds)} seeds\n"
+        f"{harness.machine_header(_peer_versions(results))}\n"
     )
     print(table(results, frameworks))
     return 0

@@ -8,7 +8,7 @@ Rows (each a fresh interpreter per tree and repeat; the order of the trees alter
   replicated    the first call (compile_s) of a 2-replica MirroredStrategy run on CartPole (benchmarks/replicas.py's
                 worker, 2 logical CPU devices)
 
-    git worktree add /tmp/base 585bd9c
+    git worktree add /tmp/base <base>
     .venv/bin/python benchmarks/against_base.py --base /tmp/base --repeats 2 --json out.json
 
 Each tree's own benchmark scripts run with that tree first on PYTHONPATH (so `import kppo` is that tree's). Prints a
@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 CURRENT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from machine import cpu_model  # noqa: E402
+import harness  # noqa: E402
 from replicas import WORKER as REPLICA_WORKER  # noqa: E402  (standard library only at import)
 
 ROWS = {
@@ -72,21 +72,25 @@ def main(argv: list[str] | None = None) -> int:
     trees = {"base": args.base.resolve(), "current": CURRENT}
     rows = args.rows.split(",")
     raw: dict[str, dict[str, list[dict]]] = {r: {"base": [], "current": []} for r in rows}
-    started = dict(date=time.strftime("%Y-%m-%d %H:%M"), load_1m=os.getloadavg()[0], cpu=cpu_model())
+    started = harness.machine()
     for repeat in range(args.repeats):
         order = ["base", "current"] if repeat % 2 == 0 else ["current", "base"]
         for row in rows:
             for name in order:
                 raw[row][name].append(run(trees[name], row, args.timeout))
                 print(f"[against_base] {row} {name}: {raw[row][name][-1][ROWS[row][1]]:.2f}", file=sys.stderr)
-    print("| row | measure | base (median) | current (median) | current / base |")
-    print("|---|---|---|---|---|")
     summary = {}
     for row in rows:
         key = ROWS[row][1]
         base, current = (statistics.median(r[key] for r in raw[row][n]) for n in ("base", "current"))
         summary[row] = dict(measure=key, base=base, current=current, ratio=current / base)
-        print(f"| {row} | {key} | {base:.2f} | {current:.2f} | {current / base:.3f} |")
+    print(harness.machine_header())
+    print()
+    header = ["row", "measure", "base (median)", "current (median)", "current / base"]
+    cells = [
+        [r, v["measure"], f"{v['base']:.2f}", f"{v['current']:.2f}", f"{v['ratio']:.3f}"] for r, v in summary.items()
+    ]
+    print(harness.markdown_table(header, cells))
     if args.json:
         ended = dict(load_1m=os.getloadavg()[0])
         args.json.write_text(json.dumps(dict(started=started, ended=ended, summary=summary, raw=raw), indent=1))

@@ -26,14 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
 
-from machine import package_versions  # benchmarks/ is sys.path[0] for a script
+import harness  # benchmarks/ is sys.path[0] for a script
+from harness import package_versions
 
 # --------------------------------------------------------------------------------------------------
 # The fixed setting.
@@ -407,12 +407,9 @@ def _launch(name: str, python: str, args) -> dict:
     return dict(framework=name, error=f"exit {proc.returncode}", stderr_tail="\n".join(tail))
 
 
-def _fmt(x, nd=2) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "n/a"
-    if isinstance(x, float):
-        return f"{x:,.{nd}f}"
-    return str(x)
+def worker_versions(results: list[dict]) -> dict[str, str]:
+    """The package versions the workers reported (the peers run in their own interpreter)."""
+    return {name: version for r in results for name, version in r.get("versions", {}).items()}
 
 
 def summarize(results: list, frameworks: list, stat: str = "median") -> tuple[list, str]:
@@ -438,38 +435,20 @@ def summarize(results: list, frameworks: list, stat: str = "median") -> tuple[li
             # a budget that fits in the first (compiled) call leaves no timed steps: no throughput to compare
             row["kppo_sps_ratio"] = kp["steps_per_s"] / row["steps_per_s"] if row["steps_per_s"] else None
 
-    header = [
-        "framework",
-        "n",
-        "env_steps",
-        "import_s",
-        "compile_s",
-        "run_s",
-        "total_s",
-        "steps/s",
-        "peak_rss_mb",
-        "final_return",
-        "kppo total_s / this",
-        "kppo steps/s / this",
+    columns = [
+        ("framework", "framework", str),
+        ("n", "n"),
+        ("env_steps", "env_steps"),
+        ("import_s", "import_s"),
+        ("compile_s", "compile_s"),
+        ("run_s", "run_s"),
+        ("total_s", "total_s"),
+        ("steps/s", "steps_per_s", 0),
+        ("peak_rss_mb", "peak_rss_mb", 0),
+        ("final_return", "final_return", 1),
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        cells = [
-            r["framework"],
-            str(r["n"]),
-            f"{r['env_steps']:,}",
-            _fmt(r["import_s"]),
-            _fmt(r["compile_s"]),
-            _fmt(r["run_s"]),
-            _fmt(r["total_s"]),
-            _fmt(r["steps_per_s"], 0),
-            _fmt(r["peak_rss_mb"], 0),
-            _fmt(r["final_return"], 1),
-            _fmt(r["kppo_total_ratio"]),
-            _fmt(r["kppo_sps_ratio"]),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return rows, "\n".join(lines)
+    ratios = [("kppo total_s / this", "total_s"), ("kppo steps/s / this", "steps_per_s")] if kp else []
+    return rows, harness.side_by_side(rows, columns, ratios, reference=rows.index(kp) if kp else 0)
 
 
 def main(argv=None) -> int:
@@ -541,8 +520,8 @@ def main(argv=None) -> int:
     print(
         f"\nPPO {ENV_ID}: {NUM_ENVS} envs x {NUM_STEPS} steps, {args.timesteps:,} steps "
         f"({args.timesteps // ROLLOUT} rollouts; requested {requested:,}), {NUM_EPOCHS} epochs x "
-        f"{NUM_MINIBATCHES} minibatches of {BATCH_SIZE}, seed {args.seed}, {args.stat} of {args.repeats} repeat(s), "
-        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()})\n"
+        f"{NUM_MINIBATCHES} minibatches of {BATCH_SIZE}, seed {args.seed}, {args.stat} of {args.repeats} repeat(s)\n"
+        f"{harness.machine_header(worker_versions(results))}\n"
     )
     print(table)
     for n in notes:

@@ -9,7 +9,7 @@ For each setting, in one fresh interpreter per thread setting:
            both heads, the gradient of the sum of their outputs with respect to every weight, in one compiled
            tf.function; no PPO loss, no clipping, no Adam.
   bound    steps / (env + network): the steps/s of a learner whose rollout and update cost nothing but the env and the
-           network's arithmetic. Divided by SB3's steps/s from a cnn_speed.py run of the same session, it is the most
+           network's arithmetic. Divided by SB3's steps/s from a cnn_speed.py run on the same machine, it is the most
            any kppo could gain over SB3 on this machine in that setting.
 
 Usage (from the repository root):
@@ -26,8 +26,8 @@ import subprocess
 import sys
 import time
 
-from cnn_speed import SETTINGS, kppo_env, rollout_steps
-from machine import cpu_model, package_versions
+import harness  # benchmarks/ is sys.path[0] for a script
+from cnn_settings import SETTINGS, kppo_env, rollout_steps
 
 MINIBATCH = 256
 
@@ -121,14 +121,30 @@ def main(argv=None) -> int:
             out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             rows.append(json.loads(out))
             print(f"[cnn_floor] {rows[-1]}", file=sys.stderr)
-    print(f"{time.strftime('%Y-%m-%d %H:%M')}, {cpu_model()}, {os.cpu_count()} CPUs, {package_versions('tensorflow')}")
-    print("\n| setting | TF threads | steps | gradient steps | env alone (s) | network alone (s) | bound (steps/s) |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
-    for r in rows:
-        print(
-            f"| {SETTINGS[r['setting']]['label']} | {r['threads'] or 'default'} | {r['steps']:,} | "
-            f"{r['gradient_steps']} | {r['env_s']:.2f} | {r['network_s']:.2f} | {r['bound_steps_per_s']:,.0f} |"
-        )
+    print(harness.machine_header(None, "ale-py", "minatar"))
+    print()
+    header = [
+        "setting",
+        "TF threads",
+        "steps",
+        "gradient steps",
+        "env alone (s)",
+        "network alone (s)",
+        "bound (steps/s)",
+    ]
+    cells = [
+        [
+            SETTINGS[r["setting"]]["label"],
+            r["threads"] or "default",
+            f"{r['steps']:,}",
+            r["gradient_steps"],
+            f"{r['env_s']:.2f}",
+            f"{r['network_s']:.2f}",
+            f"{r['bound_steps_per_s']:,.0f}",
+        ]
+        for r in rows
+    ]
+    print(harness.markdown_table(header, cells, align="lrrrrrr"))
     return 0
 
 

@@ -7,7 +7,8 @@ XLA. Build time, the first call (tracing, compilation, one iteration) and the se
     .venv/bin/python benchmarks/cnn_population.py 3 graph    # three members, jit_rollout=False
 
 A CNN population's program is not XLA-compiled (`kppo.training.runners.settings.population_jit`, from what this
-measured at c99324e: 3 members 1,688 steps/s under XLA); "xla" with 3 members runs the default flags.
+measured: 3 members at 1,688 steps/s under XLA, docs/benchmarks/populations.md); "xla" with 3 members runs the
+default flags.
 """
 
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import harness
 import kppo
 from kppo.training.runners import make_population_runner, make_runner
 from kppo.training.runners.settings import population_jit
@@ -39,10 +41,11 @@ def main() -> int:
     int(runner.view(state).iteration)  # waits for the call
     t3 = time.perf_counter()
     steps = base.rollout_size * members
-    print(
-        f"members {members} {'xla' if jit else 'graph'}: build {t1 - t0:.1f} s, first call {t2 - t1:.1f} s, "
-        f"second call {t3 - t2:.1f} s -> {steps / (t3 - t2):,.0f} steps/s"
-    )
+    print(harness.machine_header())
+    print()
+    header = ["members", "program", "build s", "first call s", "second call s", "steps/s (second call, all members)"]
+    row = [members, "XLA" if jit else "graph", f"{t1 - t0:.1f}", f"{t2 - t1:.1f}", f"{t3 - t2:.1f}"]
+    print(harness.markdown_table(header, [[*row, f"{steps / (t3 - t2):,.0f}"]]))
     return 0
 
 

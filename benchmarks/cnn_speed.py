@@ -7,7 +7,7 @@ Settings (host path: gymnasium envs stepped in Python, DummyVecEnv / SyncVectorE
            PPO("CnnPolicy", n_steps=128, batch_size=256, n_epochs=4, policy_kwargs=dict(net_arch=[],
            normalize_images=False)); kppo picks its SmallCNN (Conv2D(16, 3x3, stride 1, ReLU, valid) -> flatten ->
            Dense(128, ReLU)) for the 10x10 grid, SB3 gets the same network as a torch `features_extractor_class`
-           (`TorchSmallCNN` below, features_dim=128). Measured: 8 rollouts (8,192 steps).
+           (`TorchSmallCNN` in cnn_settings.py, features_dim=128). Measured: 8 rollouts (8,192 steps).
   pong     RL-Zoo's PPO Atari setting on PongNoFrameskip-v4: make_atari_env(n_envs=8, seed=0) + VecFrameStack(4)
            (each framework's own), PPO("CnnPolicy", n_steps=128, n_epochs=4, batch_size=256, learning_rate=2.5e-4,
            clip_range=0.1, vf_coef=0.5, ent_coef=0.01): NatureCNN on both sides. Measured: 3 rollouts (3,072 steps).
@@ -57,425 +57,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
-from typing import Any
-from machine import cpu_model, package_versions
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MINATAR_ID = "MinAtar/Breakout-v1"
-PONG_ID = "PongNoFrameskip-v4"
-N_STEPS = 128
-SETTINGS = {
-    "minatar": dict(
-        env_id=MINATAR_ID,
-        n_envs=8,
-        rollouts=8,
-        ppo=dict(n_steps=N_STEPS, batch_size=256, n_epochs=4),
-        label="MinAtar Breakout, 8 envs, SmallCNN",
-    ),
-    "pong": dict(
-        env_id=PONG_ID,
-        n_envs=8,
-        rollouts=3,
-        ppo=dict(
-            n_steps=N_STEPS,
-            n_epochs=4,
-            batch_size=256,
-            learning_rate=2.5e-4,
-            clip_range=0.1,
-            vf_coef=0.5,
-            ent_coef=0.01,
-        ),
-        label="Pong (RL-Zoo Atari PPO), 8 envs x 4 frames, NatureCNN",
-    ),
-}
-# The same PPO on Pong, kppo stepping ale-py's threaded C++ AtariVectorEnv (kppo's fast host path for Atari), SB3 its
-# own make_atari_env + VecFrameStack (SB3 has no AtariVectorEnv path): not the same preprocessing code (see
-# `kppo.vec_envs.ale_vector.AtariVectorEnvAdapter` for what differs from SB3's AtariWrapper).
-SETTINGS["pong_ale"] = dict(
-    SETTINGS["pong"], label="Pong (RL-Zoo Atari PPO), 8 envs x 4 frames, NatureCNN; kppo on ale-py's AtariVectorEnv"
+import harness  # benchmarks/ is sys.path[0] for a script
+from cnn_settings import (
+    FRAMEWORKS,
+    N_STEPS,
+    PONG_ID,
+    REPO_ROOT,
+    SETTINGS,
+    fmt,
+    load_average,
+    median_of,
+    ratio,
+    rollout_bytes,
+    rollout_steps,
 )
-FRAMEWORKS = ("kppo", "sb3")
-ACTING_ENVS = (1, 8, 64)
-
-
-# --------------------------------------------------------------------------------------------------
-# Pure helpers (no framework needed).
-# --------------------------------------------------------------------------------------------------
-
-
-def load_average() -> float | None:
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process, MiB (Linux reports ru_maxrss in KiB, macOS in bytes)."""
-    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-
-
-def rollout_steps(setting: dict) -> int:
-    return setting["n_envs"] * setting["ppo"]["n_steps"]
-
-
-def rollout_bytes(n_envs: int, n_steps: int, obs_shape: tuple[int, ...], itemsize: int) -> int:
-    """Bytes of one rollout's observations: n_steps x n_envs images of `obs_shape`, `itemsize` bytes a value."""
-    size = 1
-    for d in obs_shape:
-        size *= d
-    return n_envs * n_steps * size * itemsize
-
-
-def median_of(runs: list[dict], key: str) -> float | None:
-    values = [r[key] for r in runs if r.get(key) is not None]
-    return statistics.median(values) if values else None
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}x" if a and b else ""
-
-
-def fmt(value: float | None, digits: int = 0) -> str:
-    return "" if value is None else f"{value:,.{digits}f}"
-
-
-# --------------------------------------------------------------------------------------------------
-# Workers.
-# --------------------------------------------------------------------------------------------------
-
-
-def float_obs_wrapper():
-    """The ObservationWrapper both sides put on MinAtar: bool grids -> float32 Box(0, 1) (same shape)."""
-    import gymnasium as gym
-    import numpy as np
-
-    class FloatObservation(gym.ObservationWrapper):
-        def __init__(self, env):
-            super().__init__(env)
-            self.observation_space = gym.spaces.Box(0.0, 1.0, env.observation_space.shape, np.float32)
-
-        def observation(self, observation):
-            return np.asarray(observation, np.float32)
-
-    return FloatObservation
-
-
-def register_minatar() -> str:
-    import gymnasium as gym
-    from minatar.gym import register_envs
-
-    register_envs()
-    return str(gym.spec(MINATAR_ID).entry_point) + f", observation dtype {_minatar_dtype()}"
-
-
-def _minatar_dtype() -> str:
-    import gymnasium as gym
-
-    env = gym.make(MINATAR_ID)
-    dtype = str(env.observation_space.dtype)
-    env.close()
-    return dtype
-
-
-class Timer:
-    """Accumulated seconds and calls of wrapped callables."""
-
-    def __init__(self):
-        self.seconds: dict[str, float] = {}
-        self.calls: dict[str, int] = {}
-
-    def wrap(self, name: str, fn):
-        def timed(*args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
-                self.calls[name] = self.calls.get(name, 0) + 1
-
-        return timed
-
-    def reset(self):
-        self.seconds.clear()
-        self.calls.clear()
-
-
-def measure_learn(model, setting: dict, timer: Timer, rollouts: int) -> dict:
-    """Warm-up learn of one rollout, then the timed learn of `rollouts` rollouts; phases from `timer`."""
-    t0 = time.perf_counter()
-    model.learn(rollout_steps(setting))
-    t1 = time.perf_counter()
-    timer.reset()
-    before = int(model.num_timesteps)
-    model.learn(rollouts * rollout_steps(setting), reset_num_timesteps=False)
-    learn_s = time.perf_counter() - t1
-    steps = int(model.num_timesteps) - before
-    return dict(
-        warmup_s=t1 - t0,
-        learn_s=learn_s,
-        env_steps=steps,
-        steps_per_s=steps / learn_s,
-        phases=dict(timer.seconds),
-        phase_calls=dict(timer.calls),
-        peak_rss_mb=peak_rss_mb(),
-    )
-
-
-def kppo_env(setting_name: str, n_envs: int) -> tuple[str, Any, dict | None]:
-    """(where the env comes from, the kppo vector env of `setting_name`, the CnnPolicy's policy_kwargs)."""
-    import kppo
-
-    if setting_name == "minatar":
-        source = register_minatar()
-        env = kppo.make_vec_env(MINATAR_ID, n_envs=n_envs, seed=0, wrapper_class=float_obs_wrapper())
-        return source, env, dict(net_arch=[], normalize_images=False)
-    if setting_name == "pong_ale":
-        from ale_py.vector_env import AtariVectorEnv
-        from gymnasium.vector import AutoresetMode
-
-        from kppo.vec_envs.ale_vector import AtariVectorEnvAdapter
-
-        ale = AtariVectorEnv("pong", n_envs, autoreset_mode=AutoresetMode.SAME_STEP, life_loss_info=True, stack_num=4)
-        source = "ale_py AtariVectorEnv('pong', life_loss_info=True, stack_num=4) + kppo's AtariVectorEnvAdapter"
-        return source, kppo.VecEnv(AtariVectorEnvAdapter(ale)), None
-    env = kppo.VecFrameStack(kppo.make_atari_env(PONG_ID, n_envs=n_envs, seed=0), n_stack=4)
-    return "kppo.make_atari_env + kppo.VecFrameStack", env, None
-
-
-def worker_kppo(setting_name: str, args) -> dict:
-    t0 = time.perf_counter()
-    import kppo
-    import kppo.agent.numpy_actor as numpy_actor
-    import kppo.training.runners.base as runner_base
-    import kppo.training.runners.host as host
-    from kppo._tf import tf
-
-    setting = SETTINGS[setting_name]
-    timer = Timer()
-    # Instrumentation: the host rollout, its vector env's step, its acting CNN calls and its closing compiled call.
-    collect, choose = host.collect_host_rollout, numpy_actor.acting_extractor
-
-    def timed_collect(vec_env, agent, settings, finish_fn, *rest):
-        if not getattr(vec_env, "_bench_timed", False):
-            vec_env.step = timer.wrap("env_step", vec_env.step)
-            vec_env._bench_timed = True
-        return timer.wrap("rollout", collect)(vec_env, agent, settings, timer.wrap("finish", finish_fn), *rest)
-
-    host.collect_host_rollout = timed_collect
-
-    def timed_extractor(layer, compiled):  # the acting CNN, numpy or compiled (`kppo.agent.numpy_conv`)
-        forward, in_numpy = choose(layer, compiled)
-        return timer.wrap("acting_cnn", forward), in_numpy
-
-    numpy_actor.acting_extractor = timed_extractor
-    if args.update_xla_min_steps is not None:  # kppo's rule: XLA for the host update from 64 gradient steps
-        runner_base.XLA_UPDATE_MIN_GRADIENT_STEPS = args.update_xla_min_steps
-    if args.threads:  # before TensorFlow runs its first op
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-
-    t1 = time.perf_counter()
-    n_envs = args.n_envs or setting["n_envs"]
-    source, env, policy_kwargs = kppo_env(setting_name, n_envs)
-    model = kppo.PPO("CnnPolicy", env, policy_kwargs=policy_kwargs, seed=0, verbose=0, **setting["ppo"])
-    t2 = time.perf_counter()
-    rss_built = peak_rss_mb()
-    if args.memory_only:
-        model.learn(n_envs * setting["ppo"]["n_steps"])
-        out = dict(learn_s=time.perf_counter() - t2, peak_rss_mb=peak_rss_mb(), phases=dict(timer.seconds))
-    else:
-        out = measure_learn(model, setting, timer, args.rollouts or setting["rollouts"])
-    extractor = model.agent.actor.extractor
-    out.update(
-        import_s=t1 - t0,
-        setup_s=t2 - t1,
-        rss_after_setup_mb=rss_built,
-        n_envs=n_envs,
-        env_source=source,
-        extractor=type(getattr(extractor, "extractor", extractor)).__name__,
-        extractor_parameters=int(sum(v.numpy().size for v in extractor.variables)),
-        observation_space=str(model.observation_space),
-        gradient_steps=int(
-            setting["ppo"]["n_epochs"] * n_envs * setting["ppo"]["n_steps"] // setting["ppo"]["batch_size"]
-        ),
-        update_xla=bool(runner_base.jit_update(model.config, True)),
-        threads=dict(
-            intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
-            inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
-        ),
-        versions=package_versions("kppo", "tensorflow", "keras", "gymnasium", "numpy", "ale-py", "minatar"),
-    )
-    return out
-
-
-def torch_small_cnn():
-    """kppo's SmallCNN as a torch `features_extractor_class`: Conv2d(C, 16, 3, stride 1) + ReLU -> flatten ->
-    Linear(features_dim) + ReLU, reading HWC images (smallest dimension last) transposed to CHW, as kppo does."""
-    import torch
-    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
-
-    class TorchSmallCNN(BaseFeaturesExtractor):
-        def __init__(self, observation_space, features_dim: int = 128):
-            super().__init__(observation_space, features_dim)
-            shape = tuple(observation_space.shape)
-            self.channels_last = shape[-1] < shape[0]
-            chw = (shape[2], shape[0], shape[1]) if self.channels_last else shape
-            self.cnn = torch.nn.Sequential(
-                torch.nn.Conv2d(chw[0], 16, kernel_size=3, stride=1), torch.nn.ReLU(), torch.nn.Flatten()
-            )
-            with torch.no_grad():
-                flat = self.cnn(torch.zeros(1, *chw)).shape[1]
-            self.linear = torch.nn.Sequential(torch.nn.Linear(flat, features_dim), torch.nn.ReLU())
-
-        def forward(self, observations):
-            x = observations.permute(0, 3, 1, 2) if self.channels_last else observations
-            return self.linear(self.cnn(x))
-
-    return TorchSmallCNN
-
-
-def worker_sb3(setting_name: str, args) -> dict:
-    t0 = time.perf_counter()
-    import gymnasium as gym
-    import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_atari_env, make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
-
-    setting = SETTINGS[setting_name]
-    timer = Timer()
-
-    class Phases(BaseCallback):
-        def _on_rollout_start(self):
-            self.start = time.perf_counter()
-
-        def _on_rollout_end(self):
-            timer.seconds["rollout"] = timer.seconds.get("rollout", 0.0) + time.perf_counter() - self.start
-            timer.calls["rollout"] = timer.calls.get("rollout", 0) + 1
-
-        def _on_step(self):
-            return True
-
-    t1 = time.perf_counter()
-    n_envs = args.n_envs or setting["n_envs"]
-    if setting_name == "minatar":
-        source = register_minatar()
-        env = make_vec_env(
-            MINATAR_ID, n_envs=n_envs, seed=0, wrapper_class=float_obs_wrapper(), vec_env_cls=DummyVecEnv
-        )
-        policy_kwargs = dict(
-            net_arch=[],
-            normalize_images=False,
-            features_extractor_class=torch_small_cnn(),
-            features_extractor_kwargs=dict(features_dim=128),
-        )
-    else:
-        import ale_py
-
-        gym.register_envs(ale_py)
-        source = "SB3 make_atari_env + VecFrameStack"
-        env = VecFrameStack(make_atari_env(PONG_ID, n_envs=n_envs, seed=0), n_stack=4)
-        policy_kwargs = None
-    model = PPO("CnnPolicy", env, policy_kwargs=policy_kwargs, seed=0, device="cpu", verbose=0, **setting["ppo"])
-    t2 = time.perf_counter()
-    model.env.step = timer.wrap("env_step", model.env.step)
-    model.policy.forward = timer.wrap("acting_policy", model.policy.forward)
-    learn = model.learn
-    model.learn = lambda n, **kw: learn(n, callback=Phases(), **kw)
-    out = measure_learn(model, setting, timer, args.rollouts or setting["rollouts"])
-    out.update(
-        import_s=t1 - t0,
-        setup_s=t2 - t1,
-        n_envs=n_envs,
-        env_source=source,
-        extractor=type(model.policy.features_extractor).__name__,
-        extractor_parameters=sum(p.numel() for p in model.policy.features_extractor.parameters()),
-        observation_space=str(model.observation_space),
-        threads=dict(intra_op=torch.get_num_threads(), inter_op=torch.get_num_interop_threads()),
-        versions=package_versions("stable-baselines3", "torch", "gymnasium", "numpy", "ale-py", "minatar"),
-    )
-    return out
-
-
-def per_call_us(fn, calls: int, repeats: int, block_s: float | None = None) -> float:
-    """Median over `repeats` blocks of the mean microseconds of `fn()` over `calls` calls (after min(10, calls)
-    warm-up calls); with `block_s`, at most as many calls (at least 2) as fit in `block_s` seconds a block."""
-    start = time.perf_counter()
-    fn()
-    if block_s is not None:
-        calls = max(2, min(calls, int(block_s / max(time.perf_counter() - start, 1e-9))))
-    for _ in range(min(10, calls) - 1):
-        fn()
-    blocks = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        blocks.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(blocks)
-
-
-def worker_acting(setting_name: str, args) -> dict:
-    """kppo's compiled `frozen_extractor` call vs `numpy_tower`, per vector step, SmallCNN and NatureCNN."""
-    del setting_name
-    import gymnasium as gym
-    import numpy as np
-
-    from kppo._tf import tf
-    from kppo.agent.extractors import NatureCNN, Preprocessed, SmallCNN
-    from kppo.agent.numpy_actor import frozen_extractor
-    from kppo.agent.numpy_conv import numpy_tower
-
-    rng = np.random.default_rng(0)
-    cases = [
-        ("SmallCNN", "MinAtar 10x10x4 float32", SmallCNN, gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32), False),
-        ("NatureCNN", "Pong 84x84x4 uint8", NatureCNN, gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), True),
-    ]
-    rows = []
-    for name, obs_label, build, space, normalize in cases:
-        layer = Preprocessed(build(space.shape), space, normalize)
-        dim = int(np.prod(space.shape))
-        layer(tf.zeros([1, dim], space.dtype))  # builds the weights
-        forward = numpy_tower(layer)
-        compiled = frozen_extractor(layer)
-        for batch in (*ACTING_ENVS, 1024):
-            if space.dtype == np.uint8:
-                obs = rng.integers(0, 256, (batch, dim), dtype=np.uint8)
-            else:
-                obs = (rng.random((batch, dim)) < 0.1).astype(np.float32)
-            diff = float(np.max(np.abs(compiled(obs) - forward(obs))))
-            calls, repeats, block = args.calls, args.acting_repeats, args.acting_block_s
-            rows.append(
-                dict(
-                    extractor=name,
-                    observation=obs_label,
-                    batch=batch,
-                    compiled_us=per_call_us(lambda f=compiled, o=obs: f(o), calls, repeats, block),
-                    numpy_us=per_call_us(lambda f=forward, o=obs: f(o), calls, repeats, block),
-                    max_abs_diff=diff,
-                )
-            )
-            print(f"[acting] {rows[-1]}", file=sys.stderr, flush=True)
-    # The floor of one compiled call on this machine: x + 1 on the same [8, 400] input, fed and fetched the same way.
-    plus_one = tf.function(lambda x: x + 1.0, autograph=False)
-    obs = np.zeros((8, 400), np.float32)
-    floor_us = per_call_us(lambda: plus_one(tf.constant(obs)).numpy(), args.calls, args.acting_repeats)
-    threads = dict(
-        intra_op=tf.config.threading.get_intra_op_parallelism_threads(),
-        inter_op=tf.config.threading.get_inter_op_parallelism_threads(),
-    )
-    return dict(rows=rows, tf_call_floor_us=floor_us, threads=threads, versions=package_versions("tensorflow", "numpy"))
-
-
-WORKERS = {"kppo": worker_kppo, "sb3": worker_sb3, "acting": worker_acting}
+from cnn_workers import WORKERS
 
 
 # --------------------------------------------------------------------------------------------------
@@ -518,20 +119,18 @@ def throughput_table(setting: str, runs: dict[str, list[dict]]) -> str:
         f"**{s['label']}** ({s['env_id']}; PPO CnnPolicy {', '.join(f'{k}={v}' for k, v in s['ppo'].items())}; "
         f"timed learn of {_rollouts_of(kp + sb, s)} rollouts after a one-rollout warm-up)",
         "",
-        "| measure | kppo | SB3 | kppo / SB3 |",
-        "|---|--:|--:|--:|",
     ]
+    body: list[list[str]] = []
 
     def row(label, key, digits=0, invert=False):
         a, b = median_of(kp, key), median_of(sb, key)
-        r = ratio(b, a) if invert else ratio(a, b)
-        lines.append(f"| {label} | {fmt(a, digits)} | {fmt(b, digits)} | {r} |")
+        body.append([label, fmt(a, digits), fmt(b, digits), ratio(b, a) if invert else ratio(a, b)])
 
     row("**env steps/s (median)**", "steps_per_s")
     for name, runs_ in (("kppo", kp), ("SB3", sb)):
         values = ", ".join(f"{r['steps_per_s']:,.0f}" for r in runs_)
-        lines.append(
-            f"| steps/s per repeat, {name} | {values if name == 'kppo' else ''} | {values if name == 'SB3' else ''} | |"
+        body.append(
+            [f"steps/s per repeat, {name}", values if name == "kppo" else "", values if name == "SB3" else "", ""]
         )
     row("timed learn (s)", "learn_s", 1)
     row("warm-up learn, one rollout (s)", "warmup_s", 1)
@@ -549,25 +148,20 @@ def throughput_table(setting: str, runs: dict[str, list[dict]]) -> str:
         b = _phase_median(sb, key)
         if a is None and b is None:
             continue
-        lines.append(f"| {label} | {fmt(a, 2)} | {fmt(b, 2)} | |")
+        body.append([label, fmt(a, 2), fmt(b, 2), ""])
     a = _update_median(kp)
     b = _update_median(sb)
-    lines.append(f"| update: learn - rollout (s) | {fmt(a, 2)} | {fmt(b, 2)} | {ratio(b, a)} faster |")
+    body.append(["update: learn - rollout (s)", fmt(a, 2), fmt(b, 2), f"{ratio(b, a)} faster"])
     if kp:
         xla = "yes" if kp[0].get("update_xla") else "no"
-        lines.append(
-            f"| kppo update XLA-compiled ({kp[0].get('gradient_steps')} gradient steps an update) | {xla} | | |"
-        )
+        body.append([f"kppo update XLA-compiled ({kp[0].get('gradient_steps')} gradient steps an update)", xla, "", ""])
     threads = [(r[0]["threads"] if r else None) for r in (kp, sb)]
-    lines.append(
-        "| threads (intra-op, inter-op; 0 = TensorFlow's default) | "
-        + " | ".join("" if t is None else f"{t.get('intra_op')}, {t.get('inter_op')}" for t in threads)
-        + " | |"
-    )
+    cells = ["" if t is None else f"{t.get('intra_op')}, {t.get('inter_op')}" for t in threads]
+    body.append(["threads (intra-op, inter-op; 0 = TensorFlow's default)", *cells, ""])
     loads = [r["load_before"] for r in kp + sb if r.get("load_before") is not None]
     if loads:
-        lines.append(f"| 1-min load average before the workers (min-max) | {min(loads):.1f}-{max(loads):.1f} | | |")
-    return "\n".join(lines)
+        body.append(["1-min load average before the workers (min-max)", f"{min(loads):.1f}-{max(loads):.1f}", "", ""])
+    return "\n".join(lines) + "\n" + harness.markdown_table(["measure", "kppo", "SB3", "kppo / SB3"], body, "lrrr")
 
 
 def _rollouts_of(runs: list[dict], setting: dict) -> str:
@@ -591,10 +185,17 @@ def one_thread_table(runs: dict) -> str:
         "same settings and timed learn, medians; seconds of the timed learn split as rollout (env step, acting "
         "network) / update",
         "",
-        "| setting | runs | kppo steps/s | SB3 steps/s | kppo / SB3 | kppo: rollout (env, CNN, finish) / update | "
-        "SB3: rollout (env, policy.forward) / update |",
-        "|---|--:|--:|--:|--:|--:|--:|",
     ]
+    header = [
+        "setting",
+        "runs",
+        "kppo steps/s",
+        "SB3 steps/s",
+        "kppo / SB3",
+        "kppo: rollout (env, CNN, finish) / update",
+        "SB3: rollout (env, policy.forward) / update",
+    ]
+    body = []
     for setting, by_framework in runs.items():
         kp, sb = by_framework.get("kppo", []), by_framework.get("sb3", [])
         if not kp and not sb:
@@ -604,11 +205,8 @@ def one_thread_table(runs: dict) -> str:
         for r, parts in ((kp, ("env_step", "acting_cnn", "finish")), (sb, ("env_step", "acting_policy"))):
             inner = ", ".join(fmt(_phase_median(r, p), 2) for p in parts)
             splits.append(f"{fmt(_phase_median(r, 'rollout'), 2)} ({inner}) / {fmt(_update_median(r), 2)}" if r else "")
-        lines.append(
-            f"| {SETTINGS[setting]['label']} | {len(kp)}, {len(sb)} | {fmt(a)} | {fmt(b)} | {ratio(a, b)} | "
-            f"{splits[0]} | {splits[1]} |"
-        )
-    return "\n".join(lines)
+        body.append([SETTINGS[setting]["label"], f"{len(kp)}, {len(sb)}", fmt(a), fmt(b), ratio(a, b), *splits])
+    return "\n".join(lines) + "\n" + harness.markdown_table(header, body, "lrrrrrr")
 
 
 def memory_table(runs: list[dict]) -> str:
@@ -616,10 +214,18 @@ def memory_table(runs: list[dict]) -> str:
         f"**kppo, {PONG_ID}, memory**: a fresh interpreter builds the Pong setting and runs `learn` of one rollout "
         f"(n_steps={N_STEPS}); peak RSS (ru_maxrss)",
         "",
-        "| envs | gradient steps | update XLA | RSS after setup (MiB) | peak RSS (MiB) | one rollout of uint8 obs (MB) "
-        "| as float32 (MB) | learn (s): rollout (finish) / update |",
-        "|--:|--:|---|--:|--:|--:|--:|--:|",
     ]
+    header = [
+        "envs",
+        "gradient steps",
+        "update XLA",
+        "RSS after setup (MiB)",
+        "peak RSS (MiB)",
+        "one rollout of uint8 obs (MB)",
+        "as float32 (MB)",
+        "learn (s): rollout (finish) / update",
+    ]
+    body = []
     for r in runs:
         n, phases = r["n_envs"], r.get("phases", {})
         u8 = rollout_bytes(n, N_STEPS, (84, 84, 4), 1) / 1e6
@@ -628,11 +234,19 @@ def memory_table(runs: list[dict]) -> str:
             split = (
                 f"{phases['rollout']:.1f} ({phases.get('finish', 0.0):.1f}) / {r['learn_s'] - phases['rollout']:.1f}"
             )
-        lines.append(
-            f"| {n} | {r['gradient_steps']} | {'yes' if r['update_xla'] else 'no'} | {r['rss_after_setup_mb']:,.0f} | "
-            f"{r['peak_rss_mb']:,.0f} | {u8:,.0f} | {4 * u8:,.0f} | {r['learn_s']:.1f}: {split} |"
+        body.append(
+            [
+                n,
+                r["gradient_steps"],
+                "yes" if r["update_xla"] else "no",
+                f"{r['rss_after_setup_mb']:,.0f}",
+                f"{r['peak_rss_mb']:,.0f}",
+                f"{u8:,.0f}",
+                f"{4 * u8:,.0f}",
+                f"{r['learn_s']:.1f}: {split}",
+            ]
         )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + harness.markdown_table(header, body, "rrlrrrrr")
 
 
 def acting_table(results: list[dict]) -> str:
@@ -645,22 +259,31 @@ def acting_table(results: list[dict]) -> str:
         f"OpenBLAS setting (TensorFlow threads {results[0].get('threads')}). The floor of one compiled call "
         f"(`x + 1` on [8, 400] float32, fed and fetched the same way): {floors}",
         "",
-        "| extractor | observation | batch (envs) | "
-        + " | ".join(f"compiled TF (µs), {label}" for label in labels)
-        + " | "
-        + " | ".join(f"numpy im2col (µs), {label}" for label in labels)
-        + " | fastest numpy / fastest compiled | max abs diff |",
-        "|---|---|--:|" + "--:|" * (2 * len(results) + 2),
     ]
+    header = [
+        "extractor",
+        "observation",
+        "batch (envs)",
+        *(f"compiled TF (µs), {label}" for label in labels),
+        *(f"numpy im2col (µs), {label}" for label in labels),
+        "fastest numpy / fastest compiled",
+        "max abs diff",
+    ]
+    body = []
     for i, row in enumerate(results[0]["rows"]):
         rows = [r["rows"][i] for r in results]
         compiled, numpy_ = [r["compiled_us"] for r in rows], [r["numpy_us"] for r in rows]
-        lines.append(
-            f"| {row['extractor']} | {row['observation']} | {row['batch']} | "
-            + " | ".join(f"{v:,.0f}" for v in compiled + numpy_)
-            + f" | {min(numpy_) / min(compiled):.2f}x | {max(r['max_abs_diff'] for r in rows):.1e} |"
+        body.append(
+            [
+                row["extractor"],
+                row["observation"],
+                row["batch"],
+                *(f"{v:,.0f}" for v in compiled + numpy_),
+                f"{min(numpy_) / min(compiled):.2f}x",
+                f"{max(r['max_abs_diff'] for r in rows):.1e}",
+            ]
         )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + harness.markdown_table(header, body, "llr" + "r" * (2 * len(results) + 2))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -694,6 +317,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--update-xla-min-steps", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     return parser
+
+
+def runs_of(*by_setting: dict) -> list[dict]:
+    """Every worker's result in `{setting: {framework: [result, ...]}}` tables."""
+    return [r for table in by_setting for runs in table.values() for results in runs.values() for r in results]
 
 
 def _alternate(settings, frameworks, repeats, pythons, args, extra, failures, flip=False) -> dict:
@@ -737,9 +365,10 @@ def main(argv=None) -> int:
         out = _launch("acting", sys.executable, "minatar", args, [], env_vars)
         (failures if "error" in out else acting).append(dict(out, env_vars=env_vars))
 
+    peers = {k: v for r in runs_of(runs, one_thread) if r.get("framework") == "sb3" for k, v in r["versions"].items()}
     print(
-        f"\n{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))}, {cpu_model()} ({os.cpu_count()} CPUs), "
-        f"1-min load average {load_start:.1f} at the start, {load_average():.1f} at the end; "
+        f"\n{harness.machine_header(peers, 'ale-py', 'minatar')}\n"
+        f"1-min load average {load_start:.1f} at the start; "
         f"{args.repeats} alternating repeat(s), wall {time.time() - started:.0f} s\n"
     )
     tables = [throughput_table(s, runs[s]) for s in settings if any(runs[s].values())]
@@ -753,7 +382,7 @@ def main(argv=None) -> int:
     for f in failures:
         print(f"Failed: {f.get('error')}\n{f.get('stderr_tail', '')}")
     if args.json:
-        result = dict(date=time.strftime("%Y-%m-%d"), cpu=cpu_model(), runs=runs, one_thread=one_thread)
+        result = dict(harness.machine(), runs=runs, one_thread=one_thread)
         with open(args.json, "w") as f:
             json.dump(dict(result, memory=memory, acting=acting), f, indent=2)
     return 1 if failures else 0

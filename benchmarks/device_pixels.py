@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 r"""Pixels on a GPU: RL-Zoo's Atari PPO on Pong (configs/pong.yaml) and a 2,048-member population of CNN PPO on
-TF-native MinAtar Breakout, prepared to run when a GPU is lent (the project never needs it).
+TF-native MinAtar Breakout, prepared for a machine with a GPU (nothing else needs one).
 
 Parts (`--parts`, both by default), each in a fresh interpreter that prints its figures as they come, so a part that
 fails, runs out of memory or is killed at its timeout leaves what it had measured and the other part still runs:
@@ -22,9 +22,9 @@ fails, runs out of memory or is killed at its timeout leaves what it had measure
 Output: one JSON object (date, CPU, TensorFlow, GPUs, GPU memory peak, each part's figures or its error), printed and,
 when $OUT is set, written to $OUT/device_pixels.json after each part.
 
-On the device (one H200, 10 minutes a command): TensorFlow with its CUDA libraries, gymnasium, ale-py and opencv must
-be installed (`pip install -e ".[atari]"`, TensorFlow's CUDA build of the pinned version: `pip install
-"tensorflow[and-cuda]==2.21.0"`). From the repository root:
+On a GPU machine (sized here for one H200 and a 10-minute limit a command): TensorFlow with its CUDA libraries,
+gymnasium, ale-py and opencv must be installed (`pip install -e ".[atari]"`, TensorFlow's CUDA build of the pinned
+version: `pip install "tensorflow[and-cuda]==2.21.0"`). From the repository root:
 
     PYTHONUNBUFFERED=1 timeout 590 python benchmarks/device_pixels.py --pong-timeout 180 --minatar-timeout 390 \
         --minatar-envs 64
@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -244,7 +244,8 @@ def main() -> int:
     unknown = [p for p in parts if p not in PARTS]
     if unknown:
         parser.error(f"--parts: expected names among {sorted(PARTS)}, got {unknown}")
-    report: dict = {"date": time.strftime("%Y-%m-%d %H:%M"), "cpu": cpu_model(), "cpus": os.cpu_count()}
+    report: dict = harness.machine()
+    print(harness.machine_header(), flush=True)
     out_dir = os.environ.get("OUT")
     for part in parts:
         report[part] = run_part(part, args.pong_timeout if part == "pong" else args.minatar_timeout)

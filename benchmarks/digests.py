@@ -8,6 +8,9 @@ gymnasium-path Pendulum run with gSDE and observation/reward normalization, a 2-
 2-replica gymnasium Pendulum run with target_kl, and a `kppo.PPO` run with SB3 schedules and target_kl. Each run
 starts in a fresh process (the replicated ones need 2 logical CPUs configured before TensorFlow starts). Digests
 are bit-level: compare them on one machine (other CPUs round differently).
+
+harness: not used. The digests are the output, compared line by line before and after a change: no machine header
+and no table go into it, and what this file computes stays exactly as it is.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 
+import harness  # benchmarks/ is sys.path[0] for a script
+
 WORKER = """
 import json, sys, time
 import kppo
@@ -38,8 +40,7 @@ def main() -> None:
     parser.add_argument("--distribute", choices=("none", "mirrored"), default="none")
     parser.add_argument("--timeout", type=int, default=1200)
     args = parser.parse_args()
-    print("| envs | device | devices | compile s | steps/s |")
-    print("|---|---|---|---|---|")
+    rows = []
     for envs in args.envs:
         out = subprocess.run(
             [sys.executable, "-c", WORKER, str(envs), str(args.steps), str(args.iterations), args.distribute],
@@ -49,13 +50,13 @@ def main() -> None:
         )
         if out.returncode != 0:
             failure = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode
-            print(f"| {envs:,} | failed: {failure} |")
+            rows.append([f"{envs:,}", f"failed: {failure}", "", "", ""])
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(
-            f"| {r['envs']:,} | {r['device']} | {r['devices']} | {r['compile_s']:.1f} | {r['steps_per_s']:,.0f} |",
-            flush=True,
-        )
+        rows.append([f"{r['envs']:,}", r["device"], r["devices"], f"{r['compile_s']:.1f}", f"{r['steps_per_s']:,.0f}"])
+    print(harness.machine_header())
+    print()
+    print(harness.markdown_table(["envs", "device", "devices", "compile s", "steps/s"], rows))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Export figures for the README: artifact size per quantization, single-observation latency, TFLite Micro arena,
+"""Export figures: artifact size per quantization, single-observation latency, TFLite Micro arena,
 and the closed-loop return change of quantized artifacts on Pendulum-v1 (trained with configs/pendulum.yaml), or
 (--task taxi) of a masked policy on Taxi-v4 (kppo.MaskablePPO, benchmarks/action_masks.py's setting, 500,000 steps;
 its artifacts take the action mask, which the closed loop reads from gymnasium's info["action_mask"]), or
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+import harness  # benchmarks/ is sys.path[0] for a script
 import kppo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,18 +111,17 @@ def main() -> None:
         kit = json.loads(run.stdout.strip().splitlines()[-1])
         rows.append((quantize or "float32", exported.metadata, kit))
     base = np.mean(rows[0][2]["returns"])
-    print(
-        "\n| quantization | size bytes | parity max error (rel. to range) | median invoke us | TFLM arena bytes "
-        "| closed-loop return (20 ep.) | change vs float32 |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    cells = []
     for name, meta, kit in rows:
         mean = np.mean(kit["returns"])
         arena = kit.get("arena_bytes", "n/a (TFLM rejects)") if name != "float16" else "n/a"
-        print(
-            f"| {name} | {meta['size_bytes']:,} | {meta['parity']['max_error']:.2e} | {kit['invoke_us']:.1f} | "
-            f"{arena} | {mean:.1f} | {100 * (mean - base) / abs(base):+.1f}% |"
-        )
+        change = f"{100 * (mean - base) / abs(base):+.1f}%"
+        error = f"{meta['parity']['max_error']:.2e}"
+        cells.append([name, f"{meta['size_bytes']:,}", error, f"{kit['invoke_us']:.1f}", arena, f"{mean:.1f}", change])
+    header = ["quantization", "size bytes", "parity max error (rel. to range)", "median invoke us", "TFLM arena bytes"]
+    header += [f"closed-loop return ({args.episodes} ep.)", "change vs float32"]
+    print(f"\n{harness.machine_header(None, 'ai-edge-litert')}\n")
+    print(harness.markdown_table(header, cells))
 
 
 if __name__ == "__main__":

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,24 +139,30 @@ def main() -> int:
         task, kind, members, seed, scale = args.worker
         print(json.dumps(worker(task, kind, int(members), int(seed), float(scale))))
         return 0
-    report = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "load_average": os.getloadavg(), "rows": []}
-    print(f"{report['date']}, {report['cpu']}, load average {report['load_average'][0]:.2f}")
-    print("| task | members | sequential wall | population wall (compile) | ratio | env-alone floor | floor ratio |")
-    print("|---|---|---|---|---|---|---|")
+    report = {**harness.machine(), "rows": []}
+    print(harness.machine_header())
+    print()
+    cells = []
     for task in args.tasks.split(","):
         row = measure(task, args.members, args.scale, args.python)
         report["rows"].append(row)
-        print(
-            f"| {task} | {row['members']} | {row['sequential_wall_s']:.1f} s | {row['population_wall_s']:.1f} s "
-            f"({row['population_compile_s']:.1f}) | {row['ratio']:.2f} | {row['floor_steps_s']:.1f} s | "
-            f"{row['floor_ratio']:.2f} |",
-            flush=True,
-        )
         single, members = row["single_final"], row["population_final"]
-        single_mean, members_mean = sum(single) / len(single), sum(members) / len(members)
-        print(f"  final eval returns: single {single_mean:.1f}, population {members_mean:.1f}")
-    report["load_average_after"] = os.getloadavg()
-    print(f"load average after: {report['load_average_after'][0]:.2f}")
+        cells.append(
+            [
+                task,
+                row["members"],
+                f"{row['sequential_wall_s']:.1f} s",
+                f"{row['population_wall_s']:.1f} s ({row['population_compile_s']:.1f})",
+                f"{row['ratio']:.2f}",
+                f"{row['floor_steps_s']:.1f} s",
+                f"{row['floor_ratio']:.2f}",
+                f"{sum(single) / len(single):.1f} / {sum(members) / len(members):.1f}",
+            ]
+        )
+    header = ["task", "members", "sequential wall", "population wall (compile)", "ratio", "env-alone floor"]
+    print(harness.markdown_table([*header, "floor ratio", "final return: single / population"], cells))
+    report["load_average_after"] = harness.load_average()
+    print(f"\nload average after: {report['load_average_after']}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -40,13 +40,13 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 
-from machine import package_versions  # benchmarks/ is sys.path[0] for a script
+import harness  # benchmarks/ is sys.path[0] for a script
+from harness import package_versions
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,12 +61,7 @@ def _load_cartpole_helpers():
 
 
 _cp = _load_cartpole_helpers()
-_rss_mb, _worker_env, _fmt, REPO_ROOT = (
-    _cp._rss_mb,
-    _cp._worker_env,
-    _cp._fmt,
-    _cp.REPO_ROOT,
-)
+_rss_mb, _worker_env, REPO_ROOT = _cp._rss_mb, _cp._worker_env, _cp.REPO_ROOT
 
 # --------------------------------------------------------------------------------------------------
 # The tasks. "lr" is ("constant", value) or ("linear", start) for lambda p: start * p (p = progress remaining).
@@ -390,46 +385,24 @@ def summarize(results: list, frameworks: list, task_sde: bool = False) -> tuple[
         for k in keys:
             row[k] = statistics.median(r[k] for r in ok)
         rows.append(row)
-    sb3 = next((r for r in rows if r["framework"] == "sb3"), None)
     kp = next((r for r in rows if r["framework"] == "kppo"), None)
     for row in rows:
-        row["kppo_sps_ratio"] = row["kppo_total_ratio"] = None
-        if row["framework"] == "kppo" and sb3 is not None:
-            row["kppo_sps_ratio"] = kp["steps_per_s"] / sb3["steps_per_s"]
-            row["kppo_total_ratio"] = kp["total_s"] / sb3["total_s"]
-
-    header = [
-        "framework",
-        "n",
-        "env_steps",
-        "import_s",
-        "setup_s",
-        "learn_s",
-        "total_s",
-        "steps/s",
-        "peak_rss_mb",
-        "final_return",
-        "steps/s kppo / sb3",
-        "total_s kppo / sb3",
+        row["kppo_sps_ratio"] = kp["steps_per_s"] / row["steps_per_s"] if kp and row["steps_per_s"] else None
+        row["kppo_total_ratio"] = kp["total_s"] / row["total_s"] if kp and row["total_s"] else None
+    columns = [
+        ("framework", "label", str),
+        ("n", "n"),
+        ("env_steps", "env_steps"),
+        ("import_s", "import_s"),
+        ("setup_s", "setup_s"),
+        ("learn_s", "learn_s"),
+        ("total_s", "total_s"),
+        ("steps/s", "steps_per_s", 0),
+        ("peak_rss_mb", "peak_rss_mb", 0),
+        ("final_return", "final_return", 1),
     ]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for r in rows:
-        cells = [
-            r["label"],
-            str(r["n"]),
-            f"{r['env_steps']:,}",
-            _fmt(r["import_s"]),
-            _fmt(r["setup_s"]),
-            _fmt(r["learn_s"]),
-            _fmt(r["total_s"]),
-            _fmt(r["steps_per_s"], 0),
-            _fmt(r["peak_rss_mb"], 0),
-            _fmt(r["final_return"], 1),
-            _fmt(r["kppo_sps_ratio"]),
-            _fmt(r["kppo_total_ratio"]),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return rows, "\n".join(lines)
+    ratios = [("kppo steps/s / this", "steps_per_s"), ("kppo total_s / this", "total_s")] if kp else []
+    return rows, harness.side_by_side(rows, columns, ratios, reference=rows.index(kp) if kp else 0)
 
 
 def _describe(task_name: str, timesteps: int) -> str:
@@ -532,8 +505,7 @@ def main(argv=None) -> int:
         summaries[task_name] = rows
         print(
             f"\n{_describe(task_name, budgets[task_name])}; seed {args.seed}, median of {args.repeats} "
-            f"repeat(s), one thread per framework, {os.cpu_count()} CPUs "
-            f"({platform.processor() or platform.machine()})\n"
+            f"repeat(s), one thread per framework\n{harness.machine_header(_cp.worker_versions(task_results))}\n"
         )
         print(table)
         sde_notes = {r["sde_note"] for r in task_results if r.get("sde_note")}

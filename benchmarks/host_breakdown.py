@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import platform
 import sys
 import time
+
+import harness  # benchmarks/ is sys.path[0] for a script
 
 TASKS = {
     "cartpole": dict(env="CartPole-v1", num_envs=16, num_steps=128, num_epochs=4, num_minibatches=4),
@@ -126,21 +127,35 @@ def main(argv=None) -> int:
         for jit_update in (False, True):
             rows.append(measure(task, jit_update, args.iterations))
             print(rows[-1], file=sys.stderr, flush=True)
-    print(
-        f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, one TensorFlow thread, "
-        f"{args.iterations} iterations after one to compile\n"
-    )
-    print(
-        "| task | update | env step µs | acting µs | bookkeeping µs | per vector step µs | post-rollout call ms "
-        "| update ms | per gradient step µs | env steps/s |"
-    )
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
-    for r in rows:
-        print(
-            f"| {r['task']} | {'XLA' if r['jit_update'] else 'graph'} | {r['env_us']:.0f} | {r['act_us']:.0f} | "
-            f"{r['bookkeeping_us']:.0f} | {r['step_us']:.0f} | {r['finish_ms']:.1f} | {r['update_ms']:.0f} | "
-            f"{r['gradient_step_us']:.0f} | {r['env_steps_per_s']:,.0f} |"
-        )
+    print(f"one TensorFlow thread, {args.iterations} iterations after one to compile\n{harness.machine_header()}\n")
+    header = [
+        "task",
+        "update",
+        "env step µs",
+        "acting µs",
+        "bookkeeping µs",
+        "per vector step µs",
+        "post-rollout call ms",
+        "update ms",
+        "per gradient step µs",
+        "env steps/s",
+    ]
+    cells = [
+        [
+            r["task"],
+            "XLA" if r["jit_update"] else "graph",
+            f"{r['env_us']:.0f}",
+            f"{r['act_us']:.0f}",
+            f"{r['bookkeeping_us']:.0f}",
+            f"{r['step_us']:.0f}",
+            f"{r['finish_ms']:.1f}",
+            f"{r['update_ms']:.0f}",
+            f"{r['gradient_step_us']:.0f}",
+            f"{r['env_steps_per_s']:,.0f}",
+        ]
+        for r in rows
+    ]
+    print(harness.markdown_table(header, cells, align="llrrrrrrrr"))
     return 0
 
 

@@ -2,7 +2,7 @@
 for Microcontrollers' arena and microseconds, for a SmallCNN on MinAtar-like 10x10x4 frames and a NatureCNN on
 84x84x4 frames (kppo.PPO "CnnPolicy", trained briefly on a task whose frames look like the input they stand for).
 
-Targets (the image-export issue): MinAtar-CNN int8 <= 160 KB and <= 50 us/frame; NatureCNN int8 <= 1.8 MB and
+Targets: MinAtar-CNN int8 <= 160 KB and <= 50 us/frame; NatureCNN int8 <= 1.8 MB and
 <= 2 ms/frame (LiteRT, one thread, its default XNNPACK delegate). TFLite Micro's microseconds are its portable
 reference kernels on this host CPU, not a microcontroller's figure.
 
@@ -12,7 +12,6 @@ reference kernels on this host CPU, not a microcontroller's figure.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import numpy as np
 import kppo
 from kppo.exporter.calibration import record_observations
 from kppo.exporter.runner import TFLiteRunner
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = """
@@ -142,23 +141,29 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    print(f"CPU: {cpu_model()}; {datetime.datetime.now().isoformat(timespec='seconds')}; kppo {kppo.__version__}")
     rows = [row for name in args.task for row in run_task(name, args.steps, out)]
-    print(
-        "\n| task | quantization | size bytes | LiteRT us/frame (invoke) | TFLM arena bytes | TFLM us/frame "
-        "| actions = float policy (1,000 own frames) | target (int8) |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"\n{harness.machine_header(None, 'ai-edge-litert')}\n")
+    cells = []
     for row in rows:
         size, us = TARGETS[row["task"]]
         target = ""
         if row["quantization"] == "int8":
             ok = row["size"] <= size and row["invoke_us"] <= us
             target = f"<= {size:,} B, <= {us:g} us: {'met' if ok else 'MISSED'}"
-        print(
-            f"| {row['task']} | {row['quantization']} | {row['size']:,} | {row['invoke_us']:.1f} | "
-            f"{row['arena_bytes']:,} | {row['micro_invoke_us']:,.0f} | {100 * row['agree']:.1f}% | {target} |"
+        cells.append(
+            [
+                row["task"],
+                row["quantization"],
+                f"{row['size']:,}",
+                f"{row['invoke_us']:.1f}",
+                f"{row['arena_bytes']:,}",
+                f"{row['micro_invoke_us']:,.0f}",
+                f"{100 * row['agree']:.1f}%",
+                target,
+            ]
         )
+    header = ["task", "quantization", "size bytes", "LiteRT us/frame (invoke)", "TFLM arena bytes", "TFLM us/frame"]
+    print(harness.markdown_table([*header, "actions = float policy (1,000 own frames)", "target (int8)"], cells))
     (out / "figures.json").write_text(json.dumps(rows, indent=2))
 
 

@@ -54,7 +54,8 @@ import sys
 import time
 from pathlib import Path
 
-from machine import package_versions  # benchmarks/ is sys.path[0] for a script
+import harness  # benchmarks/ is sys.path[0] for a script
+from harness import package_versions
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent
@@ -116,7 +117,7 @@ def _load_module(name: str, path: Path):
     return module
 
 
-cnn_speed = _load_module("_kppo_bench_cnn_speed", HERE / "cnn_speed.py")  # standard library only at import
+cnn_speed = _load_module("_kppo_bench_cnn_settings", HERE / "cnn_settings.py")  # standard library only at import
 
 
 # --------------------------------------------------------------------------------------------------
@@ -337,25 +338,20 @@ def report(result: dict) -> str:
             f"{mine[0]['steps']:,} steps a run; PPO CnnPolicy "
             f"{', '.join(f'{k}={v}' for k, v in setting['ppo'].items())})",
             "",
-            "| seed | kppo eval (det.) | SB3 eval (det.) | kppo eval (stoch.) | SB3 eval (stoch.) | kppo train, last "
-            "100 ep. | SB3 train, last 100 ep. | kppo steps/s | SB3 steps/s |",
-            "|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         ]
+        keys = ("eval_deterministic", "eval_stochastic", "train_last_100")
+        per_seed = []
         for seed in seeds:
             k, s = by["kppo"].get(seed, {}), by["sb3"].get(seed, {})
-            lines.append(
-                f"| {seed} | {_cell(k.get('eval_deterministic'))} | {_cell(s.get('eval_deterministic'))} | "
-                f"{_cell(k.get('eval_stochastic'))} | {_cell(s.get('eval_stochastic'))} | "
-                f"{_cell(k.get('train_last_100'))} | {_cell(s.get('train_last_100'))} | "
-                f"{_cell(k.get('steps_per_s'), 0)} | {_cell(s.get('steps_per_s'), 0)} |"
-            )
-        lines += [
-            "",
-            "| score | kppo mean [95% CI] | SB3 mean [95% CI] | seeds | kppo / SB3 | kppo inside SB3's CI | "
-            "permutation p (exact; smallest possible) |"
-            + (f" seeds >= RL-Zoo {setting['zoo']} (kppo, SB3) |" if setting["zoo"] else ""),
-            "|---|--:|--:|--:|--:|--:|--:|" + ("--:|" if setting["zoo"] else ""),
-        ]
+            cells = [_cell(side.get(key)) for key in keys for side in (k, s)]
+            per_seed.append([seed, *cells, _cell(k.get("steps_per_s"), 0), _cell(s.get("steps_per_s"), 0)])
+        header = ["seed", "kppo eval (det.)", "SB3 eval (det.)", "kppo eval (stoch.)", "SB3 eval (stoch.)"]
+        header += ["kppo train, last 100 ep.", "SB3 train, last 100 ep.", "kppo steps/s", "SB3 steps/s"]
+        lines += [harness.markdown_table(header, per_seed, "r" * 9), ""]
+        header = ["score", "kppo mean [95% CI]", "SB3 mean [95% CI]", "seeds", "kppo / SB3", "kppo inside SB3's CI"]
+        header += ["permutation p (exact; smallest possible)"]
+        header += [f"seeds >= RL-Zoo {setting['zoo']} (kppo, SB3)"] if setting["zoo"] else []
+        summary = []
         for key, label in (
             ("eval_deterministic", "eval, deterministic"),
             ("eval_stochastic", "eval, stochastic"),
@@ -374,13 +370,12 @@ def report(result: dict) -> str:
 
             inside = {None: "n/a", True: "yes", False: "no"}[versus["inside"]]
             ratio = "" if versus["ratio"] is None else f"{versus['ratio']:.3f}"
-            row = (
-                f"| {label} | {ci(ours)} | {ci(ref)} | {ours['seeds']}, {ref['seeds']} | {ratio} | {inside} | "
-                f"{test.p_value:.3f} ({'exact' if test.exact else 'sampled'}; {test.p_min:.3f}) |"
-            )
+            p = f"{test.p_value:.3f} ({'exact' if test.exact else 'sampled'}; {test.p_min:.3f})"
+            row = [label, ci(ours), ci(ref), f"{ours['seeds']}, {ref['seeds']}", ratio, inside, p]
             if setting["zoo"]:
-                row += f" {ours['seeds_reached']}/{ours['seeds']}, {ref['seeds_reached']}/{ref['seeds']} |"
-            lines.append(row)
+                row.append(f"{ours['seeds_reached']}/{ours['seeds']}, {ref['seeds_reached']}/{ref['seeds']}")
+            summary.append(row)
+        lines.append(harness.markdown_table(header, summary, "l" + "r" * (len(header) - 1)))
         walls = {f: [r["process_wall_s"] for r in by[f].values() if "process_wall_s" in r] for f in FRAMEWORKS}
         loads = [r["load_before"] for r in mine if r.get("load_before") is not None]
         lines += [
@@ -436,7 +431,7 @@ def main(argv=None) -> int:
         return 0
     result = _read(args.json)
     result.setdefault("started", time.strftime("%Y-%m-%d %H:%M"))
-    result.update(cpu=cnn_speed.cpu_model(), cpus=os.cpu_count(), thread_env=THREAD_ENV)
+    result.update(cpu=harness.cpu_model(), cpus=os.cpu_count(), thread_env=THREAD_ENV)
     done = {(r["framework"], r["setting"], r["seed"]) for r in result["records"] if "error" not in r}
     pythons = {"kppo": sys.executable, "sb3": args.python_sb3}
     frameworks = [f for f in args.frameworks.split(",") if f]
@@ -449,10 +444,8 @@ def main(argv=None) -> int:
                 _write(args.json, result)
     result["finished"] = time.strftime("%Y-%m-%d %H:%M")
     _write(args.json, result)
-    print(
-        f"\n{result['started']} - {result['finished']}, {result['cpu']} ({result['cpus']} CPUs), 1-min load "
-        f"average {cnn_speed.load_average():.1f} at the end\n"
-    )
+    peers = {k: v for r in result["records"] if r.get("framework") == "sb3" for k, v in r.get("versions", {}).items()}
+    print(f"\nstarted {result['started']}\n{harness.machine_header(peers, 'minigrid', 'minatar')}\n")
     print(report(result))
     return 1 if any("error" in r for r in result["records"]) else 0
 

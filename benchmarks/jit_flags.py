@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import harness  # benchmarks/ is sys.path[0] for a script
+
 WORKER = """
 import json, sys, time
 import kppo
@@ -47,18 +49,15 @@ def main() -> None:
                 check=True,
             )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(
-        "| jit_rollout | jit_update | compile s (first call) | ms / iteration | steps/s |"
-        f"   ({args.env}, best of {args.repeats})"
-    )
-    print("|---|---|---|---|---|")
+    print(f"{args.env}, best of {args.repeats}\n{harness.machine_header()}\n")
+    cells = []
     for r, u in [(True, False), (True, True), (False, False), (False, True)]:
         runs = [x for x in rows if x["jit_rollout"] == r and x["jit_update"] == u]
         best = min(runs, key=lambda x: x["ms_per_iteration"])
-        print(
-            f"| {r} | {u} | {min(x['compile_s'] for x in runs):.2f} | {best['ms_per_iteration']:.1f} "
-            f"| {best['steps_per_s']:,.0f} |"
-        )
+        compile_s = min(x["compile_s"] for x in runs)
+        cells.append([r, u, f"{compile_s:.2f}", f"{best['ms_per_iteration']:.1f}", f"{best['steps_per_s']:,.0f}"])
+    header = ["jit_rollout", "jit_update", "compile s (first call)", "ms / iteration", "steps/s"]
+    print(harness.markdown_table(header, cells))
 
 
 if __name__ == "__main__":

@@ -4,11 +4,10 @@ python benchmarks/learning.py configs/cartpole.yaml --seeds 0 1 2 3 4 [--thresho
 """
 
 import argparse
-import platform
-import time
 
 import numpy as np
 
+import harness  # benchmarks/ is sys.path[0] for a script
 import kppo
 
 
@@ -21,27 +20,27 @@ def main() -> None:
     config = kppo.Config.from_yaml(args.config)
     finals = []
     print(
-        f"{config.env}: {config.total_timesteps:,} steps, {config.num_eval_envs} deterministic eval episodes, "
-        f"{time.strftime('%Y-%m-%d')}, {platform.machine()} x {__import__('os').cpu_count()} CPUs\n"
+        f"{config.env}: {config.total_timesteps:,} steps, {config.num_eval_envs} deterministic eval episodes\n"
+        f"{harness.machine_header()}\n"
     )
-    print(
-        "| seed | final eval mean +- std | best round | compile s | run s | steps/s |"
-        + (" reached |" if args.threshold is not None else "")
-    )
-    print("|---|---|---|---|---|---|" + ("---|" if args.threshold is not None else ""))
+    header = ["seed", "final eval mean +- std", "best round", "compile s", "run s", "steps/s"]
+    rows = []
     for seed in args.seeds:
         result = kppo.train(config=config, seed=seed)
         m, t = result.metrics, result.timings
         final = float(m["eval/mean_returns"][-1])
         finals.append(final)
         steps_per_s = m["train/total_steps"][-1] / t["total_s"]
-        row = (
-            f"| {seed} | {final:.1f} +- {m['eval/std_returns'][-1]:.1f} | {m['eval/mean_returns'].max():.1f} | "
-            f"{t['compile_s']:.1f} | {t['run_s']:.1f} | {steps_per_s:,.0f} |"
-        )
-        if args.threshold is not None:
-            row += f" {'yes' if final >= args.threshold else 'no'} |"
-        print(row, flush=True)
+        row = [
+            seed,
+            f"{final:.1f} +- {m['eval/std_returns'][-1]:.1f}",
+            f"{m['eval/mean_returns'].max():.1f}",
+            f"{t['compile_s']:.1f}",
+            f"{t['run_s']:.1f}",
+            f"{steps_per_s:,.0f}",
+        ]
+        rows.append(row + (["yes" if final >= args.threshold else "no"] if args.threshold is not None else []))
+    print(harness.markdown_table(header + (["reached"] if args.threshold is not None else []), rows))
     print(f"\nmean over seeds: {np.mean(finals):.1f} +- {np.std(finals):.1f} (min {np.min(finals):.1f})")
 
 

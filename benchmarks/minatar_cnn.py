@@ -91,7 +91,7 @@ SETTINGS = {"purejaxrl_cnn": SETTING, "gymnax_mlp": GYMNAX_MLP, "gymnax_cnn": GY
 
 
 def main() -> None:
-    from machine import cpu_model  # benchmarks/machine.py (this folder is sys.path[0] for a script)
+    import harness  # benchmarks/ is sys.path[0] for a script
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="breakout_minatar_gymnax")
@@ -109,7 +109,6 @@ def main() -> None:
 
     import kppo
     from benchmarks.stats import bootstrap_mean_ci
-    import tensorflow as tf
 
     from kppo.agent import checkpoint
 
@@ -175,10 +174,7 @@ def main() -> None:
             print(json.dumps({k: v for k, v in row.items() if not k.endswith(("_steps", "_curve"))}), flush=True)
         low, high = bootstrap_mean_ci(finals) if len(finals) > 1 else (finals[0], finals[0])
         summary = {
-            "date": time.strftime("%Y-%m-%d"),
-            "cpu": cpu_model(),
-            "tensorflow": tf.__version__,
-            "kppo": kppo.__version__,
+            **harness.machine(),
             "env": args.env,
             "steps_per_seed": args.steps,
             "seeds": args.seeds,
@@ -193,6 +189,7 @@ def main() -> None:
         if args.json:  # rewritten after every run, so a cut-short job keeps the seeds that finished
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps(summary, indent=1))
+    print(harness.machine_header())
     print(json.dumps({k: v for k, v in summary.items() if k != "per_seed"}))
 
 

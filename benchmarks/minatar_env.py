@@ -12,15 +12,13 @@ Python loop over one env (random actions, `reset` on terminal), the way a gymnas
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import time
 
 import numpy as np
 
 import kppo.envs
 from kppo._tf import tf
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 
 def make_run(env: kppo.envs.VecEnv, num_envs: int, num_steps: int, jit_compile: bool):
@@ -87,18 +85,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--minatar-steps", type=int, default=20_000)
     args = parser.parse_args()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(f"{datetime.date.today().isoformat()}, {cpu_model()}, {cores} cores, TensorFlow {tf.__version__}")
-    print("| game | implementation | envs | XLA | first call s | steps/s |")
-    print("|---|---|---|---|---|---|")
+    rows = []
     for game in args.games:
         for num_envs in args.envs:
             for jit_compile in (True, False):
                 first, rate = time_tf(game, num_envs, args.steps, jit_compile, args.repeats)
                 xla = "yes" if jit_compile else "no"
-                print(f"| {game} | kppo TF-native | {num_envs:,} | {xla} | {first:.1f} | {rate:,.0f} |", flush=True)
+                rows.append([game, "kppo TF-native", f"{num_envs:,}", xla, f"{first:.1f}", f"{rate:,.0f}"])
         rate = time_minatar(game, args.minatar_steps)
-        print(f"| {game} | minatar (numpy, 1 env) | 1 | — | — | {rate:,.0f} |", flush=True)
+        rows.append([game, "minatar (numpy, 1 env)", 1, "—", "—", f"{rate:,.0f}"])
+    print(harness.machine_header(None, "minatar"))
+    print()
+    print(harness.markdown_table(["game", "implementation", "envs", "XLA", "first call s", "steps/s"], rows))
 
 
 if __name__ == "__main__":

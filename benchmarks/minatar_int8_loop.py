@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -178,7 +177,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import kppo
-    from benchmarks.minatar_cnn import cpu_model
+    import harness  # benchmarks/ is sys.path[0] for a script
     from benchmarks.stats import bootstrap_mean_ci
     from kppo.exporter.calibration import record_observations
     from kppo.exporter.runner import TFLiteRunner
@@ -256,9 +255,7 @@ def main() -> None:
         loop[condition]["int8_over_float32_ci95"] = list(paired_ratio_ci(int8, f32))
         loop[condition]["episodes_same_return_int8_float32"] = float(np.mean(int8 == f32))
     summary = {
-        "date": time.strftime("%Y-%m-%d"),
-        "cpu": cpu_model(),
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        **harness.machine(),
         "agent": str(args.agent),
         "episodes": args.episodes,
         "frames": args.frames,
@@ -270,6 +267,7 @@ def main() -> None:
         "wall_s": round(time.perf_counter() - started, 1),
     }
     ratios = {c: {k: v for k, v in loop[c].items() if k.startswith(("int8_", "episodes_"))} for c in loop}
+    print(harness.machine_header(None, "ai-edge-litert", "minatar"))
     print(json.dumps({**{k: v for k, v in summary.items() if k not in ("closed_loop", "artifacts")}, **ratios}))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

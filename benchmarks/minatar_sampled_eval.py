@@ -17,7 +17,6 @@ import argparse
 import functools
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +27,7 @@ EPISODES = 164  # gymnax-blines' num_test_rollouts
 
 
 def main() -> None:
-    from machine import cpu_model  # benchmarks/ is sys.path[0] for a script
+    import harness  # benchmarks/ is sys.path[0] for a script
     from minatar_int8_loop import load_trained, play
 
     from benchmarks.stats import bootstrap_mean_ci
@@ -55,14 +54,14 @@ def main() -> None:
     means = [row["sampled_mean"] for row in rows]
     low, high = bootstrap_mean_ci(means) if len(means) > 1 else (means[0], means[0])
     summary = {
-        "date": time.strftime("%Y-%m-%d"),
-        "cpu": cpu_model(),
+        **harness.machine(),
         "episodes": args.episodes,
         "sampled_mean_over_agents": round(float(np.mean(means)), 2),
         "sampled_ci95_over_agents": [round(low, 2), round(high, 2)],
         "deterministic_mean_over_agents": round(float(np.mean([r["deterministic_mean"] for r in rows])), 2),
         "per_agent": rows,
     }
+    print(harness.machine_header())
     print(json.dumps({k: v for k, v in summary.items() if k != "per_agent"}))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,8 @@
 """Population-based training against the same members with their values fixed, where the fixed values are poor.
 
 The task: TF-native Pendulum at configs/pendulum_100k.yaml (100k steps a member) with a constant learning rate 5-20x
-the tuned 1e-3 (`--start range`: members start at 5e-3 ... 2e-2, log-spaced; `--start 10x`: all at 1e-2, the issue's
-"initial learning rate 10x too high"), and 16 evaluation rounds of 32 episodes. For each seed
+the tuned 1e-3 (`--start range`: members start at 5e-3 ... 2e-2, log-spaced; `--start 10x`: all at 1e-2, an
+initial learning rate 10x too high), and 16 evaluation rounds of 32 episodes. For each seed
 of the whole procedure, two 8-member populations from the same initial values and member seeds:
   fixed  `kppo.train(env, configs)`: each member keeps its values;
   pbt    `kppo.tuning.pbt.pbt`: every round (--interval) the bottom quarter copies a top-quarter member and perturbs
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from machine import finish_record, package_versions, run_record
+import harness  # benchmarks/ is sys.path[0] for a script
+from harness import finish_record, package_versions, run_record
 
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "pendulum_100k.yaml"
 SPACE = {
@@ -103,7 +104,19 @@ def main() -> None:
         )
     wins = sum(r["pbt_best"] > r["fixed_best"] for r in record["procedures"])
     record["pbt_best_wins"] = wins
-    print(f"PBT's best member beats the best fixed member in {wins} of {args.seeds} procedures")
+    print(f"\n{harness.machine_header(None, 'optuna')}\n")
+    header = [
+        "procedure seed",
+        "fixed: best member",
+        "PBT: best member",
+        "fixed: mean of 8",
+        "PBT: mean of 8",
+        "copies",
+    ]
+    keys = ("fixed_best", "pbt_best", "fixed_mean", "pbt_mean")
+    rows = [[seed, *(f"{r[k]:.1f}" for k in keys), r["copies"]] for seed, r in enumerate(record["procedures"])]
+    print(harness.markdown_table(header, rows))
+    print(f"\nPBT's best member beats the best fixed member in {wins} of {args.seeds} procedures")
     finish_record(record, args.json)
 
 

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 
 def worker(kind: str, members: int, seed: int, iterations: int | None) -> dict:
@@ -85,6 +85,14 @@ def run_worker(python: str, *args: str) -> dict:
     return {**json.loads(lines[-1]), "process_wall_s": wall}
 
 
+def number(point: dict | None, key: str, digits: int = 0) -> str:
+    """A curve point's steps/s (or its timings' compile_s) as a cell; empty where the size was not run."""
+    if point is None:
+        return ""
+    value = point["steps_per_s"] if key == "steps_per_s" else point["timings"][key]
+    return f"{value:,.{digits}f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--members", type=int, default=8)
@@ -114,8 +122,8 @@ def main() -> int:
             print(json.dumps(worker(kind, int(members), int(seed), iterations)))
         return 0
 
-    report: dict = {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "members": args.members}
-    print(f"{report['date']}, {report['cpu']}, {args.members} members of the fixed CartPole setting")
+    report: dict = {**harness.machine(), "members": args.members}
+    print(f"{harness.machine_header()}\n{args.members} members of the fixed CartPole setting")
     parts = set(args.parts.split(","))
     sequential_wall = None
     if "sequential" in parts:
@@ -161,6 +169,15 @@ def main() -> int:
                 f"  rejax {size:>3} members: process {point['process_wall_s']:.1f} s, compile "
                 f"{timings['compile_s']:.1f} s, {point['steps_per_s']:>9,.0f} steps/s (jax {point['versions']['jax']})"
             )
+    curve = {point["members"]: point for point in report["curve"]}
+    rejax = {point["members"]: point for point in report.get("rejax", [])}
+    sizes = sorted(set(curve) | set(rejax))
+    if sizes:
+        rows = [["kppo population: steps/s", *(number(curve.get(n), "steps_per_s") for n in sizes)]]
+        rows.append(["kppo population: compile s", *(number(curve.get(n), "compile_s", 1) for n in sizes)])
+        rows.append(["rejax: steps/s", *(number(rejax.get(n), "steps_per_s") for n in sizes)])
+        rows.append(["rejax: compile s", *(number(rejax.get(n), "compile_s", 1) for n in sizes)])
+        print("\n" + harness.markdown_table(["members", *map(str, sizes)], rows))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -32,7 +32,7 @@ import statistics
 import subprocess
 import sys
 import time
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV_ID = "CartPole-v1"
@@ -171,32 +171,25 @@ ROWS = [  # (label, key, unit format)
 
 def table(results: dict[str, dict], args) -> str:
     kppo, sb3 = results.get("kppo"), results.get("sb3")
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    lines = [
-        f"{time.strftime('%Y-%m-%d')}, {cpu_model()} ({os.cpu_count()} CPUs{load}), PPO('MlpPolicy', '{ENV_ID}') "
-        f"untrained, median of {args.repeats} x {args.calls} calls; evaluate_policy over {args.episodes} episodes",
-        "",
-        "| measure | kppo | SB3 | SB3 / kppo |",
-        "|---|--:|--:|--:|",
-    ]
+    rows = []
     for label, key, fmt in ROWS:
         cells = [fmt.format(_get(r, key)) if r else "" for r in (kppo, sb3)]
-        lines.append(f"| {label} | {cells[0]} | {cells[1]} | {_ratio(sb3, kppo, key)} |")
+        rows.append([label, *cells, _ratio(sb3, kppo, key)])
     for name in ("evaluate_deterministic", "evaluate_stochastic"):
         steps = [str(r[name]["steps"]) if r else "" for r in (kppo, sb3)]
-        lines.append(
-            f"| {name.replace('_', ', ').replace('evaluate', 'evaluate_policy')} (env steps) | "
-            f"{steps[0]} | {steps[1]} | |"
-        )
+        rows.append([f"{name.replace('_', ', ').replace('evaluate', 'evaluate_policy')} (env steps)", *steps, ""])
     if sb3:
-        lines.append(f"| SB3: torch threads | | {sb3['torch_threads']} | |")
+        rows.append(["SB3: torch threads", "", sb3["torch_threads"], ""])
     if kppo:
         before = kppo["tensorflow_path_us"]
-        lines.append(
-            f"| kppo's TensorFlow path, 1 obs (µs/call; predict before) | {before:.1f} | | "
-            f"{before / kppo['predict_deterministic_us']:.1f}x slower than kppo's predict |"
-        )
-    return "\n".join(lines)
+        slower = f"{before / kppo['predict_deterministic_us']:.1f}x slower than kppo's predict"
+        rows.append(["kppo's TensorFlow path, 1 obs (µs/call; predict before)", f"{before:.1f}", "", slower])
+    return (
+        f"{harness.machine_header(sb3.get('versions') if sb3 else None)}\n"
+        f"PPO('MlpPolicy', '{ENV_ID}') untrained, median of {args.repeats} x {args.calls} calls; "
+        f"evaluate_policy over {args.episodes} episodes\n\n"
+        + harness.markdown_table(["measure", "kppo", "SB3", "SB3 / kppo"], rows, align="lrrr")
+    )
 
 
 def main(argv=None) -> int:
@@ -218,7 +211,7 @@ def main(argv=None) -> int:
     print(table(results, args))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(date=time.strftime("%Y-%m-%d"), cpu=cpu_model(), results=results), f, indent=2)
+            json.dump(dict(**harness.machine(), results=results), f, indent=2)
     return 0
 
 

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+import harness  # benchmarks/ is sys.path[0] for a script
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMEWORKS = ("kppo_lstm", "sb3_contrib_lstm", "kppo_mlp", "sb3_mlp")
 TASKS = {
@@ -181,10 +183,8 @@ def _launch(name: str, task: str, seed: int, python: str) -> dict:
 
 def table(results: list[dict]) -> str:
     stats = _load("stats")
-    lines = [
-        "| task | framework | seeds | mean return | 95% CI | per seed | steps/s | p vs kppo LSTM |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["task", "framework", "seeds", "mean return", "95% CI", "per seed", "steps/s", "p vs kppo LSTM"]
+    body = []
     for task in dict.fromkeys(r["task"] for r in results):
         ours = [r["mean_return"] for r in results if r["task"] == task and r["framework"] == "kppo_lstm"]
         for name in FRAMEWORKS:
@@ -195,11 +195,19 @@ def table(results: list[dict]) -> str:
             low, high = stats.bootstrap_mean_ci(finals)
             speed = sorted(r["steps_per_s"] for r in rows)[len(rows) // 2]
             p = "" if name == "kppo_lstm" or not ours else f"{stats.permutation_test(ours, finals).p_value:.3f}"
-            lines.append(
-                f"| {task} | {name} ({rows[0]['version']}) | {len(rows)} | {sum(finals) / len(finals):.1f} | "
-                f"[{low:.1f}, {high:.1f}] | {' / '.join(f'{v:.1f}' for v in finals)} | {speed:,.0f} | {p} |"
+            body.append(
+                [
+                    task,
+                    f"{name} ({rows[0]['version']})",
+                    len(rows),
+                    f"{sum(finals) / len(finals):.1f}",
+                    f"[{low:.1f}, {high:.1f}]",
+                    " / ".join(f"{v:.1f}" for v in finals),
+                    f"{speed:,.0f}",
+                    p,
+                ]
             )
-    return "\n".join(lines)
+    return harness.markdown_table(header, body)
 
 
 def main(argv=None) -> int:
@@ -232,7 +240,9 @@ def main(argv=None) -> int:
                 if args.json:
                     with open(args.json, "w") as f:
                         json.dump(results, f, indent=1)
-    print(f"{time.strftime('%Y-%m-%d')}, {_load('population').cpu_model()} ({os.cpu_count()} CPUs)\n")
+    peers = {"sb3_contrib_lstm": "sb3-contrib", "sb3_mlp": "stable-baselines3"}
+    print(harness.machine_header({peers[r["framework"]]: r["version"] for r in results if r["framework"] in peers}))
+    print()
     print(table(results))
     return 0
 

@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 
+import harness  # benchmarks/ is sys.path[0] for a script
+
 WORKER = """
 import json, sys
 import kppo
@@ -44,13 +46,17 @@ def main() -> None:
             check=True,
         )
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print("| replicas | compile s | run s | total s | steps/s (end to end) | final return |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['replicas']} | {r['compile_s']:.1f} | {r['run_s']:.1f} | {r['total_s']:.1f} | "
-            f"{r['steps_per_s_total']:,.0f} | {r['final_return']:.1f} |"
-        )
+    columns = [
+        ("replicas", "replicas", str),
+        ("compile s", "compile_s", 1),
+        ("run s", "run_s", 1),
+        ("total s", "total_s", 1),
+        ("steps/s (end to end)", "steps_per_s_total", 0),
+        ("final return", "final_return", 1),
+    ]
+    print(harness.machine_header())
+    print()
+    print(harness.side_by_side(rows, columns, [("1 replica's total s / this", "total_s")]))
 
 
 if __name__ == "__main__":

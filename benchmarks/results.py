@@ -23,7 +23,6 @@ import argparse
 import importlib.util
 import json
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ def _load_module(name: str, path: Path):
 
 
 stats = _load_module("_kppo_bench_stats", Path(__file__).with_name("stats.py"))
+harness = _load_module("_kppo_bench_harness", Path(__file__).with_name("harness.py"))
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ TASKS = {
 
 
 def _machine() -> str:
-    return f"{platform.machine()} x {os.cpu_count()} CPUs"
+    return f"{harness.cpu_model()} x {os.cpu_count()} CPUs"
 
 
 def run_kppo(task: Task, seed: int) -> dict:
@@ -489,11 +489,9 @@ def _cells(s: dict, versus: dict | None) -> list[str]:
 
 def table(results: dict[tuple[str, str], list[dict]]) -> str:
     """One row per task and framework; the comparison columns test each kppo framework against SB3."""
-    lines = [
-        "| task | budget | RL-Zoo PPO | framework | seeds | mean | 95% CI of the mean | std | per seed | vs zoo | "
-        "p vs SB3 | in SB3's CI | mean / SB3's | wall s | steps/s |",
-        "|---" * 15 + "|",
-    ]
+    header = ["task", "budget", "RL-Zoo PPO", "framework", "seeds", "mean", "95% CI of the mean", "std", "per seed"]
+    header += ["vs zoo", "p vs SB3", "in SB3's CI", "mean / SB3's", "wall s", "steps/s"]
+    lines = []
     for name, task in TASKS.items():
         sb3 = results.get((name, "sb3"))
         reference = summarize(sb3, task.zoo) if sb3 else None
@@ -503,12 +501,12 @@ def table(results: dict[tuple[str, str], list[dict]]) -> str:
             if not rows and framework in OPTIONAL:
                 continue
             if not rows:
-                lines.append("| " + " | ".join(head + ["0", "not run"] + [""] * 9) + " |")
+                lines.append(head + ["0", "not run"] + [""] * 9)
                 continue
             s = summarize(rows, task.zoo)
             versus = stats.compare(s, reference) if framework != "sb3" and reference is not None else None
-            lines.append("| " + " | ".join(head + _cells(s, versus)) + " |")
-    return "\n".join(lines)
+            lines.append(head + _cells(s, versus))
+    return harness.markdown_table(header, lines)
 
 
 def figure(name: str, results: dict[tuple[str, str], list[dict]], path: Path) -> None:

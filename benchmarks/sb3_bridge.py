@@ -9,8 +9,6 @@ model and load. Needs tflite-micro (`pip install "./export[micro]"`).
 
 from __future__ import annotations
 
-import datetime
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -20,12 +18,12 @@ import numpy as np
 import kppo
 from kppo.exporter.runner import TFLiteRunner
 from kppo_runtime.micro_check import check
-from machine import cpu_model
+import harness  # benchmarks/ is sys.path[0] for a script
 
 SAVED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "sb3" / "saved"
 
 
-def row(case: str, out: Path) -> str:
+def row(case: str, out: Path) -> list[str]:
     data = dict(np.load(SAVED / f"{case}.npz"))
     raw = data["obs"].astype(np.float32)
     start = time.perf_counter()
@@ -42,19 +40,22 @@ def row(case: str, out: Path) -> str:
         agreement = f"max abs error {np.abs(got - want).max():.1e} (action range 4)"
     else:
         agreement = f"{np.mean(np.all(got == want, axis=1)):.1%} equal"
-    return (
-        f"| {datetime.date.today()} | {case} | {seconds:.1f} s | {exported.metadata['size_bytes']:,} B | "
-        f"{micro['arena_bytes']:,} B (Micro vs LiteRT max error {micro['max_abs_error_vs_litert']:.1e}) | "
-        f"{agreement} over {len(raw)} | {cpu_model()}, load {os.getloadavg()[0]:.2f} |"
-    )
+    return [
+        case,
+        f"{seconds:.1f} s",
+        f"{exported.metadata['size_bytes']:,} B",
+        f"{micro['arena_bytes']:,} B (Micro vs LiteRT max error {micro['max_abs_error_vs_litert']:.1e})",
+        f"{agreement} over {len(raw)}",
+    ]
 
 
 def main() -> None:
-    print("| date | SB3 save | zip -> int8 artifact | size | TFLite Micro arena | int8 vs SB3's actions | machine |")
-    print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
-        for case in ("pendulum_vecnorm", "cartpole"):
-            print(row(case, Path(folder)))
+        rows = [row(case, Path(folder)) for case in ("pendulum_vecnorm", "cartpole")]
+    print(harness.machine_header())
+    print()
+    header = ["SB3 save", "zip -> int8 artifact", "size", "TFLite Micro arena", "int8 vs SB3's actions"]
+    print(harness.markdown_table(header, rows))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from machine import finish_record, package_versions, run_record
+import harness  # benchmarks/ is sys.path[0] for a script
+from harness import finish_record, package_versions, run_record
 
 SPACE = {
     "learning_rate": {"type": "float", "low": 1e-4, "high": 3e-3, "log": True},
@@ -108,6 +109,20 @@ def main() -> None:
         record["ratio"] = walls["batched"] / walls["sequential"]
         record["cpu_ratio"] = cpus["batched"] / cpus["sequential"]
         print(f"batched / sequential wall: {record['ratio']:.2f} (CPU seconds: {record['cpu_ratio']:.2f})")
+    runs = [dict(r, outcome=f"{r['complete']} / {r['pruned']}") for r in record["runs"]]
+    columns = [
+        ("search", "kind", str),
+        ("batch", "batch", str),
+        ("wall s", "wall_s", 1),
+        ("CPU s", "cpu_s", 0),
+        ("best value", "best_value", 1),
+        ("best trial", "best_trial", str),
+        ("complete / pruned", "outcome", str),
+    ]
+    batched = next((i for i, r in enumerate(runs) if r["kind"] == "batched"), None)
+    ratios = [("batched wall / this", "wall_s"), ("batched CPU / this", "cpu_s")] if batched is not None else []
+    print(f"\n{harness.machine_header(None, 'optuna')}\n")
+    print(harness.side_by_side(runs, columns, ratios, reference=batched or 0))
     finish_record(record, args.json)
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import yaml
 
-from machine import finish_record, package_versions, run_record
+import harness  # benchmarks/ is sys.path[0] for a script
+from harness import finish_record, package_versions, run_record
 
 HERE = Path(__file__).resolve().parent
 KPPO = [sys.executable, "-m", "kppo.cli"]
@@ -130,6 +131,26 @@ def main() -> None:
                 row = run_kppo(zoo, env, args, batch or 1, SWEEPABLE_ZOO_SPACE if batch else None)
             record["rows"].append(row)
             print(line(row), flush=True)
+    peers = next((r.get("versions", {}) for r in record["rows"] if r["framework"] != "kppo"), {})
+    print(f"\n{harness.machine_header(peers, 'optuna')}\n")
+    cells = []
+    for row in record["rows"]:
+        peer = next((r for r in record["rows"] if r["env"] == row["env"] and r["framework"] != "kppo"), None)
+        label = row["framework"] + (f", batch {row['batch']}" if row.get("batch", 1) > 1 else "")
+        ratio = f"{row['wall_s'] / peer['wall_s']:.2f}" if peer else "n/a"
+        outcome = f"{row['trials']} / {row['pruned']}"
+        cells.append(
+            [
+                row["env"],
+                label,
+                f"{row['wall_s']:,.1f}",
+                ratio,
+                f"{row['best_value']:.1f} ({row['best_trial']})",
+                outcome,
+            ]
+        )
+    header = ["env", "search", "wall s", "this / RL-Zoo", "best value (trial)", "complete / pruned"]
+    print(harness.markdown_table(header, cells))
     finish_record(record, args.json)
 
 

@@ -21,7 +21,6 @@ would otherwise resume it.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import platform
 import subprocess
@@ -33,6 +32,8 @@ from typing import Any
 
 import optuna
 from optuna.trial import TrialState
+
+import harness  # benchmarks/ is sys.path[0] for a script
 
 PACKAGES = ("rl_zoo3", "stable_baselines3", "sb3_contrib", "optuna", "torch", "gymnasium", "numpy")
 
@@ -100,7 +101,7 @@ def load_study(args: argparse.Namespace, log_folder: Path) -> optuna.Study:
 
 
 def versions() -> dict[str, str]:
-    found = {name: importlib.metadata.version(name) for name in PACKAGES}
+    found = harness.package_versions(*PACKAGES)
     found["python"] = platform.python_version()
     return found
 

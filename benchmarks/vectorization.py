@@ -11,11 +11,11 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
+
+import harness  # benchmarks/ is sys.path[0] for a script
 
 TASKS = {"cartpole": ("CartPole-v1", 16), "pendulum": ("Pendulum-v1", 4), "halfcheetah": ("HalfCheetah-v5", 1)}
 
@@ -47,12 +47,8 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
-    print(
-        f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{args.steps} vector steps, median of {args.repeats}\n"
-    )
-    print("| task | envs | sync µs/step | async µs/step | async / sync | faster |")
-    print("|---|--:|--:|--:|--:|---|")
+    print(f"{args.steps} vector steps, median of {args.repeats}\n{harness.machine_header()}\n")
+    rows = []
     for task in args.tasks.split(","):
         env_id, num_envs = TASKS[task]
         times = {
@@ -60,11 +56,10 @@ def main(argv=None) -> int:
             for kind in ("sync", "async")
         }
         ratio = times["async"] / times["sync"]
-        print(
-            f"| {env_id} | {num_envs} | {times['sync']:.0f} | {times['async']:.0f} | {ratio:.2f} | "
-            f"{'async' if ratio < 1 else 'sync'} |",
-            flush=True,
-        )
+        faster = "async" if ratio < 1 else "sync"
+        rows.append([env_id, num_envs, f"{times['sync']:.0f}", f"{times['async']:.0f}", f"{ratio:.2f}", faster])
+    header = ["task", "envs", "sync µs/step", "async µs/step", "async / sync", "faster"]
+    print(harness.markdown_table(header, rows, align="lrrrrl"))
     return 0
 
 

@@ -3,10 +3,12 @@
 The scripts that take longest to smoke-run are `slow` (`pytest -m slow`), to keep the default suite within CI's
 budget; the statistics of `results.py` and one host-path benchmark stay in it."""
 
+import ast
 import importlib.util
 import itertools
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -324,7 +326,7 @@ def test_results_kppo_ppo_runs_a_tiny_budget(tmp_path):
 
 
 def test_cnn_speed_counts_a_rollouts_image_bytes():
-    cnn = _load("cnn_speed")
+    cnn = _load("cnn_settings")
     assert cnn.rollout_bytes(8, 128, (84, 84, 4), 1) == 8 * 128 * 84 * 84 * 4  # 28.9 MB
 
 
@@ -355,3 +357,140 @@ def test_gym_population_benchmark_reports_ratios_and_the_floor(tmp_path):
     assert [r["task"] for r in rows] == ["cartpole", "pendulum"]
     for row in rows:
         assert row["ratio"] > 0 and row["floor_ratio"] > 0 and len(row["population_final"]) == 2
+
+
+# --- the shelf: every script on a page, every table with its script and command, one harness -------------------------
+
+PAGES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
+SCRIPTS = sorted((ROOT / "benchmarks").glob("*.py"))
+COMMAND = re.compile(r"(?:^|[\s`(])(?:\S*/)?python3? (?:-m \S+ )?(?:\S+ )*?benchmarks/(\w+)\.py", re.M)
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def _without_code(text: str) -> list[str]:
+    """The page's lines, with those inside fenced or indented code blocks replaced by empty ones."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            lines.append("")
+        else:
+            lines.append("" if fenced or line.startswith("    ") else line)
+    return lines
+
+
+def _tables(page: Path) -> list[tuple[str, str]]:
+    """Each Markdown table of `page` as (its heading row, the text of its section up to it: from the heading above)."""
+    lines = _without_code(page.read_text())
+    raw = page.read_text().splitlines()
+    out, section_start = [], 0
+    for i, line in enumerate(lines):
+        if line.startswith("#"):
+            section_start = i
+        starts = line.startswith("|") and i + 1 < len(lines) and lines[i + 1].startswith("|-")
+        if starts and not (i and lines[i - 1].startswith("|")):
+            out.append((line, "\n".join(raw[section_start:i])))
+    return out
+
+
+def test_every_script_is_cited_by_a_benchmark_page():
+    text = "\n".join(page.read_text() for page in PAGES)
+    uncited = [script.name for script in SCRIPTS if f"benchmarks/{script.name}" not in text]
+    assert not uncited, f"scripts no page of docs/benchmarks/ cites (cite them or remove them): {uncited}"
+
+
+def test_every_table_names_its_script_and_the_command_with_date_load_and_versions():
+    for page in PAGES:
+        for header, section in _tables(page):
+            if header.startswith("| page |"):  # the overview's list of pages
+                continue
+            where = f"{page.name}, table {header[:60]!r}"
+            named = set(re.findall(r"benchmarks/(\w+)\.py", section))
+            commands = set(COMMAND.findall(section))
+            assert named, f"{where}: its section names no benchmarks/<script>.py"
+            assert commands & named, f"{where}: no command (`python benchmarks/<script>.py ...`) of {sorted(named)}"
+            assert DATE.search(section), f"{where}: no date (YYYY-MM-DD) in its section"
+            assert "load" in section, f"{where}: no load average in its section"
+            assert re.search(r"(?i)tensorflow\s+\d", section), f"{where}: no TensorFlow version in its section"
+
+
+def test_pages_lead_with_the_result_and_keep_one_earlier_section():
+    for page in PAGES:
+        text = page.read_text()
+        lines = _without_code(text)
+        earlier = [i for i, line in enumerate(lines) if line.startswith("#") and "earlier results" in line.lower()]
+        assert len(earlier) <= 1, f"{page.name}: more than one section of earlier results"
+        tables = [i for i, line in enumerate(lines) if line.startswith("|")]
+        assert not earlier or (tables and tables[0] < earlier[0]), f"{page.name}: history before the first table"
+
+
+def test_lists_start_a_block_of_their_own():
+    """A list right under a paragraph line renders as part of the paragraph: a blank line must come before it."""
+    for page in PAGES:
+        lines = _without_code(page.read_text())
+        for i, line in enumerate(lines[1:], 1):
+            if re.match(r"(- |\d+\. )", line):
+                above = lines[i - 1]
+                ok = not above.strip() or re.match(r"(- |\d+\. |\s)", above)
+                assert ok, f"{page.name}:{i + 1}: a list item right under a paragraph line"
+
+
+INTERNAL = re.compile(
+    r"(?i)\bsessions?\b|\bissues?\b|\bhelper's\b|\bcommits?\b|\bthis project\b|\blent\b"
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"  # a commit hash: hex digits, letters and digits both
+)
+
+
+def test_pages_and_script_docstrings_say_nothing_about_how_the_project_is_made():
+    for path in [*PAGES, *SCRIPTS]:
+        text = path.read_text()
+        if path.suffix == ".py":
+            text = (ast.get_docstring(ast.parse(text)) or "") + "\n".join(
+                line for line in text.splitlines() if line.lstrip().startswith("#")
+            )
+        found = INTERNAL.findall(text)
+        assert not found, f"{path.relative_to(ROOT)}: {found}"
+
+
+def test_every_script_prints_through_the_harness():
+    """Scripts (files with a `__main__` block) import benchmarks/harness.py, or their docstring says why not."""
+    for script in SCRIPTS:
+        text = script.read_text()
+        if "__main__" not in text or script.name == "harness.py":
+            continue
+        uses = re.search(r"^\s*(import harness|from harness import)|_load_module\([^)]*harness", text, re.M)
+        assert uses or "harness: not used" in text, f"{script.name}: neither imports the harness nor says why not"
+
+
+harness = _load("harness")
+
+
+def test_side_by_side_takes_the_reference_row_over_each_row():
+    rows = [
+        {"framework": "kppo", "total_s": 4.0, "steps_per_s": 250_000.0},
+        {"framework": "sb3", "total_s": 16.0, "steps_per_s": 31_250.0},
+        {"framework": "broken", "total_s": 0.0, "steps_per_s": None},
+    ]
+    table = harness.side_by_side(
+        rows,
+        [("framework", "framework", str), ("total s", "total_s", 1), ("steps/s", "steps_per_s", 0)],
+        [("kppo total / this", "total_s"), ("kppo steps/s / this", "steps_per_s")],
+    )
+    assert table.splitlines() == [
+        "| framework | total s | steps/s | kppo total / this | kppo steps/s / this |",
+        "|---|---|---|---|---|",
+        "| kppo | 4.0 | 250,000 | 1.00 | 1.00 |",
+        "| sb3 | 16.0 | 31,250 | 0.25 | 8.00 |",  # 4 / 16 and 250,000 / 31,250
+        "| broken | 0.0 | n/a | n/a | n/a |",  # zero and missing values: no ratio
+    ]
+    assert harness.side_by_side(rows[:2], [("framework", "framework", str)], [("r", "total_s")], reference=1).endswith(
+        "| sb3 | 1.00 |"
+    )
+
+
+def test_machine_header_names_date_cpu_load_versions_and_command():
+    first, command = harness.machine_header({"stable-baselines3": "9.9.9"}, "numpy").splitlines()
+    assert DATE.search(first) and harness.cpu_model() in first and "CPUs" in first and "load average" in first
+    assert "tensorflow " in first and "keras " in first and "stable-baselines3 9.9.9" in first and "numpy " in first
+    assert command.startswith("`python ") and command.endswith("`")
+    assert harness.markdown_table(["a", "b"], [[1, "x"]], align="lr") == "| a | b |\n|---|--:|\n| 1 | x |"
