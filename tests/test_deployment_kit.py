@@ -84,9 +84,18 @@ def test_kit_reproduces_the_python_policy_without_tensorflow(env_id, changes, tm
     np.testing.assert_allclose(got["returns"], want, rtol=0.01)
 
 
-def test_latency_and_controller_errors(tmp_path):
-    result = kppo.train("Pendulum-v1", kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1))
-    exported = kppo.export(result, tmp_path / "p.tflite")
+@pytest.fixture(scope="module")
+def pendulum():
+    """A short squashed Pendulum run with normalized observations (3 values in, a torque in [-2, 2] out), trained
+    once per module for the tests that export it."""
+    return kppo.train(
+        "Pendulum-v1",
+        kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1, squash=True, normalize_obs=True),
+    )
+
+
+def test_latency_and_controller_errors(pendulum, tmp_path):
+    exported = kppo.export(pendulum, tmp_path / "p.tflite")
     got = _kit(
         "import json\nfrom kppo_runtime.latency import measure\nfrom kppo_runtime.runtime import Controller\n"
         f"c = Controller({str(exported.path)!r})\n"
@@ -99,12 +108,8 @@ def test_latency_and_controller_errors(tmp_path):
 
 
 @pytest.mark.parametrize("quantize", [None, "int8"])
-def test_tflite_micro_runs_float32_and_int8_artifacts(quantize, tmp_path):
-    result = kppo.train(
-        "Pendulum-v1",
-        kppo.Config(num_envs=4, num_steps=16, total_timesteps=128, eval_freq=1, squash=True, normalize_obs=True),
-    )
-    exported = kppo.export(result, tmp_path / "p.tflite", quantize=quantize)
+def test_tflite_micro_runs_float32_and_int8_artifacts(pendulum, quantize, tmp_path):
+    exported = kppo.export(pendulum, tmp_path / "p.tflite", quantize=quantize)
     got = _kit(
         "import json\nfrom kppo_runtime.micro_check import check\n"
         f"print(json.dumps(check({str(exported.path)!r}, 100)))\n"
@@ -212,9 +217,9 @@ def test_kit_runs_a_discrete_observation_policy_without_tensorflow(tmp_path):
         assert 0 < micro["arena_bytes"] <= 16 * 1024 and micro["action_mismatch_vs_litert"] == 0
 
 
-@pytest.mark.parametrize("quantize", [None, "int8"])
-def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_path):
-    """The kit's controller takes the mask; TFLite Micro runs the masked artifact (random masks) as LiteRT does."""
+@pytest.fixture(scope="module")
+def masked_model():
+    """A MaskablePPO model on MultiDiscrete([3, 4]) choices with action masks, trained once per module."""
     import functools
 
     from tests.helpers.masked_envs import MaskedChoiceEnv
@@ -222,8 +227,23 @@ def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(quantize, tmp_pa
     model = kppo.MaskablePPO(
         "MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64, n_epochs=2, seed=0
     )
-    model.learn(128)
-    exported = kppo.export(model, tmp_path / "masked.tflite", quantize=quantize)
+    return model.learn(128)
+
+
+@pytest.mark.parametrize(
+    "quantize",
+    [
+        None,
+        # slow: int8 under TFLite Micro is checked in the default suite by test_kit_runs_a_discrete_observation_policy_
+        # without_tensorflow, test_the_int8_cartpole_artifact_runs_under_tflite_micro and
+        # test_tflite_micro_runs_float32_and_int8_artifacts[int8]; masked int8 artifacts by tests/exporter/test_artifact
+        pytest.param("int8", marks=pytest.mark.slow),
+    ],
+)
+def test_masked_artifacts_run_in_the_kit_and_under_tflite_micro(masked_model, quantize, tmp_path):
+    """The kit's controller takes the mask; TFLite Micro runs the masked artifact (random masks) as LiteRT does.
+    (int8: slow, see the parameter's comment.)"""
+    exported = kppo.export(masked_model, tmp_path / "masked.tflite", quantize=quantize)
     got = _kit(
         "import json\nimport numpy as np\nfrom kppo_runtime.micro_check import check\n"
         "from kppo_runtime.runtime import Controller\n"

@@ -81,25 +81,42 @@ def test_every_member_computes_what_a_single_run_with_its_seed_and_values_comput
         assert np.any(steps < 3 * 3 * 4)
 
 
-def test_tracing_a_population_converts_each_loop_once(pfor_conversions):
-    base = kppo.Config(**SMALL, **GRAPH)
-    runner, _ = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
-    runner.run_iterations(runner.state, 1)
-    runner.evaluation_round(runner.state.rollout.obs_stats, 0, 0, None)
+@pytest.fixture(scope="module")
+def seeds_1_and_2():
+    """A GRAPH population of seeds 1 and 2 (learning_rate 1e-3), built once per module and traced with the function
+    bodies tf.vectorized_map converts recorded (conftest's `pfor_conversions`): its runner, its population, its first
+    2 iterations and the conversions of tracing them and an evaluation round."""
+    from tensorflow.python.ops.parallel_for import pfor
+
+    converted = []
+    convert = pfor._convert_function_call
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            pfor, "_convert_function_call", lambda func, *args: converted.append(func.name) or convert(func, *args)
+        )
+        base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
+        runner, population = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
+        result = runner.run_iterations(runner.state, 2)
+        runner.evaluation_round(runner.state.rollout.obs_stats, 0, 0, None)
+    return runner, population, result, converted
+
+
+def test_tracing_a_population_converts_each_loop_once(seeds_1_and_2):
+    pfor_conversions = seeds_1_and_2[3]
     # GAE's loop: a condition and a body, converted once (not 3 times); the rollout's steps, the update's minibatches
     # and the evaluation's steps loop outside the vectorized map (`member_steps`, `member_updates`,
     # `make_member_evaluation`): not converted
     assert len(pfor_conversions) == 2 and len(set(pfor_conversions)) == 2, pfor_conversions
 
 
-def test_a_members_result_does_not_depend_on_another_members_values():
+def test_a_members_result_does_not_depend_on_another_members_values(seeds_1_and_2):
     base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
-    first = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
+    _, first_population, first_result, _ = seeds_1_and_2
     second = make_population_runner(
         "cartpole", [base.replace(seed=1), base.replace(seed=2, learning_rate=1e-2, ent_coef=0.1)]
     )
-    results = [runner.run_iterations(runner.state, 2) for runner, _ in (first, second)]
-    agents = [member_agent(population, 0) for _, population in (first, second)]
+    results = [first_result, second[0].run_iterations(second[0].state, 2)]
+    agents = [member_agent(population, 0) for population in (first_population, second[1])]
     for a, b in zip(agents[0].variables, agents[1].variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(results[0].diagnostics.total_loss[0], results[1].diagnostics.total_loss[0])
