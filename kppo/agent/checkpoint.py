@@ -200,10 +200,11 @@ def _read_json(file: Path, source: str) -> dict[str, Any]:
     return metadata
 
 
-def least_weights(config: Config, observation_dim: int) -> int:
-    """A lower bound on the numbers a checkpoint of `config`'s agent holds: the observation statistics' mean, the
-    hidden layers' biases and the kernels between them in both towers, a recurrent agent's LSTM recurrent kernel
-    (4 h x h a layer). Each is a float32 in the checkpoint's data files."""
+def least_weights(config: Config, observation_dim: int = 0) -> int:
+    """A lower bound on the numbers a checkpoint of `config`'s agent holds: the observation statistics' mean (of
+    `observation_dim` values), the hidden layers' biases and the kernels between them in both towers, a recurrent
+    agent's LSTM recurrent kernel (4 h x h a layer). Each is a float32 in the checkpoint's data files; the networks'
+    part (`observation_dim=0`) is in every SB3 state_dict of them too (`kppo.sb3.saves.from_sb3`)."""
     total = observation_dim
     for given in (config.actor_hidden_units, config.critic_hidden_units):
         widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers

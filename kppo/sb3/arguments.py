@@ -12,7 +12,7 @@ import keras
 import numpy as np
 
 from kppo._tf import tf
-from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN
+from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN, extractor_factory
 from kppo.config.options import ACTIVATIONS, Config
 from kppo.config.spellings import minibatch_count
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError, sorted_keys
@@ -278,6 +278,33 @@ def user_extractor(kwargs: dict) -> tuple[type | None, dict]:
     if extractor_class is None or extractor_class in BUILTIN_EXTRACTORS:
         return None, {}
     return extractor_class, extractor_kwargs
+
+
+def network_fields(
+    policy: str, policy_fields: dict, policy_kwargs: dict, observation_space: gym.spaces.Space
+) -> dict[str, Any]:
+    """`policy_fields` (`policy_config`'s) and the features extractor's fields for `observation_space`; SB3's
+    CnnPolicy puts its heads on the CNN's features (`net_arch=[]`) unless policy_kwargs give a net_arch, and
+    sb3-contrib's CnnLstmPolicy on its LSTMs' outputs."""
+    fields = dict(policy_fields)
+    fields.update(extractor_fields(policy, dict(policy_kwargs), observation_space))
+    if policy in ("CnnPolicy", "CnnLstmPolicy") and policy_kwargs.get("net_arch") is None:
+        fields["actor_hidden_units"] = fields["critic_hidden_units"] = ()
+    if user_extractor(dict(policy_kwargs))[0] is not None:
+        # a user's layer may convolve, and XLA:CPU's convolution gradients are far slower than TensorFlow's graph
+        # kernels (docs/benchmarks/images.md, "XLA and the update")
+        fields["jit_update"] = False
+    return fields
+
+
+def user_extractor_factory(policy_kwargs: dict, config: Config, observation_space: gym.spaces.Space) -> Any:
+    """The factory of a user's Keras `features_extractor_class` in `policy_kwargs` (a Config names only kppo's);
+    None without one."""
+    extractor_class, kwargs = user_extractor(dict(policy_kwargs))
+    if extractor_class is None:
+        return None
+    init = (config.normalize_images, config.kernel_init, config.bias_init, config.seed)
+    return extractor_factory(extractor_class, observation_space, kwargs, *init)
 
 
 def policy_config(policy_kwargs: dict | None) -> dict[str, Any]:

@@ -1,92 +1,70 @@
-"""What Stable-Baselines3's `BaseAlgorithm` / `OnPolicyAlgorithm` offer beside training, without torch: the model's
-parameters as numpy (`get_parameters` / `set_parameters`), the last rollout with SB3's field names and shapes
-(`rollout_buffer`), `lr_schedule`, the success buffer, `get_vec_normalize_env`, `set_random_seed`, the logger.
-`kppo.PPO` derives from `BaseAlgorithm`."""
+"""`BaseAlgorithm`: Stable-Baselines3's model surface without torch (stable_baselines3/common/base_class.py).
+
+The constructor's common arguments (policy, learning rate, policy_kwargs, seed, device, logging), the env (`env`,
+`get_env`, `set_env`, `get_vec_normalize_env`, `n_envs`, the spaces), `policy` and `predict` (the one predict:
+`kppo.Policy.predict`), `save` / `load` (`kppo.sb3.save_util`; Stable-Baselines3's own zips through
+`kppo.sb3.saves.from_sb3`), `get_parameters` / `set_parameters` as numpy, `set_random_seed`, the logger and
+`lr_schedule`. Training is `OnPolicyAlgorithm`'s (`kppo.sb3.on_policy_algorithm`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, TypeVar, cast
 
+import gymnasium as gym
 import numpy as np
 
-from kppo.agent.agent import Agent, load_agent
+from kppo.agent.agent import Agent, load_agent, make_policy
 from kppo.agent.archive import agent_dir
+from kppo.agent.policy import Policy, PredictKeys
+from kppo.config.options import Config
 from kppo.core.errors import sorted_keys
-from kppo.core.types import Rollout
-from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
-from kppo.sb3.lightning import RolloutBufferSamples
-from kppo.sb3.utils import set_random_seed
+from kppo.core.types import Moments
+from kppo.gym_envs.spaces import flat_dim
+from kppo.gym_envs.vector import GymVecEnv
+from kppo.sb3.arguments import Schedule, extractor_fields, policy_config, split_schedule
+from kppo.sb3.arguments import tf_device
+from kppo.sb3.buffers import RolloutBufferView, rollout_view
+from kppo.sb3.logger import Logger
+from kppo.sb3.policies import ActorCriticPolicy
+from kppo.sb3.save_util import load_model, save_model
+from kppo.sb3.saves.from_sb3 import model_from_sb3
+from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
+from kppo.sb3.utils import set_random_seed, unwrap_vec_normalize
+from kppo.sb3.vec_normalize import VecNormalize, frozen_statistics
+from kppo.training.runners import Runner, Start
+from kppo.vec_envs.vec_env import VecEnv
+
+__all__ = [
+    "MIXED_API_HINT",
+    "PARAMETER_GROUPS",
+    "BaseAlgorithm",
+    "RolloutBufferView",  # kppo.sb3.buffers' own, importable here as before
+    "assign_parameters",
+    "check_not_gym_tuple",
+    "parameters",
+    "rollout_view",
+]
 
 #: SB3's `get_parameters` keys: the networks, and their optimizer.
 PARAMETER_GROUPS = ("policy", "policy.optimizer")
+#: SB3's message for `predict((obs, info))`.
+MIXED_API_HINT = (
+    "observation: You have passed a tuple to the predict() function instead of a Numpy array or a Dict. You are "
+    "probably mixing Gym API with SB3 VecEnv API: `obs, info = env.reset()` (Gym) vs `obs = vec_env.reset()` (SB3 "
+    "VecEnv); see https://stable-baselines3.readthedocs.io/en/master/guide/vec_envs.html#vecenv-api-vs-gym-api"
+)
+_Model = TypeVar("_Model", bound="BaseAlgorithm")
+Spaces = tuple[gym.spaces.Space, gym.spaces.Space]  # (observation space, action space)
+Stats = tuple[Moments, Moments]  # (observation statistics, return statistics)
 
 
-class RolloutBufferView(NamedTuple):
-    """SB3's `RolloutBuffer` fields of the last rollout, as numpy arrays [n_steps, n_envs, ...] (read-only: kppo's
-    rollout lives in tensors; this is a copy). Observations are what the policy saw (normalized when
-    `normalize_obs`), rewards as the update used them (scaled when `normalize_reward`), as in SB3's buffer."""
-
-    observations: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    returns: np.ndarray
-    episode_starts: np.ndarray
-    values: np.ndarray
-    log_probs: np.ndarray
-    advantages: np.ndarray
-    buffer_size: int
-    n_envs: int
-    gamma: float
-    gae_lambda: float
-    full: bool = True
-    pos: int = 0
-
-    def get(self, batch_size: int | None = None) -> Iterator[RolloutBufferSamples]:
-        """SB3's `RolloutBuffer.get`: the rollout flattened env-major (row env * n_steps + step, SB3's
-        `swap_and_flatten`), in the order of one `np.random.permutation`, in minibatches of `batch_size` (None:
-        one of all rows)."""
-        rows = self.buffer_size * self.n_envs
-        size = rows if batch_size is None else int(batch_size)
-        order = np.random.permutation(rows)
-
-        def flat(x: np.ndarray) -> np.ndarray:
-            return np.swapaxes(x, 0, 1).reshape(rows, *x.shape[2:])
-
-        fields = (self.observations, self.actions, self.values, self.log_probs, self.advantages, self.returns)
-        flats = [flat(x) for x in fields]
-        for start in range(0, rows, size):
-            index = order[start : start + size]
-            yield RolloutBufferSamples(*(x[index] for x in flats))
-
-
-def rollout_view(rollout: Rollout, gamma: float, gae_lambda: float) -> RolloutBufferView:
-    """`rollout` with SB3's buffer names; a Discrete action becomes [n_steps, n_envs, 1] as in SB3."""
-    traj = rollout.trajectory
-
-    def array(x: Any) -> np.ndarray:
-        return np.asarray(x.numpy() if hasattr(x, "numpy") else x)
-
-    actions = array(traj.action)
-    if actions.ndim == 2:
-        actions = actions[..., None]
-    steps, envs = actions.shape[:2]
-    return RolloutBufferView(
-        observations=array(traj.obs),
-        actions=actions,
-        rewards=array(traj.reward),
-        returns=array(rollout.returns),
-        episode_starts=array(traj.episode_start).astype(np.float32),
-        values=array(traj.value),
-        log_probs=array(traj.log_prob),
-        advantages=array(rollout.advantages),
-        buffer_size=int(steps),
-        n_envs=int(envs),
-        gamma=float(gamma),
-        gae_lambda=float(gae_lambda),
-        pos=int(steps),
-    )
+def check_not_gym_tuple(observation: Any) -> None:
+    """SB3's one-line error for `predict((obs, info))`: the Gym API's `reset()` result given as an observation."""
+    if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
+        raise ValueError(MIXED_API_HINT)
 
 
 def _by_path(variables: list, drop_first: bool = False) -> dict[str, Any]:
@@ -98,6 +76,11 @@ def _by_path(variables: list, drop_first: bool = False) -> dict[str, Any]:
 def parameters(agent: Agent) -> dict[str, dict[str, Any]]:
     """SB3's two groups of `agent`'s variables, each {variable path: variable}."""
     return {"policy": _by_path(agent.variables), "policy.optimizer": _by_path(agent.optimizer.variables, True)}
+
+
+def numpy_parameters(agent: Agent) -> dict[str, dict[str, np.ndarray]]:
+    """`parameters(agent)` as numpy arrays: SB3's `get_parameters`."""
+    return {group: {name: v.numpy() for name, v in variables.items()} for group, variables in parameters(agent).items()}
 
 
 def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_match: bool) -> None:
@@ -134,51 +117,174 @@ def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_mat
 
 
 class BaseAlgorithm:
-    """SB3's model surface that needs no torch. Subclasses set `agent`, `_runner`, `_sb3_env`, `config`, `seed`,
-    `logger`, `learning_rate`, `_lr_schedule`, `stats_window_size` and `_policy` (the cached `Policy`)."""
+    """SB3's `BaseAlgorithm`: what a model is beside its training. Subclasses add the training (`_build` makes the
+    runner of an env, `OnPolicyAlgorithm`) and the arguments a save holds besides these (`_saved_hyperparameters`)."""
 
-    agent: Agent | None
-    _runner: Any
-    _sb3_env: VecEnv | None
-    _policy: Any
-    seed: int
-    logger: Any
-    learning_rate: float
-    _lr_schedule: Callable[[float], float] | None
-    _ppo_args: dict[str, Any]
+    policy_names: tuple[str, ...] = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
+    _policy_config: Callable[[dict], dict[str, Any]] = staticmethod(policy_config)  # policy_kwargs -> Config fields
+
+    def __init__(
+        self,
+        policy: str,
+        learning_rate: float | Schedule,
+        policy_kwargs: dict[str, Any] | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        verbose: int = 0,
+        device: str = "auto",
+        seed: int | None = None,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+    ):
+        if policy not in self.policy_names:
+            raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}")
+        if isinstance(stats_window_size, bool) or not isinstance(stats_window_size, int) or stats_window_size < 1:
+            raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
+        self.policy_class = policy
+        self.verbose = verbose
+        self.seed = int(cast(int, np.random.SeedSequence().entropy) % 2**31) if seed is None else int(seed)
+        self._seed_given = seed is not None  # None: a VecEnv's own seed (make_vec_env(seed=...)) seeds its resets
+        self.device = tf_device(device)
+        self.tensorboard_log = tensorboard_log
+        self.sb3_version: str | None = None  # the Stable-Baselines3 version of a loaded SB3 save
+        self.learning_rate, self._lr_schedule = split_schedule(learning_rate, "learning_rate")
+        self._current_lr = self.learning_rate
+        self.use_sde, self.sde_sample_freq = bool(use_sde), int(sde_sample_freq)
+        self.stats_window_size = stats_window_size
+        self._policy_fields = self._policy_config(dict(policy_kwargs or {}))
+        self.policy_kwargs = dict(policy_kwargs or {})
+        extractor_fields(policy, dict(self.policy_kwargs), None)  # its one-line errors now
+        self.num_timesteps, self._total_timesteps, self._n_updates = 0, 0, 0
+        self.agent: Agent | None = None
+        self.config: Config | None = None
+        self._spaces: Spaces | None = None
+        self._loaded_stats: Stats | None = None
+        self._runner: Runner | None = None  # the host runner and its state (set by the training loop)
+        self.runner_state: Any = None
+        self._gym_env: GymVecEnv | None = None  # the runner's gymnasium vector env (`env`: SB3's VecEnv over it)
+        self._sb3_env: VecEnv | None = None  # what get_env() returns
+        self._policy: Policy | None = None
+        self._sb3_policy: ActorCriticPolicy | None = None  # `policy`, made at first use
+        self._predict_keys = PredictKeys()  # the keys of stochastic predict calls: [seed, n] for the n-th
+        self.logger = Logger(verbose)
+
+    _build: Callable[[Any, Start], None]  # the subclass's: trains on an env from a `Start` from now on
 
     def _require_agent(self, what: str) -> Agent:
         if self.agent is None:
             raise ValueError(f"{what}: the model has no networks yet; construct it with an env or load() it")
         return self.agent
 
-    # --- SB3's BaseAlgorithm ---
-    @property
-    def env(self) -> VecEnv | None:
-        """SB3's `model.env` (and lit_sb3's): the training env as a VecEnv, or None (`get_env()`)."""
-        return self._sb3_env
-
+    # --- the env ---
     def get_env(self) -> VecEnv | None:
         """The training env with SB3's VecEnv interface (`reset() -> obs`, `step -> (obs, rewards, dones,
         infos)`): the VecEnv the model was given, or one over the gymnasium vector env it trains on."""
         return self._sb3_env
 
-    def get_vec_normalize_env(self) -> Any:
+    env = property(get_env, doc="SB3's `model.env` (and lit_sb3's): the training env as a VecEnv, or None.")
+
+    def set_env(self, env: Any, force_reset: bool = True) -> None:
+        """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise)."""
+        del force_reset  # kppo always resets the new env
+        if self.agent is None:
+            self._build(env, Start())
+            return
+        old_runner = self._runner
+        self._build(env, Start(self.agent, *self._statistics()))
+        if old_runner is not None:
+            old_runner.close()
+
+    def get_vec_normalize_env(self) -> VecNormalize | None:
         """The `VecNormalize` in the training env's wrappers, or None."""
-        from kppo.sb3.vec_normalize import VecNormalize  # the facade's own wrapper: same layer
+        return None if self._sb3_env is None else unwrap_vec_normalize(self._sb3_env)
 
-        env = self._sb3_env
-        while isinstance(env, VecEnvWrapper):
-            if isinstance(env, VecNormalize):
-                return env
-            env = env.venv
-        return None
+    @property
+    def n_envs(self) -> int:
+        return 0 if self._gym_env is None else self._gym_env.num_envs
 
+    @property
+    def observation_space(self) -> gym.spaces.Space:
+        return self._model_spaces()[0]
+
+    @property
+    def action_space(self) -> gym.spaces.Space:
+        return self._model_spaces()[1]
+
+    def _model_spaces(self) -> tuple[gym.spaces.Space, gym.spaces.Space]:
+        """The networks' (observation space, action space), set with them (`_build`, `load`)."""
+        assert self._spaces is not None, "the model has no networks yet"
+        return self._spaces
+
+    # --- the policy ---
+    @property
+    def policy(self) -> ActorCriticPolicy:
+        """SB3's `model.policy`: the `ActorCriticPolicy` surface over the networks (`kppo.sb3.policies`)."""
+        if self._sb3_policy is None:
+            self._sb3_policy = ActorCriticPolicy(self)
+        return self._sb3_policy
+
+    @property
+    def kppo_policy(self) -> Policy:
+        """kppo's own policy (numpy acting, what `kppo.export` converts) with the current normalization statistics."""
+        return self._get_policy()
+
+    def statistics(self) -> tuple[Moments, Moments] | None:
+        """(observation statistics, return statistics) of the running or loaded model (None before it has networks)."""
+        if self._runner is not None:
+            return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
+        return self._loaded_stats
+
+    def _statistics(self) -> tuple[Moments, Moments]:
+        """`statistics()` of a model with networks (running or loaded)."""
+        stats = self.statistics()
+        assert stats is not None, "the model has no networks yet"
+        return stats
+
+    def use_vec_normalize(self, vec_normalize: VecNormalize | str | Path) -> None:
+        """kppo: freezes a VecNormalize's observation statistics into this model's policy without an env (what
+        `kppo export model.zip --vecnormalize vec_normalize.pkl` does): a wrapper `VecNormalize.load` returned, or
+        the file itself (kppo's JSON or SB3's `vec_normalize.pkl`, read as data). `predict` and `kppo.export` then
+        take raw observations. A model with an env takes `VecNormalize.load(path, venv)` as its env instead."""
+        if self._runner is not None:
+            raise ValueError(
+                "vec_normalize: expected a model without an env (this one has one: pass VecNormalize.load(path, "
+                "venv) to set_env instead)"
+            )
+        if self.agent is None or self.config is None:
+            raise ValueError("vec_normalize: the model has no networks yet; load() it first")
+        fields, obs_stats, ret_stats = frozen_statistics(vec_normalize, flat_dim(self._model_spaces()[0]))
+        self.config = self.config.replace(**fields)
+        self._loaded_stats = (obs_stats, self._statistics()[1] if ret_stats is None else ret_stats)
+        self._policy = None
+
+    def _get_policy(self) -> Policy:
+        agent = self._require_agent("predict")
+        if self._policy is None:
+            assert self.config is not None  # set with the agent
+            self._policy = make_policy(agent, self._statistics()[0], self.config, *self._model_spaces())
+            self._policy.keys = self._predict_keys  # one count of predict calls across rebuilt policies
+        self._predict_keys.seed = self.seed  # set_random_seed may have changed it
+        return self._policy
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+        action_masks: Any = None,
+    ):
+        """(action, state) for one raw observation or a batch (`kppo.Policy.predict`): state None, or a recurrent
+        policy's, the actor's (h, c), each [n_lstm_layers, n, lstm_hidden_size] (None starts from zeros, as does
+        `episode_start` True); only among the actions `action_masks` allows when given (sb3-contrib's MaskablePPO)."""
+        check_not_gym_tuple(observation)
+        return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)
+
+    # --- parameters, seeds, logger ---
     def get_parameters(self) -> dict[str, dict[str, np.ndarray]]:
         """SB3's `get_parameters` as numpy: {"policy": {name: array}, "policy.optimizer": {name: array}}; names are
         the Keras variable paths ("actor/...", "critic/...")."""
-        groups = parameters(self._require_agent("get_parameters"))
-        return {group: {name: v.numpy() for name, v in variables.items()} for group, variables in groups.items()}
+        return numpy_parameters(self._require_agent("get_parameters"))
 
     def set_parameters(
         self, load_path_or_dict: str | Path | IO[bytes] | dict, exact_match: bool = True, device: str = "auto"
@@ -189,12 +295,9 @@ class BaseAlgorithm:
         del device
         agent = self._require_agent("set_parameters")
         if isinstance(load_path_or_dict, dict):
-            params = load_path_or_dict
+            assign_parameters(agent, load_path_or_dict, exact_match)
         else:
-            saved = load_agent(agent_dir(load_path_or_dict))
-            groups = parameters(saved.agent)
-            params = {group: {name: v.numpy() for name, v in variables.items()} for group, variables in groups.items()}
-        assign_parameters(agent, params, exact_match)
+            assign_parameters(agent, numpy_parameters(load_agent(agent_dir(load_path_or_dict)).agent), exact_match)
         self._policy = None  # the next predict acts with the new weights
 
     def set_random_seed(self, seed: int | None = None) -> None:
@@ -217,16 +320,47 @@ class BaseAlgorithm:
 
     @property
     def lr_schedule(self) -> Callable[[float], float]:
-        """SB3's `lr_schedule`: progress_remaining (1 -> 0) -> learning rate."""
+        """SB3's `lr_schedule`: progress_remaining (1 -> 0) -> learning rate (a float, as SB3 casts it)."""
         schedule, constant = self._lr_schedule, float(self.learning_rate)
-        if schedule is None:
-            return lambda progress_remaining: constant
-        return lambda progress_remaining: float(schedule(progress_remaining))  # SB3 casts a schedule's value
+        return lambda progress_remaining: constant if schedule is None else float(schedule(progress_remaining))
 
-    @property
-    def rollout_buffer(self) -> RolloutBufferView | None:
-        """The last rollout with SB3's buffer fields (a copy), or None before the first one."""
-        last = getattr(self._runner, "last_rollout", None)
-        if last is None:
-            return None
-        return rollout_view(last, self._ppo_args["gamma"], self._ppo_args["gae_lambda"])
+    # --- save and load ---
+    def save(self, path: str | Path | Any, exclude: Any = None, include: Any = None) -> None:
+        """Writes the model as SB3 does: to `path.zip` (`path` itself when it ends in .zip) or into an open binary
+        file. The zip holds a kppo agent directory (config.yaml, metadata.json, weights/): no pickle. Schedules are
+        saved as their current values. `exclude` / `include` (SB3's attribute lists) change nothing: kppo saves no
+        pickled attributes, only the arguments it is rebuilt from."""
+        del exclude, include
+        save_model(self, path)
+
+    @classmethod
+    def load(
+        cls: type[_Model],
+        path: str | Path | Any,
+        env: Any = None,
+        device: str = "auto",
+        custom_objects: dict | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> _Model:
+        """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
+        agent directory; or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.saves.sb3_save`); `env`
+        (optional) must have the saved spaces. Nothing is unpickled: a model saved with a user's Keras
+        `features_extractor_class` needs it again as `custom_objects={"features_extractor_class": cls}` (its name is
+        all the file holds); `print_system_info` is accepted and ignored."""
+        del print_system_info, force_reset
+        if is_sb3_save(path):  # a zip Stable-Baselines3 wrote: read without torch, nothing unpickled
+            return model_from_sb3(cls, read_sb3_save(path), env, device, kwargs)
+        return load_model(cls, path, env, device, custom_objects or {}, kwargs)
+
+    def _set_networks(
+        self, config: Config, agent: Agent, spaces: Spaces, stats: Stats, timesteps: int, env: Any
+    ) -> None:
+        """The networks of a save and its `timesteps` (`load`, `kppo.sb3.saves.from_sb3`); then `env`, when given."""
+        self.config, self.agent = config, agent
+        self._spaces, self._loaded_stats = spaces, stats
+        self.num_timesteps = timesteps
+        self._current_lr = self.learning_rate
+        if env is not None:
+            self.set_env(env)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from kppo.sb3.ppo import PPO, check_not_gym_tuple
+from kppo.sb3.ppo import PPO
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
 from kppo.sb3.arguments import bool_kwarg, number_kwarg, policy_config
 
@@ -104,7 +104,7 @@ class RecurrentPPO(PPO):
     """PPO with an LSTM policy, as sb3-contrib's `RecurrentPPO`: its defaults (n_steps=128, batch_size=128),
     "MlpLstmPolicy", "CnnLstmPolicy" (a NatureCNN the LSTMs read, shared, heads on the LSTMs: `net_arch=[]`) and
     "MultiInputLstmPolicy" (SB3's CombinedExtractor), and `predict(observation, state, episode_start, deterministic)`
-    returning `(actions, state)`."""
+    returning `(actions, state)` (`BaseAlgorithm.predict`: the LSTM state is the policy's)."""
 
     policy_names = ("MlpLstmPolicy", "CnnLstmPolicy", "MultiInputLstmPolicy")
     _policy_config = staticmethod(recurrent_policy_config)
@@ -135,16 +135,3 @@ class RecurrentPPO(PPO):
         states stored at its first step and wherever it enters another env's steps."""
         fields = {**fields, "lstm_batching": "rotated", "lstm_sequence_length": 0}
         return super()._make_config(n_envs, action_space, normalize, fields)
-
-    def predict(
-        self,
-        observation: Any,
-        state: Any = None,
-        episode_start: Any = None,
-        deterministic: bool = False,
-        action_masks: Any = None,
-    ):
-        """(actions, state): the state is the actor's (h, c), each [n_lstm_layers, n, lstm_hidden_size]; None starts
-        from zeros; it restarts from zeros where `episode_start` is True."""
-        check_not_gym_tuple(observation)
-        return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)

@@ -292,3 +292,29 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
         for k in ("obs_rms", "ret_rms")
     )
     return settings, cast(tuple[Any, Any], from_json)
+
+
+def frozen_statistics(vec_normalize: VecNormalize | str | Path, size: int) -> tuple[dict, Moments, Moments | None]:
+    """What `PPO.use_vec_normalize` freezes into a model without an env: (Config fields of the wrapper's settings,
+    observation moments, return moments or None) of a wrapper `VecNormalize.load` returned or of the file itself
+    (kppo's JSON or SB3's `vec_normalize.pkl`, read as data); a one-line ValueError unless the observation statistics
+    hold the model's `size` values. The fields leave out `normalize_obs_keys`: the model keeps the keys it was
+    trained with."""
+    if isinstance(vec_normalize, VecNormalize):
+        fields = vec_normalize.config_fields()
+        loaded = vec_normalize.loaded or (vec_normalize.obs_rms, vec_normalize.ret_rms)
+    else:
+        settings, loaded = read_statistics(vec_normalize)
+        fields = settings_fields(settings)
+    obs_rms, ret_rms = loaded
+    if obs_rms is None or int(np.size(obs_rms.mean)) != size:
+        raise ValueError(
+            f"vec_normalize: expected statistics of the model's {size} observation values, got "
+            f"{'none' if obs_rms is None else int(np.size(obs_rms.mean))}"
+        )
+    fields.pop("normalize_obs_keys", None)
+
+    def moments(rms: Any) -> Moments:
+        return Moments(*(tf.constant(np.asarray(x), tf.float32) for x in rms))
+
+    return fields, moments(obs_rms), None if ret_rms is None else moments(ret_rms)

@@ -14,12 +14,12 @@ the save's plain fields, its networks built by kppo from the saved spaces and po
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
 
 from kppo.agent.agent import build_agent
+from kppo.agent.checkpoint import least_weights
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
 from kppo.core.errors import NotSupportedError
 from kppo.core.normalization import initial_stats
@@ -146,25 +146,12 @@ def saved_int(saved: SB3Save, key: str, default: int) -> int:
     return value
 
 
-def least_weights(config: Any) -> int:
-    """A lower bound on the weights of the networks kppo builds for `config`: both towers' hidden biases and the
-    kernels between them, a recurrent agent's LSTM recurrent kernels (4 h x h a layer). Every one has its tensor in
-    SB3's state_dict (`assign_sb3_weights` checks each)."""
-    total = 0
-    for given in (config.actor_hidden_units, config.critic_hidden_units):
-        widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers
-        total += sum(widths) + sum(a * b for a, b in itertools.pairwise(widths))
-    if config.recurrent:
-        total += 4 * config.n_lstm_layers * config.lstm_hidden_size**2
-    return total
-
-
 def check_fits(saved: SB3Save, config: Any, observation_dim: int) -> None:
     """A one-line ValueError when the networks `config` describes (or the observations) need more weights than the
     save's state_dict holds: policy_kwargs or spaces changed after SB3 saved the weights (`net_arch: [10**6, 10**6]`,
     `Discrete(2**40)` observations), which building would try to allocate."""
     held = sum(int(np.size(tensor)) for tensor in saved.state_dict.values())
-    least = max(least_weights(config), observation_dim)
+    least = max(least_weights(config), observation_dim)  # the networks' weights, the observation statistics
     if least > held:
         raise ValueError(
             f"{saved.source}: policy.pth: expected the weights of the saved policy_kwargs and spaces (at least "
@@ -190,14 +177,9 @@ def model_from_sb3(cls: type, saved: SB3Save, env: Any, device: str, kwargs: dic
             assign_sb3_weights(agent, saved.state_dict, f"{saved.source}: policy.pth")
     except ValueError as err:
         raise _naming(err, saved.source) from None
-    model.config, model.agent = config, agent
-    model._spaces = (observation_space, action_space)
-    model._loaded_stats = (initial_stats([obs_dim]), initial_stats(()))
-    model.num_timesteps = saved_int(saved, "num_timesteps", 0)
-    model._current_lr = model.learning_rate
     model.sb3_version = saved.version
-    if env is not None:
-        model.set_env(env)
+    spaces, stats = (observation_space, action_space), (initial_stats([obs_dim]), initial_stats(()))
+    model._set_networks(config, agent, spaces, stats, saved_int(saved, "num_timesteps", 0), env)
     return model
 
 

@@ -1,0 +1,109 @@
+"""kppo's own save of an SB3-style model (the place of stable_baselines3/common/save_util.py): a zip of a kppo agent
+directory (config.yaml, metadata.json, weights/; `kppo.agent.checkpoint`) whose metadata.json holds, in `extra.sb3`,
+the constructor arguments the model is rebuilt from. Nothing is pickled. `BaseAlgorithm.save` / `load` call these;
+Stable-Baselines3's own zips are read by `kppo.sb3.saves.from_sb3`."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+from kppo.agent import checkpoint
+from kppo.agent.agent import load_agent
+from kppo.agent.archive import agent_dir, write_zip, zip_target
+from kppo.sb3.arguments import jsonable_policy_kwargs, saved_extractor
+
+#: The constructor arguments a save holds (in metadata.json's `extra.sb3`, with `num_timesteps`).
+SAVED_ARGUMENTS = (
+    "policy",
+    "policy_kwargs",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "normalize_advantage",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+    "target_kl",
+    "learning_rate",
+    "clip_range",
+    "clip_range_vf",
+    "seed",
+    "use_sde",
+    "sde_sample_freq",
+    "stats_window_size",
+)
+
+
+def save_model(model: Any, path: str | Path | Any) -> None:
+    """Writes `model` (a kppo.PPO or a subclass: `BaseAlgorithm.save`) as a zip of its agent directory, with its
+    arguments (`model._saved_hyperparameters()` and the common ones) in metadata.json's `extra.sb3`: to `path.zip`
+    (`path` itself when it ends in .zip) or into an open binary file."""
+    if model.agent is None:
+        raise ValueError("save: the model has no networks yet; construct it with an env first")
+    arguments = {
+        **model._saved_hyperparameters(),
+        "policy": model.policy_class,
+        "policy_kwargs": jsonable_policy_kwargs(model.policy_kwargs),
+        "seed": model.seed,
+        "stats_window_size": model.stats_window_size,
+        "use_sde": model.use_sde,
+        "sde_sample_freq": model.sde_sample_freq,
+        "num_timesteps": model.num_timesteps,
+    }
+    obs_stats, return_stats = model.statistics()
+    spaces = (model.observation_space, model.action_space)
+    with tempfile.TemporaryDirectory(prefix="kppo-save-") as staging:
+        folder = Path(staging) / "model"
+        checkpoint.save(folder, model.config, model.agent, obs_stats, return_stats, *spaces, {"sb3": arguments})
+        write_zip(folder, zip_target(path) if isinstance(path, (str, Path)) else path)
+
+
+def saved_arguments(metadata: dict, source: str) -> dict:
+    """The SB3 arguments a kppo.PPO save holds in metadata.json's `extra.sb3`; a one-line ValueError naming `source`
+    when they are missing or not what `save` writes."""
+    extra = metadata.get("extra")
+    saved = extra.get("sb3") if isinstance(extra, dict) else None
+    if not isinstance(saved, dict):
+        raise ValueError(f"path: {source!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
+    missing = [key for key in SAVED_ARGUMENTS if key not in saved]
+    if missing or not isinstance(saved["policy_kwargs"], dict):
+        what = f"no {', '.join(missing)}" if missing else f"policy_kwargs {saved['policy_kwargs']!r}"
+        raise ValueError(f"path: {source!r}: metadata.json: extra.sb3: expected kppo.PPO's arguments, got {what}")
+    return saved
+
+
+def named(err: ValueError, message: str) -> ValueError:
+    """`err`'s type with `message` (a ValueError where the type takes other arguments)."""
+    try:
+        return type(err)(message)
+    except TypeError:
+        return ValueError(message)
+
+
+def load_model(
+    cls: type, path: str | Path | Any, env: Any, device: str, custom_objects: dict, kwargs: dict[str, Any]
+) -> Any:
+    """A `cls` (kppo.PPO or a subclass) of a save `save_model` wrote (a zip, an open binary file or an agent
+    directory) with `kwargs` over its arguments; `env` as `PPO.load`'s. kppo's one-line refusals of the saved values
+    name the save."""
+    source = path if isinstance(path, (str, Path)) else "the file object"
+    path = agent_dir(path)
+    _, metadata, _, _ = checkpoint.read_metadata(path)
+    saved = saved_arguments(metadata, str(source))
+    saved["policy_kwargs"] = saved_extractor(saved["policy_kwargs"], custom_objects)
+    args = {k: saved[k] for k in SAVED_ARGUMENTS if k not in ("policy", "policy_kwargs")}
+    args.update(kwargs)
+    try:
+        model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
+    except ValueError as err:  # kppo's one-line refusals (ArgumentError, ...): name the save they came from
+        raise named(err, f"{str(source)!r}: metadata.json: extra.sb3: {err}") from None
+    loaded = load_agent(path, model._user_extractor_factory)
+    spaces = (loaded.observation_space, loaded.action_space)
+    stats = (loaded.obs_stats, loaded.return_stats)
+    model._set_networks(loaded.config, loaded.agent, spaces, stats, int(saved.get("num_timesteps", 0)), env)
+    return model
