@@ -22,8 +22,8 @@ computation float32). A Dict observation space holding an image takes one input 
 `obs_<key>`, the image's bytes uint8, a Box key float32, an integer key int32), joined inside into the flat row.
 
 Keras 3 models must be exported through `keras.export.ExportArchive` (a Keras model inside a plain `tf.Module`
-converts to a TFLite file without weights that outputs NaN, silently; see DESIGN.md) and every artifact is run by the
-real LiteRT interpreter before `export` returns.
+converts to a TFLite file without weights that outputs NaN, silently; docs/explanation/design.md, "TensorFlow
+facts") and every artifact is run by the real LiteRT interpreter before `export` returns.
 """
 
 from __future__ import annotations

@@ -36,8 +36,22 @@ def test_every_run_kind_is_parametrized_by_the_test_module_the_page_names():
     assert len(cells) == 24
 
 
+def _tables() -> list[list[str]]:
+    """The body rows of each table the hook writes, in order."""
+    tables, current = [], None
+    for line in hook.capability_table().splitlines():
+        if line.startswith("|---"):
+            current = []
+            tables.append(current)
+        elif line.startswith("| ") and current is not None:
+            current.append(line)
+        elif not line.startswith("|"):
+            current = None
+    return tables
+
+
 def test_the_table_has_a_row_per_env_and_agent_kind_and_a_column_per_run_kind():
-    rows = [line for line in hook.capability_table().splitlines() if line.startswith("| ")][1:]
+    rows = _tables()[0]
     assert len(rows) == len(capabilities.CELLS)
     assert all(row.count("✓") == len(capabilities.RUN_KINDS) for row in rows)
     assert rows[0].startswith("| TF-native | MLP |") and rows[-1].startswith("| gymnasium | masked |")
@@ -49,3 +63,17 @@ def test_the_home_page_shows_the_table_and_its_paragraph_names_every_kind():
     built = re.search(r"^What is built:(.*?)\n\n", home, re.S | re.M).group(1)
     for label in [*hook.AGENT_LABELS.values(), "gymnasium", "TF-native", "populations", "tf.distribute"]:
         assert label in built, f"docs/index.md's What is built names no {label!r}"
+
+
+def test_every_limit_is_marked_and_its_refusal_is_in_the_source():
+    """Each row below the grid says ✓, refused or not yet per kind of env, links a guide that exists, and names the
+    start of a one-line error that kppo's source raises (so the row goes when the limit does)."""
+    source = "\n".join(p.read_text() for p in sorted((ROOT / "kppo").rglob("*.py")))
+    rows = _tables()[1]
+    assert len(rows) == len(hook.LIMITS) >= 4
+    marks = {hook.DONE, hook.REFUSED, hook.NOT_YET}
+    for what, native, gymnasium, _why, guide, message in hook.LIMITS:
+        assert {native, gymnasium} <= marks and {hook.REFUSED, hook.NOT_YET} & {native, gymnasium}, what
+        assert (ROOT / "docs" / guide.split("#")[0]).is_file(), f"{what}: links {guide}, which does not exist"
+        assert message in source, f"{what}: no error {message!r} in kppo/ any more: update LIMITS"
+    assert any(hook.REFUSED in row for row in rows) and any(hook.NOT_YET in row for row in rows)

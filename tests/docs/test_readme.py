@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.docs.helpers import ROOT, code_blocks, run
+from tests.docs.helpers import FENCED, ROOT, code_blocks, run
 
 README = ROOT / "README.md"
 BLOCKS = code_blocks(README)
@@ -78,10 +78,39 @@ def test_shell_blocks_run_in_order(tmp_path):
     assert (tmp_path / "runs" / "cartpole" / "policy.tflite").exists()
 
 
+INSTALL_BLOCKS = [code for lang, code in BLOCKS if lang == "sh" and INSTALL in code]
+
+
+def test_the_install_section_has_a_user_install_and_a_developer_install():
+    """A user installs the built wheels (no editable checkout) with the extras named; a developer the checkout."""
+    user = [code for code in INSTALL_BLOCKS if ".whl[" in code and " -e " not in code]
+    developer = [code for code in INSTALL_BLOCKS if "pip install -e" in code]
+    assert len(user) == 1 and len(developer) == 1, "README.md: expected a wheel install block and an editable one"
+    assert "kppo_runtime" in user[0] and "[eval]" in user[0], "the user install names the kit and its eval extra"
+
+
+def test_the_headings_match_their_blocks():
+    """A heading that counts its commands ("Two commands: ...") counts the commands of the block under it."""
+    words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+    sections = re.split(r"^## ", README.read_text(), flags=re.M)[1:]
+    for section in sections:
+        heading, _, body = section.partition("\n")
+        count = re.match(r"(\w+) commands?\b", heading, re.I)
+        if count and count.group(1).lower() in words:
+            blocks = code_blocks_of(body)
+            commands = _commands(blocks[0]) if blocks else []
+            assert len(commands) == words[count.group(1).lower()], f"'## {heading}' sits over {len(commands)} commands"
+
+
+def code_blocks_of(text: str) -> list[str]:
+    return [m.group(2) for m in FENCED.finditer(text)]
+
+
 @pytest.mark.install
-def test_install_block(tmp_path):
-    """The install block as written, in a copy of the checkout (a fresh virtualenv; TensorFlow's install: minutes)."""
-    (block,) = [code for lang, code in BLOCKS if lang == "sh" and INSTALL in code]
+@pytest.mark.parametrize("index", range(len(INSTALL_BLOCKS)), ids=["user", "developer"][: len(INSTALL_BLOCKS)])
+def test_install_block(index, tmp_path):
+    """An install block as written, in a copy of the checkout (a fresh virtualenv; TensorFlow's install: minutes)."""
+    block = INSTALL_BLOCKS[index]
     copy = tmp_path / "kppo"
     shutil.copytree(
         ROOT,
