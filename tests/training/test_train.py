@@ -1,4 +1,8 @@
+import contextlib
 import functools
+import io
+import shutil
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -13,8 +17,8 @@ from kppo.training.metrics import METRICS
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 6, eval_freq=2, num_eval_envs=3, num_hidden_units=16)
 
 
-def _train(env="CartPole-v1", seed=0, **changes):
-    return kppo.train(env, kppo.Config(**{**TINY, **changes}), seed=seed)
+def _train(env="CartPole-v1", seed=0, checkpoint_dir=None, **changes):
+    return kppo.train(env, kppo.Config(**{**TINY, **changes}), seed=seed, checkpoint_dir=checkpoint_dir)
 
 
 @functools.cache
@@ -31,6 +35,22 @@ RESUMABLE = {**TINY, "total_timesteps": 4 * 16 * 8, "eval_freq": 2, "iterations_
 def _uninterrupted(seeds=None):
     """The RESUMABLE run without a stop, trained once per process: what each resume test must end equal to."""
     return kppo.train("CartPole-v1", kppo.Config(**RESUMABLE), seed=None if seeds is None else list(seeds))
+
+
+#: TINY with one iteration a call and a checkpoint every 2 iterations (at 2, 4 and 6).
+CHECKPOINTED = {**TINY, "checkpoint_every": 2, "iterations_per_call": 1}
+
+
+@pytest.fixture(scope="module")
+def one_a_call(tmp_path_factory):
+    """The CHECKPOINTED run (TINY, seed 0, one iteration a call) with verbose=1 and debug=True, trained once per module:
+    its result, what it printed and its checkpoint directory (a test that changes the directory copies it first).
+    Neither checkpoints nor printing change a run."""
+    path = tmp_path_factory.mktemp("checkpointed")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = _train(checkpoint_every=2, iterations_per_call=1, verbose=1, debug=True, checkpoint_dir=path)
+    return types.SimpleNamespace(result=result, printed=printed.getvalue(), checkpoint_dir=path)
 
 
 def _comparable(metrics):
@@ -56,8 +76,8 @@ def test_same_seed_same_run_and_other_seed_differs():
     assert not np.array_equal(a.metrics["train/total_loss"], c.metrics["train/total_loss"])
 
 
-def test_iterations_per_call_does_not_change_the_run():
-    one, three = _train(iterations_per_call=1), _train(iterations_per_call=3)
+def test_iterations_per_call_does_not_change_the_run(one_a_call):
+    one, three = one_a_call.result, _train(iterations_per_call=3)
     for va, vb in zip(one.agent.variables, three.agent.variables):
         np.testing.assert_allclose(va.numpy(), vb.numpy(), rtol=1e-6, atol=1e-7)
 
@@ -88,9 +108,8 @@ def test_hooks_are_called():
     assert result.metrics["eval/active_steps"][-1] == pytest.approx(3 * result.metrics["eval/mean_lengths"][-1])
 
 
-def test_verbose_prints_one_line_per_round(capsys):
-    _train(verbose=1, debug=True, iterations_per_call=1)
-    out = capsys.readouterr().out
+def test_verbose_prints_one_line_per_round(one_a_call):
+    out = one_a_call.printed
     assert out.count("[kppo] steps") == 2
     assert out.count("[kppo debug] iteration") == 6
 
@@ -168,7 +187,10 @@ def test_bad_env_is_named():
         kppo.train(3, kppo.Config(**TINY))
 
 
+@pytest.mark.slow
 def test_resume_from_a_checkpoint_is_bit_identical(tmp_path):
+    """Slow: test_a_resume_inside_a_round_makes_the_rounds_row_an_uninterrupted_run_makes[one run] keeps the check in
+    the default suite (a stop inside a round, a resume to the end, weights, Adam moments and every metric equal)."""
     config = kppo.Config(**RESUMABLE)
     full = _uninterrupted()
     calls = []
@@ -233,11 +255,19 @@ def test_a_resume_inside_a_round_makes_the_rounds_row_an_uninterrupted_run_makes
     for name, values in full.metrics.items():
         if not name.startswith("time/"):
             np.testing.assert_array_equal(resumed.metrics[name], values, err_msg=name)
+    if seeds is None:  # the resumed weights and Adam moments are the uninterrupted run's, bit for bit
+        assert int(stopped.runner_state.iteration) == 2
+        assert not resumed.interrupted and int(resumed.runner_state.iteration) == 8
+        for a, b in zip(
+            full.agent.variables + full.agent.optimizer.variables,
+            resumed.agent.variables + resumed.agent.optimizer.variables,
+        ):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(tmp_path):
-    config = kppo.Config(**{**TINY, "checkpoint_every": 2, "iterations_per_call": 1})
-    kppo.train("CartPole-v1", config, checkpoint_dir=tmp_path)
+def test_resume_falls_back_when_the_newest_checkpoint_is_corrupted(one_a_call, tmp_path):
+    config = kppo.Config(**CHECKPOINTED)
+    shutil.copytree(one_a_call.checkpoint_dir, tmp_path, dirs_exist_ok=True)
     newest = sorted(tmp_path.glob("ckpt-*.data-*"), key=lambda p: int(p.name.split("-")[1].split(".")[0]))[-1]
     newest.write_bytes(b"garbage")
     with pytest.warns(UserWarning, match="could not be read"):
@@ -311,13 +341,12 @@ def test_evaluate_policy_accepts_a_train_result_policy():
     assert state is None and action == result.policy.get_action(np.zeros(4, np.float32))
 
 
-def test_resume_with_checkpoints_of_another_config_says_why(tmp_path):
-    kppo.train("CartPole-v1", kppo.Config(**TINY), checkpoint_dir=tmp_path)
-    other = kppo.Config(**{**TINY, "num_hidden_units": 32})
+def test_resume_with_checkpoints_of_another_config_says_why(one_a_call):
+    other = kppo.Config(**{**CHECKPOINTED, "num_hidden_units": 32})
     with pytest.raises(
         ValueError, match=r"resume: expected a checkpoint in .* that fits this config, got \d unreadable"
     ):
-        kppo.train("CartPole-v1", other, checkpoint_dir=tmp_path, resume=True)
+        kppo.train("CartPole-v1", other, checkpoint_dir=one_a_call.checkpoint_dir, resume=True)
 
 
 def test_a_config_that_is_not_a_config_is_a_one_line_error():
