@@ -89,7 +89,26 @@ def _build_stack(layers: list, input_shape, bias_init: str, seed: int) -> tuple:
     return shape
 
 
-class Actor(keras.Model):
+class Tower(keras.Model):
+    """What the actor and the critic share: observations through the features extractor (when there is one), then the
+    hidden layers (`self.hidden`), then the subclass's head (`from_features`)."""
+
+    hidden: list
+
+    def call(self, obs):
+        return self.from_features(extract(self, obs))
+
+    def from_features(self, features):
+        raise NotImplementedError
+
+    def hidden_features(self, features):
+        """The last hidden layer's output for the extractor's `features`."""
+        for layer in self.hidden:
+            features = layer(features)
+        return features
+
+
+class Actor(Tower):
     """obs [B, obs_dim] -> logits [B, param_size], or (mean, log_std) each [B, param_size] when Gaussian.
 
     An empty `hidden_units` puts the head on the observations (or the extractor's features): SB3's `pi=[]`.
@@ -170,13 +189,9 @@ class Actor(keras.Model):
             )
         self.built = True
 
-    def call(self, obs):
-        return self.from_features(extract(self, obs))
-
     def from_features(self, features):
         """`call` after the features extractor (what a shared extractor's output feeds: `agent.actor_critic`)."""
-        for layer in self.hidden:
-            features = layer(features)
+        features = self.hidden_features(features)
         out = dense_head(self.head, features)
         if self.state_dependent_noise:
             return out, features, tf.identity(self.sde_log_std)
@@ -205,7 +220,7 @@ class Actor(keras.Model):
         }
 
 
-class Critic(keras.Model):
+class Critic(Tower):
     """obs [B, obs_dim] -> value [B]."""
 
     def __init__(
@@ -244,14 +259,9 @@ class Critic(keras.Model):
         )
         self.built = True
 
-    def call(self, obs):
-        return self.from_features(extract(self, obs))
-
     def from_features(self, features):
         """`call` after the features extractor."""
-        for layer in self.hidden:
-            features = layer(features)
-        return tf.squeeze(dense_head(self.head, features), axis=-1)
+        return tf.squeeze(dense_head(self.head, self.hidden_features(features)), axis=-1)
 
     def get_config(self):
         return {

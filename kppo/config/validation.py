@@ -20,7 +20,52 @@ from kppo.config.choices import (
 from kppo.config.fields import ConfigFields
 from kppo.config.schedules import SCHEDULED, SCHEDULES
 
-__all__ = ["check", "validate"]
+__all__ = ["INT_BOUNDS", "check", "validate"]
+
+INT32_MAX = 2**31 - 1  # the iteration counter, the step keys' seed, the envs' and rows' indices are int32 tensors
+INT64_MAX = 2**63 - 1  # the timestep counters are int64
+
+#: The largest value of each integer field, and of the derived counts that index int32 tensors. Past them a run would
+#: overflow a counter, an index or a stateless key (and never end, or fail deep inside TensorFlow), or ask for
+#: networks and batches no device holds.
+INT_BOUNDS = {
+    "num_envs": 2**20,
+    "num_steps": 2**24,
+    "total_timesteps": INT64_MAX,
+    "num_epochs": 2**16,
+    "num_minibatches": 2**24,
+    "advantage_std_ddof": 1,
+    "num_hidden_layers": 256,
+    "num_hidden_units": 2**20,
+    "features_dim": 2**20,
+    "sde_sample_freq": INT32_MAX,
+    "lstm_hidden_size": 2**20,
+    "n_lstm_layers": 256,
+    "lstm_sequence_length": 2**24,
+    "frame_stack": 1024,
+    "num_eval_envs": 2**20,
+    "eval_freq": INT32_MAX,
+    "verbose": 2,
+    "seed": INT32_MAX,
+    "checkpoint_every": INT32_MAX,
+    "iterations_per_call": INT32_MAX,
+}
+
+#: Derived counts and their bounds: (name in messages, the property, bound).
+DERIVED_BOUNDS = (
+    ("num_envs * num_steps", "rollout_size", INT32_MAX),
+    ("total_timesteps / (num_envs * num_steps)", "num_iterations", INT32_MAX),
+)
+
+
+def check_bounds(c: ConfigFields) -> None:
+    """Every integer field within `INT_BOUNDS`, and the derived counts within `DERIVED_BOUNDS`."""
+    for name, bound in INT_BOUNDS.items():
+        value = getattr(c, name)
+        if value is not None:
+            check(value <= bound, name, f"an integer <= {bound:,}", value)
+    for name, attribute, bound in DERIVED_BOUNDS:
+        check(getattr(c, attribute) <= bound, name, f"at most {bound:,}", getattr(c, attribute))
 
 
 def check(ok: bool, name: str, expected: str, got: Any) -> None:
@@ -160,3 +205,4 @@ def validate(c: ConfigFields) -> None:
         f"at least one rollout (num_envs * num_steps = {c.rollout_size})",
         c.total_timesteps,
     )
+    check_bounds(c)

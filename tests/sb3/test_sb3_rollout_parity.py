@@ -14,7 +14,8 @@ from kppo.core import normalization
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.gym_envs.make import gym_vec_env
-from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
+from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout
+from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.settings import rollout_settings
 from tests.helpers.sb3_reference import ENV_IDS, load, set_weights
 

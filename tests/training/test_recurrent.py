@@ -185,7 +185,8 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     from kppo.core import normalization
     from kppo.gym_envs.make import gym_vec_env
     from kppo.agent.numpy_actor import actor_input, head_params, snapshot
-    from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
+    from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout
+    from kppo.rollout.finish import finish_rollout
 
     cnn = {} if env == "CartPole-v1" else dict(features_extractor="small_cnn", features_dim=16)
     config = kppo.Config(**SMALL, n_lstm_layers=layers, **cnn)

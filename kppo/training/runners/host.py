@@ -22,12 +22,8 @@ from kppo.gym_envs.vector import GymVecEnv, vector_env_of
 from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.spaces import normalized_columns
 from kppo.agent.numpy_actor import make_numpy_actor
-from kppo.rollout.gymnasium import (
-    HostRolloutState,
-    collect_host_rollout,
-    evaluation_episodes,
-    finish_rollout,
-)
+from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, evaluation_episodes
+from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
 from kppo.training.runners.settings import jit_update, rollout_settings, root_keys, update_batch, update_settings
 from kppo.training.runners.replicated import make_sharded_update

@@ -26,13 +26,8 @@ from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.make import gym_vec_env
 from kppo.gym_envs.spaces import normalized_columns
 from kppo.gym_envs.vector import GymVecEnv
-from kppo.rollout.gymnasium import (
-    Acting,
-    HostSteps,
-    finish_rollout,
-    host_steps,
-    rollout_rng,
-)
+from kppo.rollout.gymnasium import Acting, HostSteps, host_steps, rollout_rng
+from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.settings import population_jit, rollout_settings, root_keys
 from kppo.training.runners.host import HostEvaluation, eval_env_source, reset_rollout_state

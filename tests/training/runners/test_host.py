@@ -7,7 +7,8 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.gym_envs.make import gym_vec_env
-from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, finish_rollout
+from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout
+from kppo.rollout.finish import finish_rollout
 from kppo.core import normalization
 from kppo.agent.agent import make_agent
 from kppo.training.runners.settings import rollout_settings
