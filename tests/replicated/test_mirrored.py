@@ -171,7 +171,11 @@ def test_target_kl_stops_the_update_on_every_replica():
     assert got["full"] == 16.0 and got["same"]
 
 
+@pytest.mark.slow
 def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
+    """Slow: in the default suite, test_a_recurrent_update_on_two_replicas_equals_the_one_device_update[sequences]
+    steps gymnasium envs (observations normalized on the host) for 2 replicas whose update equals the one-device one
+    and counts its minibatch steps, and test_the_replicated_update_at_iteration_k_...[gymnasium] runs them too."""
     config = kppo.Config(
         distribute="mirrored",
         devices=DEVICES,
@@ -202,10 +206,11 @@ def test_gymnasium_envs_step_on_the_host_and_the_update_runs_on_two_replicas():
     ids=["sequences", "chunks-with-kl-test", "two-layers"],
 )
 def test_a_recurrent_update_on_two_replicas_equals_the_one_device_update(changes):
-    """Gymnasium envs (the same host rollout on both sides), one minibatch an epoch: each replica replays its shard's
-    sequences (or chunks of them, through the host-side KL test), and the all-reduced update equals the one-device
-    update of the whole rollout to float32 rounding. (sb3-contrib's rotated windows cannot be compared so: each
-    replica rotates its own shard by its own offset, so backpropagation through time is cut at other steps.)"""
+    """Gymnasium envs (the same host rollout on both sides, observations normalized on the host), one minibatch an
+    epoch: each replica replays its shard's sequences (or chunks of them, through the host-side KL test), and the
+    all-reduced update equals the one-device update of the whole rollout to float32 rounding. (sb3-contrib's rotated
+    windows cannot be compared so: each replica rotates its own shard by its own offset, so backpropagation through
+    time is cut at other steps.)"""
     from kppo.training.runners import make_runner
 
     base = kppo.Config(
@@ -219,6 +224,7 @@ def test_a_recurrent_update_on_two_replicas_equals_the_one_device_update(changes
         num_hidden_units=8,
         total_timesteps=4 * 16 * 2,
         num_eval_envs=2,
+        normalize_obs=True,
         **changes,
     )
     runs = []
