@@ -451,3 +451,12 @@ def test_the_shared_core_is_written_once():
     assert {name: counts.get(name, 0) for name in once} == dict.fromkeys(once, 1)
     runners = ("NativeRunner", "HostRunner", "HostPopulationRunner", "PopulationRunner")
     assert all(counts.get(name) == 1 for name in runners)
+
+
+def test_below_the_agent_nothing_takes_the_config():
+    """core/, the envs, rollout/ and update/ take the few resolved values they need (`RolloutSettings`,
+    `UpdateSettings`, `ScheduleSpec`), never a Config: only config/'s tables of names and choices."""
+    below = ("core", "envs", "gym_envs", "vec_envs", "rollout", "update")
+    graph = import_graph()
+    takes = sorted(m for m in graph if folder(m) in below and "kppo.config.options" in graph[m])
+    assert takes == []

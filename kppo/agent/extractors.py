@@ -27,7 +27,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.networks import HIDDEN_GAIN, make_initializer
-from kppo.config.options import FEATURES_EXTRACTORS
+from kppo.config.choices import FEATURES_EXTRACTORS
 from kppo.core.errors import ArgumentError, ArgumentTypeError
 from kppo.gym_envs.spaces import has_image, is_channels_first, is_image_space, space_shape
 

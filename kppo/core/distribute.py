@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 
 from kppo._tf import tf
-from kppo.config.options import DISTRIBUTE
+from kppo.config.choices import DISTRIBUTE
 from kppo.core.errors import reason
 from kppo.core.normalization import merge_from_sums, merge_replicas
 

@@ -15,7 +15,6 @@ from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo._tf import tf
-from kppo.config.options import Config
 from kppo.config.schedules import SCHEDULED
 
 
@@ -32,6 +31,17 @@ class Schedules(NamedTuple):
 ScheduleFn = Callable[[Any], Schedules]
 
 
+class ScheduleSpec(NamedTuple):
+    """What the schedules read of a run's settings, resolved once (`kppo.training.runners.settings.schedule_spec`):
+    each scheduled value's base (`SCHEDULED`'s keys) and schedule name, the run's iterations, and the value clipping
+    range (None: none)."""
+
+    bases: dict[str, float]
+    kinds: dict[str, str]
+    num_iterations: int
+    clip_range_vf: float | None
+
+
 def progress_factor(schedule: str, done: tf.Tensor) -> tf.Tensor | float:
     """The factor a schedule applies to its base value when the fraction `done` (float32, in [0, 1]) of the run's
     iterations came before: the formula of each `kppo.config.schedules.SCHEDULES` entry."""
@@ -42,37 +52,37 @@ def progress_factor(schedule: str, done: tf.Tensor) -> tf.Tensor | float:
     raise ValueError(f"schedule: expected one of the schedules of kppo.config.schedules, got {schedule!r}")
 
 
-def scheduled(config: Config, name: str, iteration, base=None) -> tf.Tensor:
-    """`config.<name>` (or `base`: a population member's own value) at `iteration` (0-based) under its schedule
-    (`SCHEDULED[name]`, `progress_factor`): the one formula of every scheduled value on every runner.
+def scheduled(spec: ScheduleSpec, name: str, iteration, base=None) -> tf.Tensor:
+    """`name`'s base value (or `base`: a population member's own value) at `iteration` (0-based) under its schedule
+    (`spec.kinds[name]`, `progress_factor`): the one formula of every scheduled value on every runner.
 
     Linear: value * (1 - iteration / num_iterations), i.e. RL-Zoo's `lin_<value>` (value * progress_remaining) at
     SB3's progress_remaining = 1 - steps / total_timesteps with the steps done before the iteration's rollout, where
     kppo's SB3 facade evaluates SB3 schedules too. SB3's own `learn` counts the rollout just collected
     (`_update_current_progress_remaining` after `collect_rollouts`): one rollout later, 1 - (iteration + 1) /
     num_iterations."""
-    base = tf.constant(getattr(config, name), tf.float32) if base is None else base
-    schedule = getattr(config, SCHEDULED[name])
+    base = tf.constant(spec.bases[name], tf.float32) if base is None else base
+    schedule = spec.kinds[name]
     if schedule == "constant":
         return base
-    return base * progress_factor(schedule, tf.cast(iteration, tf.float32) / float(config.num_iterations))
+    return base * progress_factor(schedule, tf.cast(iteration, tf.float32) / float(spec.num_iterations))
 
 
-def schedules_at(config: Config, iteration, bases: Any = None) -> Schedules:
+def schedules_at(spec: ScheduleSpec, iteration, bases: Any = None) -> Schedules:
     """Every scheduled value at `iteration`; `bases` (any object with some of `SCHEDULED`'s names as attributes, e.g. a
-    population's member values) replaces the Config's numbers it names."""
-    values = {name: scheduled(config, name, iteration, getattr(bases, name, None)) for name in SCHEDULED}
-    clip_vf = None if config.clip_range_vf is None else tf.constant(config.clip_range_vf, tf.float32)
+    population's member values) replaces the run's numbers it names."""
+    values = {name: scheduled(spec, name, iteration, getattr(bases, name, None)) for name in SCHEDULED}
+    clip_vf = None if spec.clip_range_vf is None else tf.constant(spec.clip_range_vf, tf.float32)
     return Schedules(**values, clip_range_vf=clip_vf)
 
 
-def config_schedules(config: Config, bases: Any = None) -> ScheduleFn:
-    """`iteration -> Schedules`: the Config's schedules (`schedules_at`)."""
-    return lambda iteration: schedules_at(config, iteration, bases)
+def config_schedules(spec: ScheduleSpec, bases: Any = None) -> ScheduleFn:
+    """`iteration -> Schedules`: the run's schedules (`schedules_at`)."""
+    return lambda iteration: schedules_at(spec, iteration, bases)
 
 
-def is_constant(config: Config, name: str) -> bool:
-    return getattr(config, SCHEDULED[name]) == "constant"
+def is_constant(spec: ScheduleSpec, name: str) -> bool:
+    return spec.kinds[name] == "constant"
 
 
 def with_values(settings: Any, values: Any) -> Any:
@@ -83,5 +93,5 @@ def with_values(settings: Any, values: Any) -> Any:
 
 def with_schedules(settings: Any, schedules: Schedules) -> Any:
     """The update's settings (`kppo.update.ppo.UpdateSettings`) with this iteration's scheduled values in place of
-    the Config's (every `Schedules` field the settings have; the learning rate goes to the optimizer)."""
+    the run's (every `Schedules` field the settings have; the learning rate goes to the optimizer)."""
     return with_values(settings, schedules)

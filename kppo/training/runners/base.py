@@ -24,6 +24,7 @@ from kppo.rollout.gymnasium import StepHook
 from kppo.core.types import Diagnostics, EvalResult, EvalTrajectory, RunnerState
 from kppo.update.driver import Iterations
 from kppo.update.schedules import ScheduleFn, is_constant
+from kppo.training.runners.settings import schedule_spec
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
 
@@ -81,7 +82,7 @@ class Runner:
         """The last iteration's scheduled `name` (a `Schedules` field), as reported (`train/learning_rate`,
         `train/clip_range`): the Config's number itself while its schedule is constant and the Config schedules the
         run, else `schedule_fn` at the state's last iteration (a population: per member)."""
-        if self.schedules_from_config and is_constant(self.config, name):
+        if self.schedules_from_config and is_constant(schedule_spec(self.config), name):
             return getattr(self.config, name)
         value = np.asarray(getattr(self.schedule_fn(last_iteration(self.view(state))), name))
         return float(value) if value.ndim == 0 else value

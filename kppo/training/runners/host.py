@@ -25,7 +25,14 @@ from kppo.agent.numpy_actor import make_numpy_actor
 from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, evaluation_episodes
 from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
-from kppo.training.runners.settings import jit_update, rollout_settings, root_keys, update_batch, update_settings
+from kppo.training.runners.settings import (
+    jit_update,
+    rollout_settings,
+    root_keys,
+    schedule_spec,
+    update_batch,
+    update_settings,
+)
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import EvalResult, Moments, RunnerState
 from kppo.update.ppo import ppo_update
@@ -169,7 +176,7 @@ class HostRunner(Runner):
             vec_env,
         )
         self.config, self.eval_metrics_fn = config, eval_metrics_fn
-        self.schedule_fn = schedule if schedule is not None else config_schedules(config)
+        self.schedule_fn = schedule if schedule is not None else config_schedules(schedule_spec(config))
         self.schedules_from_config = schedule is None
         columns = normalized_columns(vec_env.observation_space, config.normalize_obs_keys)
         self.settings = rollout_settings(config)._replace(norm_columns=columns)

@@ -29,7 +29,7 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.rollout.gymnasium import Acting, HostSteps, host_steps, rollout_rng
 from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.base import Iterations, Runner
-from kppo.training.runners.settings import population_jit, rollout_settings, root_keys
+from kppo.training.runners.settings import population_jit, rollout_settings, root_keys, schedule_spec
 from kppo.training.runners.host import HostEvaluation, eval_env_source, reset_rollout_state
 from kppo.training.runners.member_loops import population_iteration
 from kppo.config.population import check_members
@@ -158,7 +158,10 @@ class HostPopulationRunner(Runner):
         vec_env = population.vec_env
         super().__init__(population.agent, population.state, vec_env.observation_space, vec_env.action_space, vec_env)
         self.population, self.config = population, configs[0]
-        self.schedule_fn, self.schedules_from_config = config_schedules(self.config, population.values), False
+        self.schedule_fn, self.schedules_from_config = (
+            config_schedules(schedule_spec(self.config), population.values),
+            False,
+        )
         columns = normalized_columns(vec_env.observation_space, self.config.normalize_obs_keys)
         self.settings = rollout_settings(self.config)._replace(norm_columns=columns)
         self.update_fn = make_member_update(population)

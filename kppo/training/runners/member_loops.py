@@ -29,7 +29,13 @@ from kppo.rollout.native import (
     evaluation_result,
     evaluation_start,
 )
-from kppo.training.runners.settings import population_jit, rollout_settings, update_batch, update_settings
+from kppo.training.runners.settings import (
+    population_jit,
+    rollout_settings,
+    schedule_spec,
+    update_batch,
+    update_settings,
+)
 from kppo.update.ppo import functional_step, minibatch_loop, shuffle_noise, shuffled_rows, update_indices
 from kppo.update.iteration import Begun, iteration_keys, make_iteration, start_iteration
 from kppo.update.diagnostics import rollout_diagnostics
@@ -76,7 +82,7 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
         iteration = state.iteration
         with vectorizing(state.key[0]):  # GAE's loop starts per-member
             state, rollout, key_update, schedules = start_iteration(
-                config_schedules(config, values), member_collect, state
+                config_schedules(schedule_spec(config), values), member_collect, state
             )
             settings = member_update_settings(config, values, schedules)
             batch = update_batch(config, rollout)
@@ -123,7 +129,7 @@ def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, i
     def step(carry, k, stopped):
         def member(elems):
             member_carry, member_batch, member_indices, iteration, member_values, member_stopped = elems
-            schedules = config_schedules(config, member_values)(iteration)
+            schedules = config_schedules(schedule_spec(config), member_values)(iteration)
             settings = member_update_settings(config, member_values, schedules)
             update = functional_step(
                 agent, settings, config.adam_style, member_batch, member_indices, schedules.learning_rate

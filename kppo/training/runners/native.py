@@ -23,6 +23,7 @@ from kppo.training.runners.settings import (
     root_keys,
     update_batch,
     update_settings,
+    schedule_spec,
 )
 from kppo.core.normalization import Constants
 from kppo.core.types import RunnerState
@@ -84,7 +85,7 @@ def make_iterations_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
     settings, upd = rollout_settings(config), update_settings(config)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
     update = maybe_compile(lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_update(config, on_host=False))
-    schedule_fn = config_schedules(config)
+    schedule_fn = config_schedules(schedule_spec(config))
 
     def iteration(state: RunnerState):
         return iteration_step(schedule_fn, collect, lambda r, k, s: update(update_batch(config, r), k, s), state)
@@ -119,7 +120,7 @@ class NativeRunner(Runner):
             parts.agent, parts.state, parts.train_env.observation_space, parts.train_env.action_space, parts.train_env
         )
         self.parts, self.config = parts, config
-        self.schedule_fn = config_schedules(config)
+        self.schedule_fn = config_schedules(schedule_spec(config))
         self.iterations_fn = iterations_fn  # (state, n) -> (state, summed Diagnostics)
         self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config)
         if eval_metrics_fn is not None:  # an in-graph hook: compiled once, as the rounds are

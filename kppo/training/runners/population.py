@@ -26,7 +26,7 @@ from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_stat
 from kppo.rollout.native import finish_steps
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.member_loops import member_evaluation, member_steps, population_iteration
-from kppo.training.runners.settings import population_jit
+from kppo.training.runners.settings import population_jit, schedule_spec
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.driver import drive
@@ -221,7 +221,10 @@ class PopulationRunner(Runner):
             template.train_env,
         )
         self.population, self.config = population, population.configs[0]
-        self.schedule_fn, self.schedules_from_config = config_schedules(self.config, population.values), False
+        self.schedule_fn, self.schedules_from_config = (
+            config_schedules(schedule_spec(self.config), population.values),
+            False,
+        )
         if functions is None:  # (iterations, evaluation) of a population of these shapes
             functions = make_member_iterations(population), make_member_evaluation(population)
         self.iterations_fn, self.evaluation_fn = functions

@@ -22,7 +22,14 @@ from kppo.core.distribute import merge_normalization, on_replica_devices, replic
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import EvalMetricsFn, Runner
-from kppo.training.runners.settings import maybe_compile, rollout_settings, root_keys, update_batch, update_settings
+from kppo.training.runners.settings import (
+    maybe_compile,
+    rollout_settings,
+    root_keys,
+    schedule_spec,
+    update_batch,
+    update_settings,
+)
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
 from kppo.core.types import Rollout, RunnerState
 from kppo.update.ppo import (
@@ -155,7 +162,7 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
     settings = rollout_settings(config)
     collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
     replica_update = make_replica_update(agent, config, strategy)
-    schedule_fn = config_schedules(config)  # evaluated on the host, passed into the compiled iteration
+    schedule_fn = config_schedules(schedule_spec(config))  # evaluated on the host, passed into the compiled iteration
     upd = update_settings(config)
 
     def replica_rollout(state: RunnerState, schedules):

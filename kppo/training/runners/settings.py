@@ -7,10 +7,12 @@ from collections.abc import Callable
 
 from kppo._tf import tf
 from kppo.config.options import Config
+from kppo.config.schedules import SCHEDULED
 from kppo.core import normalization
 from kppo.core.types import Batch, Rollout
 from kppo.rollout.native import RolloutSettings
 from kppo.update.ppo import UpdateSettings, flatten
+from kppo.update.schedules import ScheduleSpec
 
 
 def rollout_settings(config: Config) -> RolloutSettings:
@@ -23,6 +25,17 @@ def rollout_settings(config: Config) -> RolloutSettings:
         config.sde_sample_freq,
         config.action_masks,
         norm=normalization.Constants.of(config),
+    )
+
+
+def schedule_spec(config: Config) -> ScheduleSpec:
+    """What the schedules read of `config` (`kppo.update.schedules`): the scheduled values, their schedules, the run's
+    iterations and the value clipping range."""
+    return ScheduleSpec(
+        {name: getattr(config, name) for name in SCHEDULED},
+        {name: getattr(config, field) for name, field in SCHEDULED.items()},
+        config.num_iterations,
+        config.clip_range_vf,
     )
 
 

@@ -6,13 +6,13 @@ import pytest
 import kppo
 from kppo._tf import tf
 from kppo.training.runners import make_runner
-from kppo.training.runners.settings import update_settings
+from kppo.training.runners.settings import schedule_spec, update_settings
 from kppo.training.runners import make_population_runner
 from kppo.update.schedules import Schedules, schedules_at, with_schedules
 
 
 def _learning_rate(config, iteration):
-    return float(schedules_at(config, iteration).learning_rate)
+    return float(schedules_at(schedule_spec(config), iteration).learning_rate)
 
 
 def test_linear_learning_rate_is_sb3s_progress_remaining_at_the_rollout_start():
@@ -29,31 +29,41 @@ def test_a_linear_clip_range_is_annealed_as_the_learning_rate_is():
         clip_range=0.2, clip_schedule="linear", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4, eval_freq=1
     )
     # 4 iterations: 0.2 * (1 - i / 4), RL-Zoo's lin_0.2 at progress_remaining 1, 0.75, 0.5, 0.25
-    clips = [float(schedules_at(config, i).clip_range) for i in range(4)]
+    clips = [float(schedules_at(schedule_spec(config), i).clip_range) for i in range(4)]
     np.testing.assert_allclose(clips, [0.2, 0.15, 0.1, 0.05], rtol=1e-6)
-    assert float(schedules_at(config.replace(clip_schedule="constant"), 3).clip_range) == pytest.approx(0.2)
+    assert float(schedules_at(schedule_spec(config.replace(clip_schedule="constant")), 3).clip_range) == pytest.approx(
+        0.2
+    )
     members = Schedules(tf.constant([1e-3, 2e-3]), tf.constant([0.2, 0.1]), tf.constant([0.0, 0.02]))  # own values
-    np.testing.assert_allclose(schedules_at(config, 2, members).clip_range.numpy(), [0.1, 0.05], rtol=1e-6)
-    np.testing.assert_allclose(schedules_at(config, 2, members).ent_coef.numpy(), [0.0, 0.02])  # ent: constant
+    np.testing.assert_allclose(
+        schedules_at(schedule_spec(config), 2, members).clip_range.numpy(), [0.1, 0.05], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        schedules_at(schedule_spec(config), 2, members).ent_coef.numpy(), [0.0, 0.02]
+    )  # ent: constant
     assert _learning_rate(config, 3) == pytest.approx(2.5e-4 * 0.25)  # the default lr_schedule is linear
 
 
 def test_a_linear_ent_coef_is_annealed_as_the_learning_rate_is():
     config = kppo.Config(ent_coef=0.01, ent_schedule="linear", num_envs=4, num_steps=8, total_timesteps=4 * 8 * 4)
-    ents = [float(schedules_at(config, i).ent_coef) for i in range(4)]
+    ents = [float(schedules_at(schedule_spec(config), i).ent_coef) for i in range(4)]
     np.testing.assert_allclose(ents, [0.01, 0.0075, 0.005, 0.0025], rtol=1e-6)
-    assert float(schedules_at(config.replace(ent_schedule="constant"), 3).ent_coef) == pytest.approx(0.01)
+    assert float(schedules_at(schedule_spec(config.replace(ent_schedule="constant")), 3).ent_coef) == pytest.approx(
+        0.01
+    )
     members = Schedules(tf.constant([1e-3, 1e-3]), tf.constant([0.2, 0.2]), tf.constant([0.0, 0.02]))
-    np.testing.assert_allclose(schedules_at(config, 2, members).ent_coef.numpy(), [0.0, 0.01], rtol=1e-6)
+    np.testing.assert_allclose(schedules_at(schedule_spec(config), 2, members).ent_coef.numpy(), [0.0, 0.01], rtol=1e-6)
 
 
 def test_the_update_reads_each_iterations_schedules_in_place_of_the_configs_numbers():
     config = kppo.Config(clip_range=0.2, clip_range_vf=0.5, clip_schedule="linear", total_timesteps=16 * 128 * 4)
-    settings = with_schedules(update_settings(config.replace(ent_schedule="linear")), schedules_at(config, 2))
+    settings = with_schedules(
+        update_settings(config.replace(ent_schedule="linear")), schedules_at(schedule_spec(config), 2)
+    )
     assert float(settings.clip_range) == pytest.approx(0.1) and float(settings.clip_range_vf) == 0.5
     assert float(settings.ent_coef) == pytest.approx(0.01)  # ent_schedule "constant" in `config`
     assert update_settings(config).clip_range == 0.2  # the settings keep the Config's number
-    assert schedules_at(config.replace(clip_range_vf=None), 0).clip_range_vf is None  # no value clipping
+    assert schedules_at(schedule_spec(config.replace(clip_range_vf=None)), 0).clip_range_vf is None  # no value clipping
 
 
 SCHEDULED = dict(
