@@ -191,11 +191,10 @@ NOUNS = ["argument", "CONFIG", "RUN_DIR", "ARTIFACT", "path", "checkpoints", "--
 @pytest.fixture(scope="module")
 def cli_root(tmp_path_factory):
     """The module's folder (each example a fresh folder in it), the stubs in place, and the heavy imports done
-    (TensorFlow, gymnasium, Optuna) so that no example pays for them. Two costs of every example are paid once
-    (each example took ~50 ms, the file's fast profile a minute): the parser is built once (argparse's parsers keep
-    no state between calls), and configs/ is a copy of the tuned configs reduced to two fields each, which
-    PyYAML (pure Python, ~10 ms a shipped file with its comments) reads fast; the shipped files' YAML is
-    tests/config/test_yaml_properties.py's target."""
+    (TensorFlow, gymnasium, Optuna) so that no example pays for them. Two costs of every example are paid once: the
+    parser is built once (argparse's parsers keep no state between calls), and configs/ is a copy of the tuned
+    configs reduced to two fields each, which PyYAML (pure Python, slow on a shipped file with its comments) reads
+    fast; the shipped files' YAML is tests/config/test_yaml_properties.py's target."""
     root = tmp_path_factory.mktemp("cli")
     configs = tmp_path_factory.mktemp("cli-configs")
     for path in sorted(kppo.cli.configs.CONFIG_DIR.glob("*.yaml")):  # the tuned configs without their comments

@@ -1,6 +1,10 @@
-"""`kppo train | eval | export` end to end with tiny budgets, and its errors."""
+"""`kppo train | eval | export` end to end with tiny budgets, and its errors. Tests that need the same trained run
+share it (module fixtures), each working on its own copy where it writes."""
 
+import contextlib
+import io
 import json
+import shutil
 import subprocess
 import sys
 
@@ -24,9 +28,28 @@ TINY = [
 ]
 
 
-def test_train_eval_export_end_to_end(tmp_path, capsys):
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    """`kppo train cartpole --seed 3` with TINY's budget (policy.tflite exported): read it, or copy it to write."""
+    run = tmp_path_factory.mktemp("cartpole") / "run"
     assert main(["train", "cartpole", "--seed", "3", "--out", str(run), *TINY]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def lake_run(tmp_path_factory):
+    """FrozenLake (a discrete observation) with TINY's budget and eval_freq 100, above its 4 iterations: the run
+    directory and what `kppo train` wrote on stderr."""
+    run = tmp_path_factory.mktemp("lake") / "lake"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["train", "--set", "env=FrozenLake-v1", "--out", str(run), *TINY, "--set", "eval_freq=100"]) == 0
+    return run, err.getvalue()
+
+
+def test_train_eval_export_end_to_end(cartpole_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(cartpole_run, run)  # this test writes exports into it and breaks its metadata
     for name in (
         "config.yaml",
         "metrics.csv",
@@ -155,10 +178,8 @@ def test_out_that_is_a_file_is_one_line(tmp_path, capsys):
     )
 
 
-def test_eval_freq_above_the_iterations_warns_once_and_evaluates_each_iteration(tmp_path, capsys):
-    run = tmp_path / "run"  # 1024 steps of 4 x 64 = 4 iterations; eval_freq 100 used to be refused
-    assert main(["train", "cartpole", "--out", str(run), "--no-export", *TINY, "--set", "eval_freq=100"]) == 0
-    err = capsys.readouterr().err
+def test_eval_freq_above_the_iterations_warns_once_and_evaluates_each_iteration(lake_run):
+    run, err = lake_run  # 1024 steps of 4 x 64 = 4 iterations; eval_freq 100 used to be refused
     line = (
         "kppo train: warning: eval_freq: 100 evaluation rounds asked for, but the run has only 4 iterations "
         "(total_timesteps // rollout_size): evaluating after each\n"
@@ -222,6 +243,22 @@ def test_an_interrupted_run_can_be_evaluated_and_exported(tmp_path, capsys):
     )
 
 
+def test_help_imports_no_tensorflow():
+    """`kppo --help` and each command's --help answer from the parser alone (argparse and the config fields)."""
+    code = (
+        "import sys\n"
+        "from kppo.cli.main import main\n"
+        "for argv in ([], ['train'], ['eval'], ['export'], ['tune']):\n"
+        "    try:\n"
+        "        main([*argv, '--help'])\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code == 0, (argv, exit.code)\n"
+        "assert 'tensorflow' not in sys.modules, 'kppo --help imported TensorFlow'\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
 def test_console_script_help_lists_every_field():
     out = subprocess.run(
         [sys.executable, "-m", "kppo.cli.main", "train", "--help"], capture_output=True, text=True, timeout=120
@@ -248,6 +285,14 @@ def _start_training(run, extra=()):
         "--no-export",
         "--set",
         "total_timesteps=2000000",
+        "--set",
+        "num_envs=4",  # a small rollout and update: the test needs checkpoints, not learning
+        "--set",
+        "num_steps=32",
+        "--set",
+        "num_epochs=1",
+        "--set",
+        "jit_rollout=false",  # no XLA compile before the first checkpoint: the signals are what is tested
         "--set",
         "checkpoint_every=16",
         "--set",
@@ -303,9 +348,9 @@ def test_a_killed_run_resumes_from_its_latest_checkpoint(sig, tmp_path, capsys):
     assert out.startswith(f"using checkpoint {run / 'checkpoints' / 'ckpt-'}") and "the run did not finish" in out
 
 
-def test_resume_through_the_cli(tmp_path, capsys):
+def test_resume_through_the_cli(cartpole_run, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train", "cartpole", "--out", str(run), "--no-export", *TINY]) == 0
+    shutil.copytree(cartpole_run, run)
     first = json.loads((run / "summary.json").read_text())
     assert main(["train", "--resume", str(run), "--quiet", "--no-export"]) == 0  # already complete: no new steps
     again = json.loads((run / "summary.json").read_text())
@@ -315,10 +360,9 @@ def test_resume_through_the_cli(tmp_path, capsys):
     assert "--resume: expected no CONFIG" in capsys.readouterr().err
 
 
-def test_a_discrete_observation_artifact_is_evaluated_on_raw_integers(tmp_path, capsys):
+def test_a_discrete_observation_artifact_is_evaluated_on_raw_integers(lake_run, capsys):
     """FrozenLake: the artifact takes the raw state index (one-hot inside); `kppo eval` feeds it the env's integers."""
-    run = tmp_path / "lake"
-    assert main(["train", "--set", "env=FrozenLake-v1", "--out", str(run), *TINY]) == 0
+    run, _ = lake_run
     capsys.readouterr()
     assert main(["eval", str(run / "policy.tflite"), "--episodes", "2"]) == 0
     assert capsys.readouterr().out.startswith("FrozenLake-v1: ")
