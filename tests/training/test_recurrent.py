@@ -244,8 +244,16 @@ def test_a_recurrent_population_member_computes_what_its_single_run_computes():
 
 def test_a_recurrent_run_trains_evaluates_checkpoints_and_resumes_bit_identically(tmp_path):
     """The LSTM cells, their Adam moments and the rollout's memory are checkpointed: stopping after 3 of 6
-    iterations and resuming ends where the uninterrupted run ends, bit for bit."""
-    config = kppo.Config(**SMALL, total_timesteps=4 * 64 * 6, eval_freq=2, num_eval_envs=2, iterations_per_call=1)
+    iterations and resuming ends where the uninterrupted run ends, bit for bit (rollouts of 32 steps, 2 epochs: the
+    checkpoint's contents do not depend on the update's size)."""
+    config = kppo.Config(
+        **{**SMALL, "num_steps": 32},
+        num_epochs=2,
+        total_timesteps=4 * 32 * 6,
+        eval_freq=2,
+        num_eval_envs=2,
+        iterations_per_call=1,
+    )
     whole = kppo.train("cartpole", config)
     assert np.isfinite(whole.metrics["train/total_loss"]).all() and len(whole.metrics["eval/mean_returns"]) == 2
     assert len(initial_memory(whole.agent, 3)) == 4  # (h, c) of the actor's and the critic's LSTM
