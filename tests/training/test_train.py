@@ -77,7 +77,8 @@ def test_same_seed_same_run_and_other_seed_differs():
 
 
 def test_iterations_per_call_does_not_change_the_run(one_a_call):
-    one, three = one_a_call.result, _train(iterations_per_call=3)
+    # the default run's calls are its rounds of 3 iterations (iterations_per_call 16, a call ends at its round's end)
+    one, three = one_a_call.result, _default_run()
     for va, vb in zip(one.agent.variables, three.agent.variables):
         np.testing.assert_allclose(va.numpy(), vb.numpy(), rtol=1e-6, atol=1e-7)
 
