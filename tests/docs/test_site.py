@@ -92,31 +92,7 @@ def test_no_list_runs_into_its_paragraph(site):
     assert not found, "list items inside a paragraph (add a blank line before the list):\n" + "\n".join(found)
 
 
-#: Pages whose commands are still being wrapped to the column (each a `\` continuation away from fitting): expected to
-#: fail until then; a page that fits is reported as XPASS, and then leaves this set.
-WIDE_CODE_PENDING = {
-    "benchmarks/devices",
-    "benchmarks/image_learning",
-    "benchmarks/images",
-    "benchmarks/learning",
-    "benchmarks/minatar",
-    "benchmarks/populations",
-    "benchmarks/recurrent-and-masks",
-    "benchmarks/soak",
-    "benchmarks/speed",
-    "benchmarks/tuning",
-}
-
-
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(reason="its commands are not wrapped to the column yet", strict=False))
-        if p in WIDE_CODE_PENDING
-        else p
-        for p in HAND_WRITTEN
-    ],
-)
+@pytest.mark.parametrize("page", HAND_WRITTEN)
 def test_code_blocks_fit_the_content_column(site, page):
     found = []
     for block in re.findall(r"<pre[^>]*>(.*?)</pre>", _content(_html(site, page)), re.S):
