@@ -41,7 +41,15 @@ def worker(batch: int, trials: int, pruner: str) -> dict:
 
     with tempfile.TemporaryDirectory() as out:
         result = kppo.tune(
-            "cartpole", kppo.Config(verbose=0), SPACE, trials=trials, batch=batch, pruner=pruner, out=out, verbose=0
+            "cartpole",
+            kppo.Config(verbose=0),
+            SPACE,
+            trials=trials,
+            batch=batch,
+            pruner=pruner,
+            out=out,
+            verbose=0,
+            sampler_seed=0,  # both searches ask the same trials
         )
         rows = [
             {"number": t.number, "state": t.state.name, "value": t.value, "params": t.params}

@@ -79,6 +79,7 @@ def run_kppo(zoo: Path, env: str, args: argparse.Namespace, batch: int, space: d
     with tempfile.TemporaryDirectory(prefix="kppo_tune_") as folder:
         out = Path(folder)
         command = [*KPPO, "tune", str(zoo), "--env", env, "--trials", str(args.trials), "--batch", str(batch)]
+        command += ["--sampler-seed", "0"]
         command += ["--set", f"n_timesteps={args.n_timesteps}", "--set", "eval_freq=5", "--set", "num_eval_envs=10"]
         command += ["--out", str(out / "study"), "--quiet"]
         if space is not None:

@@ -37,7 +37,12 @@ def add_tune_parser(sub: Any) -> None:
     tune.add_argument("--batch", type=int, default=1, help="trials trained together as a population (or its shards)")
     tune.add_argument("--seeds-per-trial", type=int, default=1, help="seeds per trial; the objective is their mean")
     tune.add_argument("--sampler", default="tpe", help="tpe, random, cmaes, qmc or an optuna.samplers class")
-    tune.add_argument("--sampler-seed", type=int, default=0)
+    tune.add_argument(
+        "--sampler-seed",
+        type=int,
+        default=None,
+        help="the sampler's seed (default: one drawn per process, so that workers on one study spread; PBT: 0)",
+    )
     tune.add_argument("--startup-trials", type=int, default=10, help="random trials before TPE models")
     tune.add_argument("--pruner", default="median", help="median, none, halving, hyperband or an optuna.pruners class")
     tune.add_argument("--objective-rounds", type=int, default=1, help="last evaluation rounds a trial's value averages")
@@ -116,7 +121,7 @@ def _run_pbt(args: Any, config: Any) -> int:
         members=args.batch,
         interval=args.pbt_interval,
         quantile=args.pbt_quantile,
-        seed=args.sampler_seed,
+        seed=0 if args.sampler_seed is None else args.sampler_seed,
         out=out,
     )
     if not args.quiet:

@@ -10,6 +10,8 @@ asking after that many seconds.
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,8 +25,10 @@ from kppo.tuning.storage import (
     Liveness,
     cut_trials,
     fail_stale_trials,
+    creation_lock,
     open_storage,
     open_study,
+    storage_url,
     study_identity,
     study_name,
 )
@@ -120,13 +124,21 @@ def _check_batching(base: Config, batch: int, seeds_per_trial: int) -> None:
             ) from None
 
 
-def _ask(study: Any, space: SearchSpace, base: Config, seeds: list[int], live: Liveness, console) -> Pending | None:
-    """One asked trial with its config; a sampled config that is not valid fails the trial (None)."""
+def worker_seed(sampler_seed: int | None) -> int:
+    """This process's sampler seed: `sampler_seed`, or for None a fresh draw from the OS's entropy, so that workers
+    joining one study propose different trials (Optuna's and RL-Zoo's default: an unseeded sampler)."""
+    return secrets.randbelow(2**32) if sampler_seed is None else sampler_seed
+
+
+def _ask(study: Any, space: SearchSpace, base: Config, attrs: dict, live: Liveness, console) -> Pending | None:
+    """One asked trial with its config; a sampled config that is not valid fails the trial (None). `attrs`: what the
+    trial records (the seeds it trains, the seed of the sampler that proposed it: a worker's search re-runs from it)."""
     import optuna
 
     trial = study.ask()
     live.own(trial)
-    trial.set_user_attr("seeds", seeds)
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
     params = space.suggest(trial)
     try:
         return Pending(trial, params, space.apply(base, params))
@@ -160,7 +172,7 @@ def tune(
     study: str | None = None,
     resume: bool = False,
     out: str | Path | None = None,
-    sampler_seed: int | None = 0,
+    sampler_seed: int | None = None,
     startup_trials: int = 10,
     objective_rounds: int = 1,
     verbose: int = 1,
@@ -181,7 +193,8 @@ def tune(
         study: the study's name (default: the env and a digest of config and space, so equal searches meet).
         resume: the study must exist; trials an interruption or a killed process cut are run again first.
         out: the study's folder (best.yaml, trials.csv, plots; the default SQLite file).
-        sampler_seed: the sampler's seed.
+        sampler_seed: the sampler's seed: an integer reproduces this process's search; None (the default) draws
+            one per process, so that workers on one study spread (each trial records its sampler's seed).
         startup_trials: random trials before TPE models (and before the median pruner prunes).
         objective_rounds: the last evaluation rounds a trial's value averages.
         verbose: 0 silent, 1 a console line per finished trial.
@@ -198,33 +211,53 @@ def tune(
     if objective_rounds < 1:
         raise ValueError(f"objective_rounds: expected >= 1, got {objective_rounds}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    made_sampler = make_sampler(sampler, sampler_seed, startup_trials)
+    seed = worker_seed(sampler_seed)
+    made_sampler = make_sampler(sampler, seed, startup_trials)
     made_pruner = make_pruner(pruner, startup_trials, base.eval_rounds // 3)  # RL-Zoo: both startups equal
-    backend, label = open_storage(storage, out)
     name = study or study_name(base, search, env_name)
     identity = study_identity(base, search, env_name)
-    the_study = open_study(backend, label, name, identity, made_sampler, made_pruner, resume)
+    url = storage_url(storage, out)
+    with _opening(url):  # one worker at a time creates the storage's tables and the study
+        backend, label = open_storage(url, out)
+        the_study = open_study(backend, label, name, identity, made_sampler, made_pruner, resume)
     out.mkdir(parents=True, exist_ok=True)
     console = report.Console(verbose, trials)
-    console.line(f"study {name!r} in {label}: {trials} trials here, batch {batch}, {seeds_per_trial} seed(s) each")
+    console.line(
+        f"study {name!r} in {label}: {trials} trials here, batch {batch}, {seeds_per_trial} seed(s) each, "
+        f"sampler seed {seed}"
+    )
     seeds = [base.seed + i for i in range(seeds_per_trial)]
     stale = fail_stale_trials(the_study)
     if stale:
         console.line(f"trials {stale} belonged to a process that stopped: marked failed")
     if resume:
         _requeue_cut(the_study, console)
-    _run(env, the_study, search, base, seeds, trials, timeout, batch, objective_rounds, console)
+    attrs = {"seeds": seeds, "sampler_seed": seed}
+    _run(env, the_study, search, base, attrs, trials, timeout, batch, objective_rounds, console)
     return _finish(the_study, search, base, out, console)
 
 
-def _run(env, study, space, base, seeds, trials, timeout, batch, objective_rounds, console) -> None:
+@contextlib.contextmanager
+def _opening(url: str):
+    """`creation_lock(url)` held around the body; a lock that cannot be taken (a database that cannot be reached)
+    leaves the body to `open_storage`, whose error names the storage and the reason in one line."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(creation_lock(url))
+        except Exception:  # open_storage reports it
+            pass
+        yield
+
+
+def _run(env, study, space, base, attrs, trials, timeout, batch, objective_rounds, console) -> None:
+    seeds = attrs["seeds"]
     live, start, asked = Liveness(), time.monotonic(), 0
     programs: dict = {}  # compiled populations by shape: a later batch of the same shapes reuses one
     try:
         while asked < trials and (timeout is None or time.monotonic() - start < timeout):
             fail_stale_trials(study)
             size = min(batch, trials - asked)
-            pending = [p for p in (_ask(study, space, base, seeds, live, console) for _ in range(size)) if p]
+            pending = [p for p in (_ask(study, space, base, attrs, live, console) for _ in range(size)) if p]
             asked += size
             for group in group_by_shape(pending):
                 run_group(env, study, group, seeds, objective_rounds, _logger(console, study), programs)

@@ -10,6 +10,8 @@ gone (a dead pid on this host, or no heartbeat for `STALE_S` seconds) is marked 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -18,12 +20,23 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from collections.abc import Iterator
 
 from kppo.config.options import Config
 from kppo.core.errors import reason
 from kppo.tuning.space import SearchSpace
 
-__all__ = ["Liveness", "cut_trials", "fail_stale_trials", "open_storage", "open_study", "study_identity", "study_name"]
+__all__ = [
+    "Liveness",
+    "creation_lock",
+    "cut_trials",
+    "fail_stale_trials",
+    "open_storage",
+    "open_study",
+    "storage_url",
+    "study_identity",
+    "study_name",
+]
 
 HEARTBEAT_S = 10.0  # how often a process marks its running trials alive
 STALE_S = 120.0  # a running trial with no heartbeat for this long belongs to a dead process
@@ -39,14 +52,56 @@ def _redacted(url: str) -> str:
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
+def storage_url(url: str | None, out: Path) -> str:
+    """`url`, or for None the study's SQLite file in `out` (`out/study.db`, the folder made)."""
+    if url is not None:
+        return url
+    out.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(out / 'study.db').resolve()}"
+
+
+#: The PostgreSQL advisory lock that serializes the creation of Optuna's tables between workers (any fixed key).
+PG_LOCK_KEY = int.from_bytes(hashlib.sha256(b"kppo: optuna schema").digest()[:7], "big")
+
+
+@contextlib.contextmanager
+def creation_lock(url: str) -> Iterator[None]:
+    """Held while a worker opens the storage and its study: two processes that create a fresh Optuna storage at once
+    race on its tables (`alembic_version`'s UNIQUE constraint; Optuna issue #4621), so the second waits for the first
+    and then opens what it created. SQLite: an exclusive `flock` on a lock file beside the database; PostgreSQL: a
+    session advisory lock; other URLs and journal files (which lock themselves): none."""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        lock_path = Path(url.removeprefix("sqlite:///") + ".lock")
+        with open(lock_path, "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        return
+    if url.startswith(("postgresql://", "postgresql+", "postgres://")):
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        try:
+            with engine.connect() as connection:
+                connection.execute(sqlalchemy.text(f"SELECT pg_advisory_lock({PG_LOCK_KEY})"))
+                try:
+                    yield
+                finally:
+                    connection.execute(sqlalchemy.text(f"SELECT pg_advisory_unlock({PG_LOCK_KEY})"))
+        finally:
+            engine.dispose()
+        return
+    yield
+
+
 def open_storage(url: str | None, out: Path) -> tuple[Any, str]:
     """(Optuna storage, how messages name it) for `url`: None -> `out/study.db` (SQLite); `journal:PATH` or a path
     ending in .log / .journal -> Optuna's journal file; anything with '://' -> an RDB storage (SQLAlchemy URL)."""
     import optuna
 
-    if url is None:
-        out.mkdir(parents=True, exist_ok=True)
-        url = f"sqlite:///{(out / 'study.db').resolve()}"
+    url = storage_url(url, out)
     name = _redacted(url)
     try:
         if url.startswith("journal:") or url.endswith((".log", ".journal")):

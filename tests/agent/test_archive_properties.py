@@ -597,11 +597,11 @@ def check_zip(saved: Saved, mutation: tuple) -> None:
 
 @contextlib.contextmanager
 def quick_load_agent(saved: Saved):
-    """`kppo.sb3.ppo.load_agent` replaced while the block runs by the same steps (`read_metadata`, an agent of the
+    """`kppo.sb3.save_util.load_agent` replaced while the block runs by the same steps (`read_metadata`, an agent of the
     config, `restore`), the agent of an unchanged config and spaces being the module's (`Built.restore`)."""
     from kppo.agent import checkpoint
     from kppo.agent.agent import SavedAgent
-    from kppo.sb3 import ppo
+    from kppo.sb3 import save_util as ppo
 
     real = ppo.load_agent
 

@@ -1,0 +1,86 @@
+"""Workers on one study spread and never race: `kppo tune` processes started together on a fresh storage (a SQLite
+file; a fresh PostgreSQL database) each sample with their own seed, complete N trials with N distinct settings, none
+lost or run twice, every worker rc 0; and ten pairs of processes opening fresh SQLite storages at the same instant
+all succeed (the tables' creation is serialized: `kppo.tuning.storage.creation_lock`)."""
+
+import subprocess
+import sys
+import time
+import uuid
+
+import optuna
+import pytest
+
+from tests.tuning.test_shared_study import _files
+
+WORKER = """\
+import sys, time
+from pathlib import Path
+import optuna
+from kppo.tuning.storage import creation_lock, open_storage
+url, start = sys.argv[1], float(sys.argv[2])
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+while time.time() < start:  # every process leaves the line at the same instant
+    time.sleep(0.001)
+with creation_lock(url):
+    storage, _ = open_storage(url, Path("."))
+    study = optuna.create_study(storage=storage, study_name="shared", load_if_exists=True, direction="maximize")
+trial = study.ask()
+study.tell(trial, 1.0)
+"""
+
+
+def _tune(tmp_path, storage: str, out: str, trials: int) -> subprocess.Popen:
+    config, space = _files(tmp_path)
+    command = [sys.executable, "-m", "kppo.cli", "tune", str(config), "--space", str(space), "--storage", storage]
+    command += ["--study", "shared", "--out", str(tmp_path / out), "--quiet", "--pruner", "none"]
+    return subprocess.Popen([*command, "--trials", str(trials)], stderr=subprocess.PIPE, text=True)
+
+
+def _fresh_postgres_database(url: str) -> str:
+    """A new, empty database on the server of `url` (what a first worker finds on a new server): its URL."""
+    import sqlalchemy
+
+    name = f"kppo_{uuid.uuid4().hex[:12]}"
+    engine = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sqlalchemy.pool.NullPool)
+    with engine.connect() as connection:
+        connection.execute(sqlalchemy.text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_workers_started_together_spread_over_one_fresh_study(tmp_path, backend, request):
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        url = _fresh_postgres_database(request.getfixturevalue("postgres_url"))
+    workers = [_tune(tmp_path, url, f"w{i}", 3) for i in range(2)]
+    for worker in workers:
+        _, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err[-2000:]
+    trials = optuna.load_study(study_name="shared", storage=url).get_trials()
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 6  # none lost, none run twice
+    assert len({t.params["learning_rate"] for t in trials}) == 6  # six distinct settings
+    owners = sorted(t.user_attrs["kppo_owner"]["pid"] for t in trials)
+    assert owners == sorted([workers[0].pid] * 3 + [workers[1].pid] * 3)
+    seeds = {t.user_attrs["kppo_owner"]["pid"]: t.user_attrs["sampler_seed"] for t in trials}
+    assert len(set(seeds.values())) == 2  # each worker drew its own sampler seed
+
+
+def test_ten_pairs_opening_fresh_sqlite_storages_at_one_instant_all_succeed(tmp_path):
+    start = time.time() + 4.0  # after every interpreter has started
+    urls = [f"sqlite:///{tmp_path / f'pair{i}.db'}" for i in range(10)]
+    workers = [
+        subprocess.Popen([sys.executable, "-c", WORKER, url, str(start)], stderr=subprocess.PIPE, text=True)
+        for url in urls
+        for _ in range(2)
+    ]
+    failures = []
+    for worker in workers:
+        _, err = worker.communicate(timeout=120)
+        if worker.returncode != 0:
+            failures.append(err.strip().splitlines()[-1] if err.strip() else f"rc {worker.returncode}")
+    assert failures == []
+    for url in urls:
+        assert len(optuna.load_study(study_name="shared", storage=url).get_trials()) == 2
