@@ -30,7 +30,7 @@ from kppo.config.options import Config
 from kppo.core.errors import reason
 from kppo.tuning.storage import CUT
 from kppo.training.runners import runner_kind
-from kppo.config.population import shape_key
+from kppo.config.population import check_members, shape_key
 from kppo.training.runners.settings import population_jit
 from kppo.training.train import train
 
@@ -178,6 +178,19 @@ def _fail(study: Any, pending: list[Pending], attr: str, why: str, log: Callable
             log(item, f"failed: {why}")
 
 
+def reuses_programs(env: Any, configs: list[Config], programs: dict | None) -> bool:
+    """Whether a group of one trains as a population of one member: on a TF-native env named by a string, when it
+    can (`check_members`), so that the next trial of the same shapes (`--batch 1`) runs the compiled program of this
+    one with its own weights and values instead of tracing and compiling again."""
+    if programs is None or not isinstance(env, str) or runner_kind(env, configs[0]) != "native":
+        return False
+    try:
+        check_members(configs)
+    except ValueError:
+        return False
+    return True
+
+
 def run_group(
     env: Any,
     study: Any,
@@ -199,7 +212,7 @@ def run_group(
         if shards > 1:
             _train_shards(env, configs, reporter, shards, {} if programs is None else programs)
         else:
-            members = configs if len(configs) > 1 else configs[0]
+            members = configs if len(configs) > 1 or reuses_programs(env, configs, programs) else configs[0]
             train(env, members, on_eval=reporter.on_eval, should_stop=reporter.should_stop, programs=programs)
     except (ValueError, TypeError, FloatingPointError, OSError) as err:  # this trial's config or run, not the study
         _fail(study, pending, "error", reason(err), log)
