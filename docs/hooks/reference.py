@@ -295,7 +295,7 @@ def config_page() -> str:
     lines = [
         "# Config fields",
         "",
-        "Generated from `kppo.Config`'s dataclass fields (`kppo/config/options.py`: each field's one-line `doc`) and",
+        "Generated from `kppo.Config`'s dataclass fields (`kppo/config/fields.py`: each field's one-line `doc`) and",
         "the spellings `Config.from_dict` / `from_yaml` / `--set` accept (`kppo/config/spellings.py`). An SB3 name",
         'is listed where `kppo.PPO` takes an argument of that name or `Config` translates one; "(rule)" marks a key',
         "translated by a rule rather than a renaming: rex's `ANNEAL_LR` sets `lr_schedule`, `NORMALIZE_ENV` /",
@@ -312,9 +312,24 @@ def config_page() -> str:
             f"{_cell(r['doc'])} |"
         )
     lines += ["", "## Derived values", "", "Properties computed from the fields (never set):", ""]
-    for name, value in vars(options.Config).items():
-        if isinstance(value, property) and value.__doc__:
-            lines.append(f"- `{name}`: {' '.join(value.__doc__.split())}")
+    for klass in reversed(options.Config.__mro__):
+        for name, value in vars(klass).items():
+            if isinstance(value, property) and value.__doc__:
+                lines.append(f"- `{name}`: {' '.join(value.__doc__.split())}")
+    from kppo.config import validation
+
+    lines += [
+        "",
+        "## Upper bounds",
+        "",
+        "Every integer field has an upper bound, checked when the Config is made "
+        "(`kppo.config.validation.INT_BOUNDS`): past it a counter, an index or a random key would overflow.",
+        "",
+        "| field | at most |",
+        "|---|---|",
+        *[f"| `{name}` | {bound:,} |" for name, bound in validation.INT_BOUNDS.items()],
+        *[f"| `{_cell(name)}` | {bound:,} |" for name, _, bound in validation.DERIVED_BOUNDS],
+    ]
     lines += [
         "",
         "## Sweepable fields",
