@@ -359,7 +359,7 @@ def test_runner_on_damaged_artifacts_at_scale(reference, model_mutation, metadat
     check_runner(reference, model_mutation, metadata_mutation)
 
 
-#: `kppo eval`'s mutations are `TEXT_MUTATIONS`: kppo/cli/main.py reads the metadata's bytes itself and names no file
+#: `kppo eval`'s mutations are `TEXT_MUTATIONS`: kppo/cli/evaluate.py reads the metadata's bytes itself, naming no file
 #: for bytes that are not UTF-8 (test_kppo_eval_names_a_metadata_file_that_is_not_utf8 fails until it is fixed).
 @given(MODEL_MUTATIONS, TEXT_MUTATIONS)
 @example(("keep",), ("tree", []))
@@ -444,7 +444,7 @@ def test_runner_names_the_file_litert_refuses(reference, model_mutation):
 def test_kppo_eval_refuses_metadata_it_cannot_read_in_one_line(reference, path, value):
     """Found by Hypothesis: `kppo eval` read the metadata's spaces itself (`space_from_dict`): a missing key or a
     value of another type was a traceback, gymnasium's refusals named no file. `TFLiteRunner` now checks the pair
-    first (kppo/cli/main.py should use its `metadata` and spaces: see the report of issue 39)."""
+    first (kppo/cli/evaluate.py should use its `metadata` and spaces)."""
     metadata = at_path(reference.artifacts.main.metadata, path, value)
     code, _, err = _kppo_eval(write(reference, reference.artifacts.main.model, metadata))
     assert code == 2 and err.startswith(f"kppo eval: error: {META}: "), err

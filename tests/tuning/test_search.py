@@ -16,7 +16,17 @@ SPACE = {"learning_rate": {"type": "float", "low": 1e-5, "high": 3e-2, "log": Tr
 
 
 def test_a_batched_search_beats_its_worst_trial_and_writes_a_best_config_kppo_train_runs(tmp_path, capsys):
-    result = tune("CartPole-v1", TINY, SPACE, trials=4, batch=2, out=tmp_path / "s", startup_trials=4, pruner="none")
+    result = tune(
+        "CartPole-v1",
+        TINY,
+        SPACE,
+        trials=4,
+        batch=2,
+        out=tmp_path / "s",
+        startup_trials=4,
+        pruner="none",
+        sampler_seed=0,
+    )
     trials = result.study.get_trials()
     assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE] * 4
     assert [t.user_attrs["batch"] for t in trials] == [2, 2, 2, 2]  # two populations of two trials

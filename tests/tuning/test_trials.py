@@ -86,7 +86,9 @@ def test_a_sharded_group_gives_every_trial_the_value_of_one_population(tmp_path,
     space = {"learning_rate": {"type": "float", "low": 1e-4, "high": 3e-2, "log": True}}
 
     def search(name):
-        result = tune("cartpole", XLA, space, trials=4, batch=4, out=tmp_path / name, pruner="none", verbose=0)
+        result = tune(
+            "cartpole", XLA, space, trials=4, batch=4, out=tmp_path / name, pruner="none", verbose=0, sampler_seed=0
+        )
         return [(t.state, t.value, t.params) for t in result.study.get_trials()]
 
     monkeypatch.setattr(trials, "SHARD_MIN_MEMBERS", 2)
