@@ -62,9 +62,11 @@ def _check_completed_together(url: str, processes: list[subprocess.Popen]) -> No
     assert owners == sorted([processes[0].pid] * 2 + [processes[1].pid] * 2)  # each process ran its own two
 
 
-# The journal file runs the same two processes as the server (Optuna's storages share one interface): slow, to keep
-# the default suite in its budget; the real server stays in it.
-@pytest.mark.parametrize("backend", [pytest.param("journal", marks=pytest.mark.slow), "postgresql"])
+# Slow, to keep the default suite in its budget: two workers on a real server (and on a SQLite file) run in the
+# default suite as tests/tuning/test_workers.py, which checks the same (every trial complete, each worker its own) and
+# that they spread; the journal file shares Optuna's storage interface.
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["journal", "postgresql"])
 def test_two_processes_complete_one_study_together(tmp_path, backend, request):
     url = f"journal:{tmp_path / 'study.log'}" if backend == "journal" else request.getfixturevalue("postgres_url")
     if backend == "postgresql":  # a fresh study on the session's server
