@@ -3,6 +3,8 @@ over a call's iterations. Every runner reports through these, one device, replic
 
 from __future__ import annotations
 
+import operator
+
 from kppo._tf import tf
 from kppo.core import losses
 from kppo.core.types import Diagnostics, Rollout
@@ -16,8 +18,9 @@ def zero_diagnostics() -> Diagnostics:
 
 
 def add_diagnostics(total: Diagnostics | None, diag: Diagnostics) -> Diagnostics:
-    """The one diagnostics sum: a call's diagnostics are its iterations' sums."""
-    return diag if total is None else tf.nest.map_structure(tf.add, total, diag)
+    """The one diagnostics sum: a call's diagnostics are its iterations' sums (in-graph), a round's its calls' (on
+    the host, in numpy)."""
+    return diag if total is None else tf.nest.map_structure(operator.add, total, diag)
 
 
 def rollout_diagnostics(rollout: Rollout) -> Diagnostics:
