@@ -1,24 +1,79 @@
-"""`kppo export RUN_DIR|SB3_ZIP`: a run's agent (or its newest checkpoint) or an SB3 save as a TFLite or SavedModel
-policy with its metadata and parity check (`kppo.export`), written beside the run or the save by default."""
+"""`kppo export RUN_DIR|SB3_ZIP`: a run's agent (or its newest checkpoint) or an SB3 save as a TFLite, SavedModel or
+ONNX policy with its metadata and parity check (`kppo.export`), written beside the run or the save by default; int8
+calibrated on observations the policy visits (its run's env, `--calibrate-env` or `--calibrate-data`)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
 from kppo.cli.sources import is_unfinished_run, load_unfinished_run, sb3_model
 
+SUFFIXES = {"tflite": ".tflite", "saved_model": "", "onnx": ".onnx"}
+MIN_CALIBRATION = 1000  # int8: the fewest recorded observations calibrated on without a warning
+
 
 def add_export_parser(sub: Any) -> None:
     """`kppo export`'s arguments, on the root parser's subparsers `sub`."""
-    ex = sub.add_parser("export", help="export a run's agent as TFLite or SavedModel")
+    ex = sub.add_parser("export", help="export a run's agent as TFLite, SavedModel or ONNX")
     ex.add_argument("run", metavar="RUN_DIR|SB3_ZIP")
-    ex.add_argument("--format", choices=["tflite", "saved_model"], default="tflite")
+    ex.add_argument(
+        "--format", choices=list(SUFFIXES), default="tflite", help="onnx needs the extra: pip install kppo[onnx]"
+    )
     ex.add_argument("--quantize", choices=["none", "float16", "dynamic", "int8"], default="none")
     ex.add_argument("--batch-size", type=int, default=1, help="fixed input batch (0: dynamic)")
     ex.add_argument("--out")
     ex.add_argument("--vecnormalize", metavar="PKL", help="an SB3 save's vec_normalize.pkl: its statistics baked in")
+    ex.add_argument(
+        "--calibrate-env",
+        metavar="ID",
+        help="int8: calibrate on the policy's own episodes in this gymnasium env (default: the run's env; an SB3 "
+        "zip names none)",
+    )
+    ex.add_argument(
+        "--calibrate-data",
+        metavar="FILE.npz",
+        help="int8: calibrate on recorded observations: the array 'obs' (or the file's only array) [N, *obs_shape]; "
+        "a Dict space: one array per key",
+    )
     ex.set_defaults(func=cmd_export)
+
+
+def _calibration(args, source, sb3: bool, quantize: str | None) -> dict:
+    """`kppo.export`'s calibration arguments from `--calibrate-env` / `--calibrate-data` (int8 only); an SB3 zip
+    without either is refused: the CLI never calibrates on the normalization statistics."""
+    if quantize != "int8":
+        given = [
+            flag
+            for flag, value in (("--calibrate-env", args.calibrate_env), ("--calibrate-data", args.calibrate_data))
+            if value
+        ]
+        if given:
+            raise ValueError(f"{given[0]}: only for --quantize int8, got --quantize {args.quantize}")
+        return {}
+    if args.calibrate_env and args.calibrate_data:
+        raise ValueError("--calibrate-env, --calibrate-data: expected one of them, got both")
+    if args.calibrate_data:
+        from kppo.exporter.artifact import resolve_source
+        from kppo.exporter.calibration import load_observations
+
+        rows = load_observations(args.calibrate_data, resolve_source(source)[0])
+        if len(rows) < MIN_CALIBRATION:
+            warnings.warn(
+                f"--calibrate-data: {len(rows)} observations; int8 ranges are calibrated best on at least "
+                f"{MIN_CALIBRATION:,} states the policy visits",
+                stacklevel=2,
+            )
+        return {"representative_obs": rows}
+    if args.calibrate_env:
+        return {"calibration_env": args.calibrate_env}
+    if sb3:
+        raise ValueError(
+            "--quantize int8: an SB3 zip names no env to calibrate in; pass --calibrate-env ID (the policy's own "
+            "episodes there) or --calibrate-data FILE.npz (recorded observations)"
+        )
+    return {}
 
 
 def cmd_export(args) -> int:
@@ -30,7 +85,7 @@ def cmd_export(args) -> int:
         raise ValueError(f"--batch-size: expected an integer >= 0 (0: a dynamic batch), got {args.batch_size}")
     source: Any = Path(args.run)
     quantize = None if args.quantize in (None, "none", "float32") else args.quantize
-    default = f"policy{'' if quantize is None else '_' + quantize}" + (".tflite" if args.format == "tflite" else "")
+    default = f"policy{'' if quantize is None else '_' + quantize}" + SUFFIXES[args.format]
     sb3 = sb3_model(source, args.vecnormalize)
     if sb3 is None and args.vecnormalize:
         raise ValueError("--vecnormalize: only for a zip Stable-Baselines3 saved (kppo's runs hold their statistics)")
@@ -46,13 +101,24 @@ def cmd_export(args) -> int:
         source = load_unfinished_run(source)
     if sb3 is not None:
         source = sb3
+    calibration = _calibration(args, source, sb3 is not None, quantize)
     args.start_work()
     exported = kppo.export(
-        source, out, format=args.format, quantize=quantize, batch_size=None if args.batch_size == 0 else args.batch_size
+        source,
+        out,
+        format=args.format,
+        quantize=quantize,
+        batch_size=None if args.batch_size == 0 else args.batch_size,
+        **calibration,
     )
     parity = exported.metadata["parity"]
+    calibrated = exported.metadata.get("calibration")
+    if calibrated is not None and args.calibrate_data:
+        calibrated = {**calibrated, "source": f"recorded observations from {Path(args.calibrate_data).name}"}
     print(
         f"wrote {exported.path} ({exported.metadata['size_bytes']:,} bytes; parity max error {parity['max_error']:.2e}"
-        f" on {parity['observations']} observations) and {exported.metadata_path.name}"
+        f" on {parity['observations']} observations"
+        + ("" if calibrated is None else f"; calibrated on {calibrated['observations']:,} {calibrated['source']}")
+        + f") and {exported.metadata_path.name}"
     )
     return 0

@@ -45,8 +45,8 @@ from kppo.agent.agent import load_agent
 from kppo.core.errors import system_reason
 from kppo.core.files import atomic_file
 from kppo.exporter.calibration import policy_env, record_observations
-from kppo.exporter.convert import convert, quantized_image_input
-from kppo.exporter.inputs import ArtifactInput, artifact_inputs, input_metadata, join_graph, per_key, split_rows
+from kppo.exporter.convert import convert
+from kppo.exporter.inputs import ArtifactInput, artifact_inputs, input_metadata, per_key, split_rows
 from kppo.exporter.parity import (
     PARITY_TOLERANCE,
     ParityError,
@@ -58,12 +58,15 @@ from kppo.exporter.parity import (
     parity_masks,
     parity_observations,
 )
+from kppo.exporter.endpoint import action_endpoint
+from kppo.exporter.onnx import OPSET as ONNX_OPSET
+from kppo.exporter.onnx import OnnxRunner, onnx_versions, require_onnx, to_onnx, with_metadata
 from kppo.exporter.runner import MASK_INPUT, STATE_INPUTS, TFLiteRunner
 from kppo.agent.policy import Policy
 from kppo.gym_envs.spaces import is_channels_first
 from kppo.version import __version__
 
-FORMATS = ("tflite", "saved_model")
+FORMATS = ("tflite", "saved_model", "onnx")
 QUANTIZATIONS = (None, "float16", "dynamic", "int8")
 CALIBRATION_STEPS = 2000  # int8: observations recorded from the policy's own episodes
 
@@ -98,84 +101,22 @@ def resolve_source(source: Any) -> tuple[Policy, Any, dict | None]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _standardized(policy: Policy, rows: np.ndarray):
-    """int8 without observation normalization: (actor', standardize), standardize(obs) = clip((obs - m) / s, -10, 10)
-    with the calibration rows' mean m and std s, and actor' a copy of the actor whose first layer undoes it (kernel * s,
-    bias + m @ kernel): the same function, but the one per-tensor int8 input scale now resolves every feature
-    (CartPole's pole angle spans 1/25 of the cart position's range: a raw int8 input gave it 17 levels)."""
-    rows = policy.encode(rows).astype(np.float64)
-    box = np.zeros(rows.shape[1], bool)  # one-hot and binary columns are left as they are (0 and 1)
-    for part in policy.layout:
-        box[part.encoded] = part.kind == "Box"
-    mean, std = np.where(box, rows.mean(axis=0), 0.0), np.where(box, rows.std(axis=0), 1.0)
-    std = np.where(std > 1e-6, std, 1.0)
-    actor = type(policy.actor).from_config(policy.actor.get_config())
-    actor(tf.zeros([1, len(mean)]))
-    actor.set_weights(policy.actor.get_weights())
-    first = actor.hidden[0] if actor.hidden else actor.head
-    kernel = np.asarray(first.kernel, np.float64)
-    first.kernel.assign(kernel * std[:, None])
-    first.bias.assign(np.asarray(first.bias, np.float64) + mean @ kernel)
-    shift, scale = tf.constant(mean, tf.float32), tf.constant(1.0 / std, tf.float32)
-    return actor, lambda obs: tf.clip_by_value((obs - shift) * scale, -10.0, 10.0)
-
-
-def _extracts(policy: Policy) -> bool:
-    """The actor reads observations through a features extractor (a CNN, or images / 255): its first layer is not
-    a Dense on the observations (`_standardized` does not apply; images need none: bytes are int8's own scale)."""
-    return policy.extractor is not None
-
-
-def _masked_for_argmax(logits: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    """Logits whose argmax (per row, and per MultiDiscrete dimension) is the best allowed action: masked entries are
-    lowered by 1.125 x the row's spread + 1, below every logit of the row, with builtin ops TFLite Micro has. Not by
-    `MASKED_LOGIT`: an int8 artifact may quantize these values (the converter can put the split of MultiDiscrete
-    logits in int8), and a bounded range keeps the allowed logits resolved (a -1e8 in the range left none)."""
-    spread = tf.reduce_max(logits, axis=-1, keepdims=True) + tf.reduce_max(-logits, axis=-1, keepdims=True)
-    return logits - (1.0 - mask) * (1.125 * spread + 1.0)
-
-
 def _write_saved_model(policy: Policy, critic, directory: Path, batch_size: int | None, int8_rows=None) -> None:
-    """`int8_rows`: the SavedModel is converted to int8 (calibrated on these rows): a standardized input
-    (`_standardized`), or an image's bytes as float32 values (`convert.quantized_image_input`)."""
-    image_dtype = np.dtype(np.float32 if int8_rows is not None and quantized_image_input(policy) else np.uint8)
-    inputs = artifact_inputs(policy, image_dtype)
-    spec = [tf.TensorSpec([batch_size, *item.shape], tf.as_dtype(item.dtype), name=item.name) for item in inputs]
-    count = len(spec)  # the observation inputs
-    if policy.action_masks:
-        spec.append(tf.TensorSpec([batch_size, policy.dist.mask_size], tf.float32, name=MASK_INPUT))
-    if policy.lstm is not None:  # a recurrent policy's state in and out: (h, c) as plain tensors, no stateful ops
-        spec += [tf.TensorSpec([batch_size, policy.lstm.state_size], tf.float32, name=name) for name in STATE_INPUTS]
-    actor, front = policy.actor, policy.normalize
-    if int8_rows is not None and not policy.obs_scaling.enabled and policy.lstm is None and not _extracts(policy):
-        actor, front = _standardized(policy, int8_rows)
-
-    def rows(tensors):  # the policy's flat input rows
-        return tensors[0] if count == 1 else join_graph(inputs, tensors)
-
-    def action(*tensors):
-        features, rest = front(policy.encode_graph(rows(tensors[:count]))), list(tensors[count:])
-        mask = rest.pop(0) if policy.action_masks else None
-        if policy.lstm is not None:
-            features, state = policy.lstm(features, rest)
-        logits = actor(features)
-        if mask is not None:
-            logits = _masked_for_argmax(logits, mask)
-        env_action = policy.dist.to_env_flat(policy.dist.mode(logits))  # a Box of any shape: flat float32
-        return env_action if policy.lstm is None else {"action": env_action, **dict(zip(STATE_INPUTS, state))}
-
+    """The SavedModel of `action_endpoint` (and a `value` endpoint); `int8_rows`: the SavedModel is converted to int8
+    (calibrated on these rows)."""
+    endpoint = action_endpoint(policy, batch_size, int8_rows)
     archive = keras.export.ExportArchive()
-    archive.track(actor)
+    archive.track(endpoint.actor)
     if policy.lstm is not None:
         archive.track(policy.lstm)
-    archive.add_endpoint(name="action", fn=action, input_signature=spec)
+    archive.add_endpoint(name="action", fn=endpoint.fn, input_signature=endpoint.spec)
     if critic is not None and policy.lstm is None:  # a recurrent critic needs its own memory: no value endpoint
         archive.track(critic)
 
         def value(*obs):
-            return critic(policy.normalize(policy.encode_graph(rows(obs))))
+            return critic(policy.normalize(policy.encode_graph(endpoint.rows(obs))))
 
-        archive.add_endpoint(name="value", fn=value, input_signature=spec[:count])
+        archive.add_endpoint(name="value", fn=value, input_signature=endpoint.spec[: len(endpoint.inputs)])
     archive.write_out(str(directory), verbose=False)
 
 
@@ -194,16 +135,19 @@ def export(
     parity_obs: int = 1000,
     seed: int = 0,
     calibration_env: Any = None,
+    calibrate_on_statistics: bool = False,
 ) -> Exported:
-    """Writes `path` (a .tflite file, or a SavedModel directory) and `<path>.metadata.json` beside it (for a .tflite
+    """Writes `path` (a .tflite or .onnx file, or a SavedModel directory) and `<path>.metadata.json` beside it (for a
     file with its SHA-256, `sha256`: the kit and `TFLiteRunner` refuse a damaged file, or the metadata of another).
 
     Args:
         source: a `PPOResult`, a `Policy`, a `kppo.PPO` model or an agent directory written by `save`.
-        format: "tflite" or "saved_model".
+        format: "tflite", "saved_model" or "onnx" (the extra `kppo[onnx]`: the same `action` function converted by
+            tf2onnx, checked with onnxruntime, the metadata also in the model's `metadata_props`).
         quantize: TFLite only: None (float32), "float16", "dynamic" (weights int8) or "int8" (full integer, float
             interface; calibrated on `representative_obs`, else on the policy's own observations in
-            `calibration_env`, else on samples from the normalization statistics).
+            `calibration_env` or the training config's env; refused without either, unless
+            `calibrate_on_statistics`).
         batch_size: fixed batch dimension of the input (1 for embedded targets), or None for a dynamic batch.
         representative_obs: recorded input rows [N, *input_shape] (`Policy.input_row`; for a Box the flat
             observation, for an image Box the uint8 images): used first for parity and int8 calibration.
@@ -211,10 +155,16 @@ def export(
         calibration_env: int8 without `representative_obs`: a gymnasium id, `Env` or factory in which the policy runs
             `CALIBRATION_STEPS` steps (`record_observations`) for calibration and parity. Defaults to the training
             config's `env` when that makes an env with the policy's spaces.
+        calibrate_on_statistics: int8 with neither `representative_obs` nor an env: calibrate on samples drawn
+            from the normalization statistics (an explicit opt-in: states the policy never visits can put the int8
+            ranges far from the ones it meets). Defaults to `False`.
 
     Raises:
         ParityError: a float32 artifact differs from `Policy.get_action` by more than 1e-5 of the action range (or
             in any decisive discrete action), e.g. because its weights did not load.
+        ValueError: int8 without calibration data (`representative_obs`, an env, or `calibrate_on_statistics`),
+            or a `calibration_env` that cannot be made or has other spaces than the policy.
+        ImportError: format="onnx" without the `kppo[onnx]` extra.
     """
     if format not in FORMATS:
         raise ValueError(f"format: expected one of {FORMATS}, got {format!r}")
@@ -224,47 +174,23 @@ def export(
         raise ValueError(f"quantize: only for format='tflite', got {quantize!r} with format={format!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or batch_size < 1):
         raise ValueError(f"batch_size: expected None or an integer >= 1, got {batch_size!r}")
+    if format == "onnx":
+        require_onnx()  # before any work: the one line naming the extra
     policy, critic, config = resolve_source(source)
     path = Path(path)
     recorded, calibration = representative_obs, "representative_obs"
     if quantize == "int8" and recorded is None:
-        env = calibration_env if calibration_env is not None else (config or {}).get("env")
-        made = None if env is None else policy_env(policy, env)
-        if made is not None:
-            recorded = record_observations(policy, made, CALIBRATION_STEPS, seed)
-            calibration = f"policy rollouts in {made.spec.id if made.spec else type(made.unwrapped).__name__}"
-            if made is not env:
-                made.close()
-        else:
-            calibration = "normalization statistics"
+        recorded, calibration = _calibration_rollouts(policy, config, calibration_env, seed, calibrate_on_statistics)
     obs = parity_observations(policy, max(int(parity_obs), 1000), seed, recorded)
     masks = parity_masks(policy, len(obs), seed)
     inputs = artifact_inputs(policy)
-    staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))
-    try:
-        saved_model = staging / "saved_model"
-        calibration_rows = calibration_observations(policy, recorded, seed) if quantize == "int8" else None
-        _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
-        if format == "saved_model":
-            loaded = tf.saved_model.load(str(saved_model))
-            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None, inputs)
-            ops: list[str] = []
-            if path.exists():
-                shutil.rmtree(path)
-            shutil.copytree(saved_model, path)
-        else:
-            blob = convert(
-                saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None, policy
-            )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with atomic_file(path) as partial:
-                partial.write_bytes(blob)
-            runner = TFLiteRunner(blob, inputs)
-            run, ops = (runner if policy.lstm is None else runner.step), runner.ops()
-    except tf.errors.OpError as err:  # the temporary SavedModel: a full disk, a file-size limit
-        raise OSError(f"{path}: could not write it ({system_reason(err)}); what it held before is kept") from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    calibration_rows = calibration_observations(policy, recorded, seed) if quantize == "int8" else None
+    if format == "onnx":
+        content = to_onnx(action_endpoint(policy, batch_size))
+        onnx_runner = OnnxRunner(content, inputs)
+        run, ops = (onnx_runner if policy.lstm is None else onnx_runner.step), onnx_runner.ops()
+    else:
+        run, ops = _write_tf_artifact(policy, critic, path, format, quantize, batch_size, calibration_rows)
     parity = (
         measure_parity(run, policy, obs, masks)
         if policy.lstm is None
@@ -276,10 +202,80 @@ def export(
     if quantize == "int8":
         assert calibration_rows is not None  # made above for int8
         metadata["calibration"] = {"source": calibration, "observations": len(calibration_rows)}
+    if format == "onnx":  # the metadata inside the model too; written once the check has passed
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as partial:
+            partial.write_bytes(with_metadata(content, metadata))
+    metadata.update(_file_facts(path))
     metadata_path = path.with_name(path.name + ".metadata.json")
     with atomic_file(metadata_path) as partial:
         partial.write_text(json.dumps(metadata, indent=2))
     return Exported(path, metadata_path, metadata)
+
+
+def _calibration_rollouts(policy: Policy, config, calibration_env, seed: int, statistics: bool):
+    """int8 without recorded observations: (rows, source) from `CALIBRATION_STEPS` steps of the policy's own episodes
+    in `calibration_env` (else the training config's env), or (None, "normalization statistics") when the caller
+    opted in to `statistics`; a one-line ValueError otherwise."""
+    env = calibration_env if calibration_env is not None else (config or {}).get("env")
+    made = None if env is None else policy_env(policy, env)
+    if made is not None:
+        rows = record_observations(policy, made, CALIBRATION_STEPS, seed)
+        source = f"policy rollouts in {made.spec.id if made.spec else type(made.unwrapped).__name__}"
+        if made is not env:
+            made.close()
+        return rows, source
+    named = env if isinstance(env, str) else type(env).__name__
+    if calibration_env is not None:
+        raise ValueError(
+            f"calibration_env: expected a gymnasium env with the policy's spaces ({policy.observation_space}, "
+            f"{policy.action_space}), got {named!r} (not a registered id, or other spaces)"
+        )
+    if statistics:
+        return None, "normalization statistics"
+    raise ValueError(
+        f"quantize='int8': expected calibration data: representative_obs (kppo export --calibrate-data FILE.npz) or "
+        f"calibration_env (--calibrate-env ID), got neither and the training config's env {named!r} is no gymnasium "
+        f"env with the policy's spaces (calibrate_on_statistics=True calibrates on the normalization statistics)"
+    )
+
+
+def _write_tf_artifact(policy: Policy, critic, path: Path, format, quantize, batch_size, calibration_rows):
+    """Writes the SavedModel (format="saved_model") or its TFLite conversion at `path`: (run, TFLite ops), `run`
+    the written artifact's runner for the parity check (`step` for a recurrent policy)."""
+    inputs = artifact_inputs(policy)
+    staging = Path(tempfile.mkdtemp(prefix="kppo_export_"))
+    try:
+        saved_model = staging / "saved_model"
+        _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
+        if format == "saved_model":
+            loaded = tf.saved_model.load(str(saved_model))
+            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None, inputs)
+            if path.exists():
+                shutil.rmtree(path)
+            shutil.copytree(saved_model, path)
+            return run, []
+        blob = convert(
+            saved_model, quantize, calibration_rows, mask_parts(policy) if policy.action_masks else None, policy
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as partial:
+            partial.write_bytes(blob)
+        runner = TFLiteRunner(blob, inputs)
+        return (runner if policy.lstm is None else runner.step), runner.ops()
+    except tf.errors.OpError as err:  # the temporary SavedModel: a full disk, a file-size limit
+        raise OSError(f"{path}: could not write it ({system_reason(err)}); what it held before is kept") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _file_facts(path: Path) -> dict:
+    """The artifact's size, and for a file its SHA-256 (the kit and `TFLiteRunner` refuse a damaged file, or the
+    metadata of another one)."""
+    if path.is_file():
+        content = path.read_bytes()
+        return {"size_bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+    return {"size_bytes": sum(p.stat().st_size for p in path.rglob("*") if p.is_file())}
 
 
 def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool, inputs: list[ArtifactInput]):
@@ -387,15 +383,11 @@ def _metadata(
             "squash": bool(getattr(policy.dist, "squash", False)),
             "rescale": bool(getattr(policy.dist, "rescale", True)),
         },
-        "tflite_ops": ops,
+        **({"onnx_ops": ops, "onnx_opset": ONNX_OPSET} if format == "onnx" else {"tflite_ops": ops}),
         "parity": {**parity, "observations": count, "tolerance": PARITY_TOLERANCE},
-        "versions": {"kppo": __version__, "tensorflow": tf.__version__, "keras": keras.__version__},
+        "versions": {"kppo": __version__, "tensorflow": tf.__version__, "keras": keras.__version__}
+        | (onnx_versions() if format == "onnx" else {}),
         "training_config": config,
-        "size_bytes": path.stat().st_size
-        if path.is_file()
-        else sum(p.stat().st_size for p in path.rglob("*") if p.is_file()),
-        # a .tflite file's SHA-256: the kit and `TFLiteRunner` refuse a damaged file, or the metadata of another one
-        **({"sha256": hashlib.sha256(path.read_bytes()).hexdigest()} if path.is_file() else {}),
     }
 
 
