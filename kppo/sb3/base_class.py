@@ -32,7 +32,7 @@ from kppo.sb3.policies import ActorCriticPolicy
 from kppo.sb3.save_util import load_model, save_model
 from kppo.sb3.saves.from_sb3 import model_from_sb3
 from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
-from kppo.sb3.utils import set_random_seed, unwrap_vec_normalize
+from kppo.sb3.utils import maybe_transpose, set_random_seed, unwrap_vec_normalize
 from kppo.sb3.vec_normalize import VecNormalize, frozen_statistics
 from kppo.training.runners import Runner, Start
 from kppo.vec_envs.vec_env import VecEnv
@@ -159,9 +159,10 @@ class BaseAlgorithm:
         self.config: Config | None = None
         self._spaces: Spaces | None = None
         self._loaded_stats: Stats | None = None
-        self._runner: Runner | None = None  # the host runner and its state (set by the training loop)
+        self._runner: Runner | None = None  # the host runner and its state (made by the first learn on an env)
         self.runner_state: Any = None
-        self._gym_env: GymVecEnv | None = None  # the runner's gymnasium vector env (`env`: SB3's VecEnv over it)
+        self._pending: Start | None = None  # what the runner starts from, until `learn` makes it (SB3's reset)
+        self._gym_env: GymVecEnv | None = None  # the gymnasium vector env trained on (`env`: SB3's VecEnv over it)
         self._sb3_env: VecEnv | None = None  # what get_env() returns
         self._policy: Policy | None = None
         self._sb3_policy: ActorCriticPolicy | None = None  # `policy`, made at first use
@@ -184,13 +185,18 @@ class BaseAlgorithm:
     env = property(get_env, doc="SB3's `model.env` (and lit_sb3's): the training env as a VecEnv, or None.")
 
     def set_env(self, env: Any, force_reset: bool = True) -> None:
-        """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise)."""
-        del force_reset  # kppo always resets the new env
+        """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise). As
+        SB3's, nothing is reset here (a VecNormalize's statistics stay as they are): the next `learn` resets the env
+        first (`force_reset=False` too: kppo's rollout starts from a reset of the env it is given)."""
+        del force_reset
         if self.agent is None:
             self._build(env, Start())
             return
-        old_runner = self._runner
+        old_runner, old_env = self._runner, self._gym_env
         self._build(env, Start(self.agent, *self._statistics()))
+        new_env = self._gym_env
+        if old_env is not None and new_env is not None and old_env.vec_env is new_env.vec_env:
+            return  # the same envs again (`set_env(model.get_env())`): they stay open
         if old_runner is not None:
             old_runner.close()
 
@@ -229,10 +235,34 @@ class BaseAlgorithm:
         return self._get_policy()
 
     def statistics(self) -> tuple[Moments, Moments] | None:
-        """(observation statistics, return statistics) of the running or loaded model (None before it has networks)."""
+        """(observation statistics, return statistics) of the running or loaded model (None before it has networks):
+        those `learn` updates, those it will start from (a model with an env before its first `learn`), or those a
+        load read."""
         if self._runner is not None:
             return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
+        if self._pending is not None:
+            assert self._pending.obs_stats is not None and self._pending.return_stats is not None  # set by _build
+            return self._pending.obs_stats, self._pending.return_stats
         return self._loaded_stats
+
+    def _set_statistics(self, obs_stats: Moments, return_stats: Moments) -> None:
+        """Replaces the statistics `statistics()` returns (a `VecNormalize` the model uses updates them through its
+        own resets and steps: one set of statistics for both)."""
+        if self._runner is not None:
+            rollout = self.runner_state.rollout._replace(obs_stats=obs_stats, return_stats=return_stats)
+            self.runner_state = self.runner_state._replace(rollout=rollout)
+            self._runner = self._runner.with_state(self.runner_state)
+        elif self._pending is not None:
+            self._pending = self._pending._replace(obs_stats=obs_stats, return_stats=return_stats)
+        else:
+            self._loaded_stats = (obs_stats, return_stats)
+        self._policy = None
+
+    @property
+    def _last_obs(self) -> Any:
+        """SB3's `_last_obs`: the observations the next rollout step acts on, as the env returned them; set by the
+        first `learn`'s reset (None before it, and again after `set_env`, as SB3's)."""
+        return None if self._runner is None else self.runner_state.rollout.raw_obs
 
     def _statistics(self) -> tuple[Moments, Moments]:
         """`statistics()` of a model with networks (running or loaded)."""
@@ -245,7 +275,7 @@ class BaseAlgorithm:
         `kppo export model.zip --vecnormalize vec_normalize.pkl` does): a wrapper `VecNormalize.load` returned, or
         the file itself (kppo's JSON or SB3's `vec_normalize.pkl`, read as data). `predict` and `kppo.export` then
         take raw observations. A model with an env takes `VecNormalize.load(path, venv)` as its env instead."""
-        if self._runner is not None:
+        if self._gym_env is not None:
             raise ValueError(
                 "vec_normalize: expected a model without an env (this one has one: pass VecNormalize.load(path, "
                 "venv) to set_env instead)"
@@ -254,7 +284,11 @@ class BaseAlgorithm:
             raise ValueError("vec_normalize: the model has no networks yet; load() it first")
         fields, obs_stats, ret_stats = frozen_statistics(vec_normalize, flat_dim(self._model_spaces()[0]))
         self.config = self.config.replace(**fields)
-        self._loaded_stats = (obs_stats, self._statistics()[1] if ret_stats is None else ret_stats)
+        old_obs, old_returns = self._statistics()
+        self._loaded_stats = (
+            old_obs if obs_stats is None else obs_stats,
+            old_returns if ret_stats is None else ret_stats,
+        )
         self._policy = None
 
     def _get_policy(self) -> Policy:
@@ -274,10 +308,13 @@ class BaseAlgorithm:
         deterministic: bool = False,
         action_masks: Any = None,
     ):
-        """(action, state) for one raw observation or a batch (`kppo.Policy.predict`): state None, or a recurrent
+        """(action, state) for one raw observation or a batch (`kppo.Policy.predict`; an HWC image for a CHW policy
+        transposed first, as SB3's `maybe_transpose`): state None, or a recurrent
         policy's, the actor's (h, c), each [n_lstm_layers, n, lstm_hidden_size] (None starts from zeros, as does
         `episode_start` True); only among the actions `action_masks` allows when given (sb3-contrib's MaskablePPO)."""
         check_not_gym_tuple(observation)
+        if self._spaces is not None:  # SB3's maybe_transpose: an HWC frame for a CHW policy
+            observation = maybe_transpose(observation, self._spaces[0])
         return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)
 
     # --- parameters, seeds, logger ---

@@ -20,12 +20,14 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import normalization
 from kppo.agent.agent import Agent, build_agent
 from kppo.callbacks import make_callback
 from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.config.options import Config
 from kppo.core.types import Diagnostics
 from kppo.gym_envs.make import gym_vec_env as _make_gym_vec_env
+from kppo.gym_envs.spaces import normalized_columns
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.rollout.gymnasium import StepRecord
 from kppo.sb3.arguments import Schedule, network_fields, split_schedule, user_extractor_factory
@@ -83,21 +85,35 @@ def user_agent(policy_kwargs: dict, config: Config, vec_env: GymVecEnv) -> Agent
 
 
 def vec_normalize_start(env: Any, model: Any, start: Start) -> Start:
-    """`start` on a VecNormalize `env`, which shows `model`'s statistics from now on: its reset observations counted
-    unless `training=False` (as SB3's), and the statistics `VecNormalize.load` read, as SB3 starts from them."""
+    """`start` on a VecNormalize `env`, whose statistics `model` holds from now on (one set for both): the
+    wrapper's own when it has any (those `VecNormalize.load` read, or its own steps gathered), as SB3 starts from
+    them; the reset observations of the first `learn` counted unless `training=False` (as SB3's)."""
     if not isinstance(env, VecNormalize):
         return start
-    env.model = model
     start = start._replace(count_reset=env.training)
     if env.loaded is not None:
         obs_stats, return_stats = env.loaded_moments()
-        start = start._replace(obs_stats=obs_stats, return_stats=return_stats)
+        start = start._replace(
+            obs_stats=start.obs_stats if obs_stats is None else obs_stats,
+            return_stats=start.return_stats if return_stats is None else return_stats,
+        )
+    env.model = model
     return start
 
 
-def check_learn(runner: Any, vec_normalize: VecNormalize | None, total_timesteps: Any) -> None:
+def concrete_start(start: Start, vec_env: GymVecEnv) -> Start:
+    """`start` with its statistics set (SB3's fresh ones, mean 0, var 1, count 1e-4, where it has none), as float32
+    numpy moments: what the model shows before `learn` resets the env and makes the runner."""
+    obs_stats = start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim])
+    return_stats = start.return_stats or normalization.initial_stats(())
+    return start._replace(
+        obs_stats=normalization.to_numpy(obs_stats), return_stats=normalization.to_numpy(return_stats)
+    )
+
+
+def check_learn(env: Any, vec_normalize: VecNormalize | None, total_timesteps: Any) -> None:
     """`learn`'s one-line refusals: no env, a VecNormalize that does not train, timesteps that are no number."""
-    if runner is None:
+    if env is None:
         raise ValueError("env: expected an environment before learn(); pass one to PPO(...) or set_env()")
     if vec_normalize is not None and not vec_normalize.training:
         raise ValueError(
@@ -213,7 +229,8 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
     def _build(self, env: Any, start: Start) -> None:
         own_seed = isinstance(env, VecEnv) and not self._seed_given and env.pending_seed is not None
         seed = None if own_seed else self.seed
-        vec_env = _make_gym_vec_env(env, num_envs=1, seed=seed, verbose=self.verbose)  # SB3: one env per id
+        # SB3: one env per id; no env checker from `verbose` (SB3 checks envs only in `check_env`)
+        vec_env = _make_gym_vec_env(env, num_envs=1, seed=seed)
         try:
             if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
                 observation_space, action_space = self._model_spaces()
@@ -224,25 +241,33 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
             normalize = normalization_fields(env, self.gamma, self.config if self.agent is not None else None)
             fields = self._network_fields(vec_env.observation_space)
             self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize, fields)
+            normalized_columns(vec_env.observation_space, self.config.normalize_obs_keys)  # its one-line errors now
             if start.agent is None:
-                start = start._replace(agent=user_agent(self.policy_kwargs, self.config, vec_env))
+                agent = user_agent(self.policy_kwargs, self.config, vec_env)
+                with self._device_scope(), fits_in_memory([self.config]):
+                    agent = agent or build_agent(self.config, vec_env.observation_space, vec_env.action_space)
+                start = start._replace(agent=agent)
         except BaseException:
             vec_env.close()
             raise
         self._schedules = host_schedules(self._current_lr, self.clip_range, self.ent_coef, self.clip_range_vf)
-        start = vec_normalize_start(env, self, start)
+        self._runner, self.runner_state = None, None
+        self.agent, self._gym_env, self._policy = start.agent, vec_env, None
+        self._spaces = (vec_env.observation_space, vec_env.action_space)
+        self._sb3_env = env if isinstance(env, VecEnv) else VecEnv(vec_env.vec_env)
+        self._pending = vec_normalize_start(env, self, concrete_start(start, vec_env))
+
+    def _make_runner(self) -> None:
+        """SB3's first reset (`_setup_learn`): the runner of the env, from the networks and statistics the model has
+        now, resetting the env (its observations counted in a training VecNormalize's statistics)."""
+        assert self._pending is not None and self._gym_env is not None and self.config is not None  # set by _build
         try:  # the update reads the schedules `_apply_schedules` set before each rollout
             with self._device_scope(), fits_in_memory([self.config]):
-                self._runner = make_runner(vec_env, self.config, None, start, lambda iteration: self._schedules)
+                runner = make_runner(self._gym_env, self.config, None, self._pending, lambda it: self._schedules)
         except BaseException:
-            vec_env.close()
+            self._gym_env.close()
             raise
-        self.runner_state = self._runner.state
-        self.agent = self._runner.agent
-        self._gym_env = self._runner.env
-        self._sb3_env = env if isinstance(env, VecEnv) else VecEnv(self._gym_env.vec_env)
-        self._spaces = (self._runner.observation_space, self._runner.action_space)
-        self._policy = None
+        self._runner, self.runner_state, self._pending = runner, runner.state, None
 
     def learn(
         self: _Model,
@@ -283,7 +308,9 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
     ) -> tuple[Any, list]:
         """SB3's `_setup_learn`: the checks, the step counters, the logger (`run`: the run's directory,
         `default_root_dir`; else SB3's `tensorboard_log/<tb_log_name>_<n>`), and (SB3 callback, Keras callbacks)."""
-        check_learn(self._runner, self.get_vec_normalize_env(), total_timesteps)
+        check_learn(self._gym_env, self.get_vec_normalize_env(), total_timesteps)
+        if self._runner is None:
+            self._make_runner()
         if reset_num_timesteps:
             self.num_timesteps = 0
             self.ep_info_buffer.clear()

@@ -29,6 +29,7 @@ from kppo._tf import tf
 from kppo.agent.agent import actor_critic, feature_extractors
 from kppo.core.errors import ArgumentError
 from kppo.sb3.saves.sb3_weights import assign_sb3_weights, sb3_state_dict
+from kppo.sb3.utils import maybe_transpose
 
 __all__ = ["ActorCriticPolicy", "Distribution"]
 
@@ -122,7 +123,7 @@ class ActorCriticPolicy:
         """(the networks' input [N, ...] float32, normalized with the model's statistics; whether `observation` was
         a batch)."""
         policy = self._model.kppo_policy
-        batch, single = policy._batched(observation)
+        batch, single = policy._batched(maybe_transpose(observation, self.observation_space))
         return policy.normalize(tf.constant(batch)), not single
 
     def _outputs(self, obs: Any) -> tuple[Any, tf.Tensor]:

@@ -3,12 +3,12 @@
 set_random_seed                                   stable_baselines3.common.utils
 FloatSchedule, LinearSchedule, ConstantSchedule   stable_baselines3.common.utils (and the deprecated
 get_linear_fn, constant_fn)                       functions, which warn as SB3's do)
-get_flattened_obs_dim                             stable_baselines3.common.preprocessing
+get_flattened_obs_dim, maybe_transpose          stable_baselines3.common.preprocessing
 is_wrapped, unwrap_wrapper                        stable_baselines3.common.env_util (gymnasium wrappers)
 unwrap_vec_wrapper, is_vecenv_wrapped,            stable_baselines3.common.vec_env (kppo's VecEnv wrappers)
 unwrap_vec_normalize
-check_env                                         stable_baselines3.common.env_checker (gymnasium's checker
-                                                  and the spaces kppo trains on)
+check_env                                         stable_baselines3.common.env_checker (SB3's checks, not
+                                                  gymnasium's determinism ones; the spaces kppo trains on)
 get_action_masks, is_masking_supported            sb3_contrib.common.maskable.utils
 sync_envs_normalization                           stable_baselines3.common.vec_env
 """
@@ -22,11 +22,11 @@ from typing import Any
 import gymnasium as gym
 import keras
 import numpy as np
-from gymnasium.utils.env_checker import check_env as _gymnasium_check_env
+from gymnasium.utils.env_checker import check_reset_return_type, check_space_limit
 
-from kppo.core.errors import ArgumentError
+from kppo.core.errors import ArgumentError, ArgumentTypeError
 from kppo.gym_envs.action_masks import METHOD
-from kppo.gym_envs.spaces import check_action_space, check_observation_space
+from kppo.gym_envs.spaces import check_action_space, check_observation_space, is_image_space
 from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.sb3.vec_normalize import RunningMeanStd, VecNormalize
 
@@ -116,6 +116,32 @@ def get_flattened_obs_dim(observation_space: gym.spaces.Space) -> int:
     return int(gym.spaces.flatdim(observation_space))
 
 
+def _transposed(image: np.ndarray, space: gym.spaces.Space) -> np.ndarray:
+    """`image` (one HWC frame or a batch) as CHW when that is `space`'s shape and `image` is not yet it (SB3's
+    `maybe_transpose` of one image space); else as it is."""
+    if not is_image_space(space) or image.ndim not in (3, 4):
+        return image
+    shape = tuple(space.shape)
+    if image.shape == shape or image.shape[1:] == shape:
+        return image
+    transposed = np.transpose(image, (2, 0, 1) if image.ndim == 3 else (0, 3, 1, 2))
+    return transposed if transposed.shape == shape or transposed.shape[1:] == shape else image
+
+
+def maybe_transpose(observation: Any, observation_space: gym.spaces.Space) -> Any:
+    """SB3's `maybe_transpose`: an HWC image observation (one frame or a batch) given to a policy whose image space is
+    CHW (an SB3 model trained through `VecTransposeImage`) transposed to CHW; anything else as it is. A Dict's image
+    keys each, as SB3's `obs_to_tensor` does."""
+    if isinstance(observation_space, gym.spaces.Dict) and isinstance(observation, dict):
+        return {
+            key: _transposed(np.asarray(value), observation_space[key]) if key in observation_space.spaces else value
+            for key, value in observation.items()
+        }
+    if isinstance(observation, (np.ndarray, list)) and is_image_space(observation_space):
+        return _transposed(np.asarray(observation), observation_space)
+    return observation
+
+
 def unwrap_wrapper(env: gym.Env, wrapper_class: type[gym.Wrapper]) -> gym.Wrapper | None:
     """The first `wrapper_class` in `env`'s chain of gymnasium wrappers, or None."""
     current: Any = env
@@ -170,16 +196,46 @@ def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
         here, there = here.venv, there.venv
 
 
+def _check_step(env: gym.Env) -> None:
+    """SB3's `_check_returned_values` of one `step`: gymnasium's 5-tuple with a number reward, bool flags and a dict
+    info, the observation in the space (AssertionErrors with SB3's words)."""
+    data = env.step(env.action_space.sample())
+    if not (isinstance(data, tuple) and len(data) == 5):
+        raise ArgumentError(
+            f"The `step()` method must return five values: obs, reward, terminated, truncated, info. Actual: "
+            f"{len(data) if isinstance(data, tuple) else type(data).__name__} values returned."
+        )
+    obs, reward, terminated, truncated, info = data
+    if obs not in env.observation_space:
+        raise ArgumentError("The observation returned by the `step()` method does not match the observation space")
+    if not isinstance(reward, (float, int, np.floating, np.integer)):
+        raise ArgumentError("The reward returned by `step()` must be a float")
+    if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
+        raise ArgumentError("The `terminated` and `truncated` signals must be booleans")
+    if not isinstance(info, dict):
+        raise ArgumentError("The `info` returned by `step()` must be a python dictionary")
+
+
 def check_env(env: gym.Env, warn: bool = True, skip_render_check: bool = True) -> None:
-    """SB3's `check_env`: gymnasium's env checker (the API, the spaces, reset and step returns, seeding) and the
-    spaces kppo trains on (one-line errors naming what it cannot take). `warn`: SB3's switch for its advice on
-    spaces; gymnasium's checker warns as it does."""
-    del warn
+    """SB3's `check_env`: the env is a `gymnasium.Env`, `reset` takes a `seed`, `reset` and `step` return gymnasium's
+    values with observations in the space (AssertionErrors, as SB3's asserts), and, with `warn`, gymnasium's advice
+    on the spaces (unbounded or odd Boxes: warnings). Like SB3's it does not test determinism or the env's use of
+    `np_random` (envs that ignore their seed train). kppo adds one-line errors for spaces it cannot train on."""
     if not isinstance(env, gym.Env):
         raise ArgumentError(f"env: expected a gymnasium.Env, got {type(env).__name__} (check_env checks one env)")
     check_observation_space(env.observation_space)
     check_action_space(env.action_space)
-    _gymnasium_check_env(env, skip_render_check=skip_render_check)
+    try:
+        env.reset(seed=0)
+    except TypeError as err:
+        raise ArgumentTypeError("The reset() method must accept a `seed` parameter") from err
+    if warn:
+        check_space_limit(env.observation_space, "observation")
+        check_space_limit(env.action_space, "action")
+    check_reset_return_type(env)
+    _check_step(env)
+    if not skip_render_check and env.render_mode is not None:
+        env.render()
 
 
 # --- action masks (sb3-contrib) -----------------------------------------------------------------------------------

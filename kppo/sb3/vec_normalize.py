@@ -1,13 +1,19 @@
-"""`VecNormalize`: Stable-Baselines3's observation/reward normalization wrapper, as `kppo.PPO` understands it.
+"""`VecNormalize`: Stable-Baselines3's observation/reward normalization wrapper, for its own loops and for `kppo.PPO`.
 
-In kppo the running statistics live in the model (they are part of the learner's state: updated during `learn`,
-frozen for `predict` and evaluation, saved with `PPO.save`, baked into exported artifacts). This wrapper therefore
-only carries SB3's settings to `PPO` (`norm_obs` -> `normalize_obs`, `norm_reward` -> `normalize_reward`) and passes
-raw observations and rewards through: `model.predict` takes raw observations, so `evaluate_policy(model, env)` and
-callbacks work on the wrapped env as in SB3. Its `obs_rms` / `ret_rms` show the model's statistics once a model uses
-it; `save`/`load` write and read them as JSON (never a pickle; `load` also reads SB3's `vec_normalize.pkl`, as
-data), and a loaded wrapper given to `PPO(...)`, `PPO.load(..., env=...)` or `set_env` sets the model's statistics,
-as SB3's `VecNormalize.load` does (`PPO.use_vec_normalize` freezes them into a model without an env).
+Used on its own, it is SB3's: `reset()` and `step()` return observations normalized with `obs_rms` and rewards
+scaled by the standard deviation of the discounted return (`ret_rms`), and in `training` mode both statistics take
+every reset and step (SB3's `RunningMeanStd` update; `training=False` freezes them; `norm_obs` / `norm_reward` switch
+each part; `get_original_obs` / `get_original_reward` give the raw values).
+
+Once a model takes it (`PPO(...)`, `PPO.load(..., env=...)`, `set_env`), the model and the wrapper hold ONE set of
+statistics: the model's, which `learn` updates inside the training program (the rollout steps the vector env below
+this wrapper, normalizing in the model), and which the wrapper reads and updates (its own resets and steps still
+count in `training` mode). The model starts from the wrapper's statistics when it has any (those `load` read, or
+those its own steps gathered). Its `reset()` / `step()` then return the raw observations and rewards: kppo's
+`model.predict` takes raw observations and normalizes them inside (as its exported artifacts do), so SB3's loop
+`obs = env.reset(); model.predict(obs)` acts as SB3's does. `save`/`load` write and read the statistics as JSON
+(never a pickle; `load` also reads SB3's `vec_normalize.pkl`, as data, a reward-only one included);
+`PPO.use_vec_normalize` freezes them into a model without an env.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.types import Moments
 from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
-from kppo.gym_envs.spaces import flat_dim
+from kppo.gym_envs.spaces import flat_dim, is_image_space
 from kppo.sb3.saves.vec_normalize_pickle import is_pickle, read_vec_normalize
 
 FORMAT = "kppo.VecNormalize/1"
@@ -80,6 +86,20 @@ def _fresh(shape: tuple[int, ...]) -> RunningMeanStd:
     return RunningMeanStd(np.zeros(shape), np.ones(shape), 1e-4)
 
 
+def sb3_update(rms: RunningMeanStd, batch: Any) -> RunningMeanStd:
+    """SB3's `RunningMeanStd.update(batch)`: the batch's mean and population variance over its first axis merged
+    into `rms` (Chan's parallel rule, `normalization.merge`), in float64 as SB3's."""
+    rows = np.asarray(batch, np.float64)
+    old = Moments(np.asarray(rms.mean, np.float64), np.asarray(rms.var, np.float64), float(rms.count))
+    mean, var, count = normalization.merge(old, Moments(rows.mean(axis=0), rows.var(axis=0), float(rows.shape[0])))
+    return RunningMeanStd(np.asarray(mean), np.asarray(var), float(count))
+
+
+def model_moments(rms: RunningMeanStd) -> Moments:
+    """`rms` as the float32 numpy moments a kppo model normalizes with."""
+    return normalization.to_numpy(Moments(rms.mean, rms.var, np.float32(rms.count)))
+
+
 class VecNormalize(VecEnvWrapper):
     """SB3's `VecNormalize(venv, training, norm_obs, norm_reward, clip_obs, clip_reward, gamma, epsilon,
     norm_obs_keys)` for `kppo.PPO` (see the module docstring).
@@ -124,8 +144,11 @@ class VecNormalize(VecEnvWrapper):
         )
         #: A Dict's normalized keys (None: every key but the images, `kppo.gym_envs.spaces.normalized_columns`).
         self.norm_obs_keys = None if norm_obs_keys is None else tuple(norm_obs_keys)
-        self.loaded: tuple[Any, Any] | None = None  # (obs moments, return moments) read by `load`
-        self.model: Any = None  # the kppo.PPO using this env (set by PPO)
+        #: The wrapper's own (obs_rms, ret_rms) while no model holds them: those `load` read, those
+        #: `sync_envs_normalization` copied, or those its own resets and steps gathered; None while fresh.
+        self.loaded: tuple[Any, Any] | None = None
+        self.model: Any = None  # the kppo.PPO using this env (set by PPO): it holds the statistics from then on
+        self.returns = np.zeros(self.num_envs)  # SB3's running discounted return of each env (its own steps)
         self.old_obs: Any = None  # the last raw observations and rewards stepped through SB3's API (SB3's names)
         self.old_reward: np.ndarray | None = None
 
@@ -152,10 +175,21 @@ class VecNormalize(VecEnvWrapper):
         settings = dict(norm_obs=self.norm_obs, norm_reward=self.norm_reward, **self._constants._asdict())
         return {**settings_fields(settings), "normalize_obs_keys": self.norm_obs_keys}
 
+    def _model_holds(self) -> bool:
+        """Whether a model with networks uses this env, and so holds the statistics."""
+        return self.model is not None and self.model.agent is not None
+
     def _moments(self) -> tuple[Any, Any]:
-        if self.model is not None and self.model.agent is not None:
+        if self._model_holds():
             return self.model.statistics()
         return self.loaded if self.loaded is not None else (None, None)
+
+    def _store(self, obs_rms: RunningMeanStd, ret_rms: RunningMeanStd) -> None:
+        """New statistics: into the model that holds them, else the wrapper's own."""
+        if self._model_holds():
+            self.model._set_statistics(model_moments(obs_rms), model_moments(ret_rms))
+        else:
+            self.loaded = (obs_rms, ret_rms)
 
     @property
     def obs_rms(self) -> RunningMeanStd:
@@ -168,12 +202,42 @@ class VecNormalize(VecEnvWrapper):
         """The discounted-return statistics used to scale rewards (fresh, as `obs_rms`, before a model or a load)."""
         return _stats(self._moments()[1]) or _fresh(())
 
-    def normalize_obs(self, obs: np.ndarray) -> np.ndarray:
-        """SB3's `normalize_obs`: clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs) with `obs_rms`."""
+    def _normalized_keys(self) -> list[str]:
+        """A Dict's keys that `normalize_obs` standardizes: `norm_obs_keys`, or every key but the images."""
+        space = cast(gym.spaces.Dict, self.observation_space)
+        if self.norm_obs_keys is not None:
+            return list(self.norm_obs_keys)
+        return [key for key, sub in space.spaces.items() if not is_image_space(sub)]
+
+    def _map_obs(self, obs: Any, fn: Any) -> Any:
+        """`fn` (float64 rows [N, D] of flat statistics' layout -> rows) applied to one observation or a batch of
+        this env's space, returned in the observation's structure as float32 (a Dict's other keys as they are)."""
+        space = self.observation_space
+        if isinstance(space, gym.spaces.Dict):
+            if not isinstance(obs, dict):
+                raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
+            keys, chosen = list(space.spaces), self._normalized_keys()
+            arrays = {key: np.asarray(obs[key]) for key in keys}
+            single = arrays[keys[0]].ndim == len(space[keys[0]].shape)
+            n = 1 if single else len(arrays[keys[0]])
+            rows = np.concatenate([arrays[key].reshape(n, -1) for key in keys], axis=1).astype(np.float64)
+            out, mapped, at = dict(obs), fn(rows), 0
+            for key in keys:
+                size = int(np.prod(space[key].shape))
+                if key in chosen:
+                    out[key] = mapped[:, at : at + size].reshape(arrays[key].shape).astype(np.float32)
+                at += size
+            return out
+        array = np.asarray(obs)
+        return fn(array.reshape(-1, flat_dim(space)).astype(np.float64)).reshape(array.shape).astype(np.float32)
+
+    def normalize_obs(self, obs: Any) -> Any:
+        """SB3's `normalize_obs`: clip((obs - mean) / sqrt(var + epsilon), -clip_obs, clip_obs) with `obs_rms`, as
+        float32 (one observation or a batch; a Dict's normalized keys only)."""
         if not self.norm_obs:
             return obs
-        rms = self.obs_rms
-        return np.clip((obs - rms.mean) / np.sqrt(rms.var + self.epsilon), -self.clip_obs, self.clip_obs)
+        rms, epsilon, clip = self.obs_rms, self.epsilon, self.clip_obs
+        return self._map_obs(obs, lambda rows: np.clip((rows - rms.mean) / np.sqrt(rms.var + epsilon), -clip, clip))
 
     def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """SB3's `normalize_reward`: clip(reward / sqrt(ret_rms.var + epsilon), -clip_reward, clip_reward)."""
@@ -182,31 +246,60 @@ class VecNormalize(VecEnvWrapper):
         scale = np.sqrt(self.ret_rms.var + self.epsilon)
         return np.clip(reward / scale, -self.clip_reward, self.clip_reward)
 
-    def unnormalize_obs(self, obs: np.ndarray) -> np.ndarray:
+    def unnormalize_obs(self, obs: Any) -> Any:
         """SB3's `unnormalize_obs`: obs * sqrt(var + epsilon) + mean (the clipping is not undone)."""
         if not self.norm_obs:
             return obs
-        rms = self.obs_rms
-        return obs * np.sqrt(rms.var + self.epsilon) + rms.mean
+        rms, epsilon = self.obs_rms, self.epsilon
+        return self._map_obs(obs, lambda rows: rows * np.sqrt(rms.var + epsilon) + rms.mean)
 
     def unnormalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """SB3's `unnormalize_reward`: reward * sqrt(ret_rms.var + epsilon)."""
         return reward * np.sqrt(self.ret_rms.var + self.epsilon) if self.norm_reward else reward
 
+    def _count_obs(self, obs: Any) -> None:
+        """SB3's `obs_rms.update(obs)` in `training` mode with `norm_obs` (the flat rows of a batch)."""
+        if self.training and self.norm_obs:
+            seen: list[np.ndarray] = []
+
+            def keep(rows: np.ndarray) -> np.ndarray:
+                seen.append(rows)
+                return rows
+
+            self._map_obs(obs, keep)
+            self._store(sb3_update(self.obs_rms, seen[0]), self.ret_rms)
+
     def reset(self) -> Any:
-        """SB3's `reset`: the raw observations (kept for `get_original_obs`; the model normalizes)."""
-        self.old_obs = super().reset()
-        return self.old_obs
+        """SB3's `reset`: the observations normalized (raw once a model holds the statistics: the model normalizes
+        inside), counted in `obs_rms` in `training` mode; the running returns restart at 0."""
+        obs = super().reset()
+        self.old_obs = obs
+        self.returns = np.zeros(self.num_envs)
+        self._count_obs(obs)
+        return obs if self._model_holds() else self.normalize_obs(obs)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """SB3's `step_wait`, raw observations and rewards kept for `get_original_obs` / `get_original_reward`."""
+        """SB3's `step_wait`: in `training` mode the observations counted in `obs_rms` and the discounted returns
+        (returns * gamma + reward, restarting at 0 after an episode's end) in `ret_rms`; the observations (and a
+        finished episode's `terminal_observation`) normalized and the rewards scaled, unless a model holds the
+        statistics (then raw, as `reset`'s). The raw values stay for `get_original_obs` / `get_original_reward`."""
         obs, rewards, dones, infos = super().step_wait()
         self.old_obs, self.old_reward = obs, rewards
-        return obs, rewards, dones, infos
+        self._count_obs(obs)
+        if self.training:
+            self.returns = self.returns * self.gamma + rewards
+            self._store(self.obs_rms, sb3_update(self.ret_rms, self.returns))
+        self.returns[np.asarray(dones, bool)] = 0
+        if self._model_holds():
+            return obs, rewards, dones, infos
+        for info in infos:
+            if "terminal_observation" in info:
+                info["terminal_observation"] = self.normalize_obs(info["terminal_observation"])
+        return self.normalize_obs(obs), self.normalize_reward(rewards), dones, infos
 
     def get_original_obs(self) -> Any:
-        """The last raw observations `reset` / `step` gave through SB3's API (this wrapper passes them through
-        unchanged: `kppo.PPO` normalizes inside the model, so `learn`'s own steps do not pass here)."""
+        """The last raw observations `reset` / `step` gave through SB3's API (`learn`'s own steps do not pass
+        here: the rollout steps the vector env below this wrapper)."""
         return self.old_obs
 
     def get_original_reward(self) -> np.ndarray | None:
@@ -262,7 +355,10 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
     wrote (JSON) or SB3's `vec_normalize.pkl`; one-line ValueErrors otherwise."""
     if is_pickle(load_path):
         settings, obs, ret = read_vec_normalize(load_path)
-        stats = tuple(RunningMeanStd(s.mean.astype(np.float32), s.var.astype(np.float32), s.count) for s in (obs, ret))
+        stats = tuple(
+            None if s is None else RunningMeanStd(s.mean.astype(np.float32), s.var.astype(np.float32), s.count)
+            for s in (obs, ret)
+        )
         return settings, cast(tuple[Any, Any], stats)
     try:
         data = json.loads(Path(load_path).read_text())
@@ -294,11 +390,14 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
     return settings, cast(tuple[Any, Any], from_json)
 
 
-def frozen_statistics(vec_normalize: VecNormalize | str | Path, size: int) -> tuple[dict, Moments, Moments | None]:
+def frozen_statistics(
+    vec_normalize: VecNormalize | str | Path, size: int
+) -> tuple[dict, Moments | None, Moments | None]:
     """What `PPO.use_vec_normalize` freezes into a model without an env: (Config fields of the wrapper's settings,
     observation moments, return moments or None) of a wrapper `VecNormalize.load` returned or of the file itself
     (kppo's JSON or SB3's `vec_normalize.pkl`, read as data); a one-line ValueError unless the observation statistics
-    hold the model's `size` values. The fields leave out `normalize_obs_keys`: the model keeps the keys it was
+    hold the model's `size` values. A reward-only wrapper (`norm_obs=False`) may have none: the observation moments
+    are then None (the model's stay). The fields leave out `normalize_obs_keys`: the model keeps the keys it was
     trained with."""
     if isinstance(vec_normalize, VecNormalize):
         fields = vec_normalize.config_fields()
@@ -307,7 +406,9 @@ def frozen_statistics(vec_normalize: VecNormalize | str | Path, size: int) -> tu
         settings, loaded = read_statistics(vec_normalize)
         fields = settings_fields(settings)
     obs_rms, ret_rms = loaded
-    if obs_rms is None or int(np.size(obs_rms.mean)) != size:
+    if obs_rms is None and not fields["normalize_obs"]:
+        pass
+    elif obs_rms is None or int(np.size(obs_rms.mean)) != size:
         raise ValueError(
             f"vec_normalize: expected statistics of the model's {size} observation values, got "
             f"{'none' if obs_rms is None else int(np.size(obs_rms.mean))}"
@@ -317,4 +418,4 @@ def frozen_statistics(vec_normalize: VecNormalize | str | Path, size: int) -> tu
     def moments(rms: Any) -> Moments:
         return Moments(*(tf.constant(np.asarray(x), tf.float32) for x in rms))
 
-    return fields, moments(obs_rms), None if ret_rms is None else moments(ret_rms)
+    return fields, None if obs_rms is None else moments(obs_rms), None if ret_rms is None else moments(ret_rms)

@@ -5,8 +5,9 @@ The file holds a `stable_baselines3.common.vec_env.vec_normalize.VecNormalize` o
 values, `RunningMeanStd` objects (mean, var, count), numpy arrays and scalars (`numpy._core.multiarray._reconstruct`,
 `numpy.dtype`, `scalar`) and the env's gymnasium spaces with their seeded RNGs. Those names are read as records and
 data; nothing is imported. Any other name is refused in one line (`PickleRefused`), as is a state without the
-statistics. Dict observations (one `RunningMeanStd` per key) are refused: kppo's flat statistics for them are not
-built from this file.
+statistics (a reward-only wrapper, `norm_obs=False`, has no `obs_rms`, as SB3 builds none: read as None).
+Dict observations (one `RunningMeanStd` per key) are refused: kppo's flat statistics for them are not built from
+this file.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def _statistics(record: Any, source: str, name: str) -> Statistics:
     return Statistics(np.asarray(mean, np.float64), np.asarray(var, np.float64), float(np.asarray(count)))
 
 
-def read_vec_normalize(path: str | Path) -> tuple[dict[str, Any], Statistics, Statistics]:
-    """(settings, obs_rms, ret_rms) of SB3's `vec_normalize.pkl` at `path` (see the module docstring)."""
+def read_vec_normalize(path: str | Path) -> tuple[dict[str, Any], Statistics | None, Statistics]:
+    """(settings, obs_rms, ret_rms) of SB3's `vec_normalize.pkl` at `path` (see the module docstring); obs_rms is
+    None for a reward-only wrapper (`norm_obs=False`), which SB3 saves without one."""
     source = repr(str(path))
     try:
         data = Path(path).read_bytes()
@@ -85,11 +87,13 @@ def read_vec_normalize(path: str | Path) -> tuple[dict[str, Any], Statistics, St
     if not (isinstance(obj, Instance) and (obj.cls.module, obj.cls.name) == VEC_NORMALIZE):
         raise ValueError(f"{source}: expected SB3's pickled VecNormalize, got {describe(obj)}")
     state = obj.state
-    if not isinstance(state, dict) or "obs_rms" not in state or "ret_rms" not in state:
+    reward_only = isinstance(state, dict) and state.get("norm_obs") is False and "obs_rms" not in state
+    if not isinstance(state, dict) or ("obs_rms" not in state and not reward_only) or "ret_rms" not in state:
         raise ValueError(f"{source}: expected SB3's VecNormalize state with obs_rms and ret_rms, got {describe(state)}")
     settings: dict[str, Any] = {key: state.get(key, default) for key, default in SETTINGS.items()}
     for key in ("clip_obs", "clip_reward", "gamma", "epsilon"):
         settings[key] = float(settings[key])
     for key in ("training", "norm_obs", "norm_reward"):
         settings[key] = bool(settings[key])
-    return settings, _statistics(state["obs_rms"], source, "obs_rms"), _statistics(state["ret_rms"], source, "ret_rms")
+    obs_rms = None if reward_only else _statistics(state["obs_rms"], source, "obs_rms")
+    return settings, obs_rms, _statistics(state["ret_rms"], source, "ret_rms")
