@@ -1,5 +1,6 @@
-"""CONFIG and `--set NAME=VALUE` into a Config: the tuned configs of configs/, YAML values read as config files are,
-env ids checked before anything is built; the config fields' help for `kppo train --help`."""
+"""CONFIG and `--set NAME=VALUE` into a Config: the tuned configs of configs/ and RL-Zoo's entries in configs/zoo/,
+a YAML file or an RL-Zoo hyperparameter file (`--env` picks its entry), YAML values read as config files are, env ids
+checked before anything is built; the config fields' help for `kppo train --help`."""
 
 from __future__ import annotations
 
@@ -44,23 +45,66 @@ def parse_value(option: str, text: str) -> Any:
         raise ValueError(f"{option}: could not parse the value {text!r}") from None
 
 
-def load_config(spec: Any, overrides: list[str], seed: int | None):
-    """CONFIG (None: the default example; a YAML file; a name from configs/; or a Config) with --set and --seed; a
-    gymnasium env id is checked to be registered."""
-    from kppo.config.options import Config
+def bundled_names() -> list[str]:
+    """The names `kppo train NAME` finds in configs/: kppo's tuned configs, and RL-Zoo's entries as `zoo/<env id>`."""
+    names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+    return names + sorted(f"zoo/{p.stem}" for p in (CONFIG_DIR / "zoo").glob("*.yml"))
 
+
+def config_path(spec: str) -> Path:
+    """The file of CONFIG: a YAML file, or a name from configs/ (`cartpole`, `zoo/Pendulum-v1`)."""
+    if spec.endswith((".yaml", ".yml")) or Path(spec).is_file():
+        return Path(spec)
+    for path in (CONFIG_DIR / f"{spec}.yaml", CONFIG_DIR / f"{spec}.yml"):
+        if "." not in spec and path.is_file():
+            return path
+    raise ValueError(f"CONFIG: expected a YAML file or one of {bundled_names()}, got {printable(spec)!r}")
+
+
+def zoo_entry_of(spec: Any, env: str | None) -> Any:
+    """The RL-Zoo entry (`kppo.config.zoo.ZooEntry`) when CONFIG is an RL-Zoo hyperparameter file (env id ->
+    settings), else None; `--env` given for any other CONFIG is refused."""
+    from kppo.config.zoo import is_zoo_file, read_entry
+    from kppo.tuning.zoo import is_atari
+
+    path = config_path(spec) if isinstance(spec, str) else None
+    if path is not None and path.is_file() and is_zoo_file(path):  # else reading it as a config says what is wrong
+        return read_entry(path, env, is_atari)
+    if env is not None:
+        raise ValueError(f"--env: only an RL-Zoo file's entry is chosen so; use --set env={env!r} instead")
+    return None
+
+
+def write_zoo_record(path: Path, spec: str, entry: Any) -> None:
+    """zoo.yaml of a run trained from an RL-Zoo entry: the file, the entry's key, the env id and the entry as
+    written (the run's config.yaml holds what it became)."""
+    record = {
+        "file": str(config_path(spec).resolve()),
+        "entry": entry.key,
+        "env": entry.env,
+        "settings": entry.settings,
+    }
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+
+
+def load_config(spec: Any, overrides: list[str], seed: int | None, env: str | None = None, search: bool = False):
+    """CONFIG (None: the default example; a YAML file; a name from configs/; an RL-Zoo file, its entry `env`; or a
+    Config) with --set and --seed; a gymnasium env id is checked to be registered. An RL-Zoo entry evaluates as
+    rl-zoo3's train.py does, or as its search does with `search`."""
+    from kppo.config.options import Config
+    from kppo.config.zoo import SEARCH_EVALUATION_STEPS, TRAIN_EVALUATION_STEPS
+    from kppo.tuning.zoo import read_zoo
+
+    zoo = zoo_entry_of(spec, env)
     if isinstance(spec, Config):
         config = spec
     elif spec is None:
         config = Config(verbose=0)
-    elif spec.endswith((".yaml", ".yml")) or Path(spec).is_file():
-        config = Config.from_yaml(Path(spec))
+    elif zoo is not None:
+        steps = SEARCH_EVALUATION_STEPS if search else TRAIN_EVALUATION_STEPS
+        config = read_zoo(config_path(spec), env, steps)[1]
     else:
-        path = CONFIG_DIR / f"{spec}.yaml"
-        if not path.is_file():
-            names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-            raise ValueError(f"CONFIG: expected a YAML file or one of {names}, got {spec!r}")
-        config = Config.from_yaml(path)
+        config = Config.from_yaml(config_path(spec))
     changes: dict[str, Any] = {}
     for item in overrides:
         key, sep, value = item.partition("=")

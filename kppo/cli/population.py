@@ -109,7 +109,7 @@ def _arguments(args: Any) -> tuple[Any, list[int], dict, Path]:
         return Config.from_yaml(out / "config.yaml"), seeds, sweep, out
     if args.seed is not None:
         raise ValueError("--seed: expected no --seed with --seeds or --sweep (give the seeds as --seeds)")
-    config = load_config(args.config, args.set, None)
+    config = load_config(args.config, args.set, None, getattr(args, "env", None))
     seeds = parse_seeds(args.seeds) if args.seeds else [config.seed]
     grid = config.sweep(**parse_sweep(args.sweep)).grid  # validated: the one-line errors of Config.sweep
     default = Path("runs") / f"{config.env}-seeds{seeds[0]}-{seeds[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -1,6 +1,7 @@
-"""`kppo train [CONFIG] [--set NAME=VALUE ...]`: a Config trained into a run directory (config.yaml, agent/,
-metrics.csv, tensorboard/, learning_curve.png, policy.tflite + metadata, summary.json); `--resume` continues an
-interrupted run from its latest checkpoint, and `--seeds` / `--sweep` train a population (`cli.population`)."""
+"""`kppo train [CONFIG] [--env ID] [--set NAME=VALUE ...]`: a Config trained into a run directory (config.yaml,
+agent/, metrics.csv, tensorboard/, learning_curve.png, policy.tflite + metadata, summary.json; zoo.yaml for an RL-Zoo
+entry); `--resume` continues an interrupted run from its latest checkpoint, and `--seeds` / `--sweep` train a
+population (`cli.population`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kppo.cli.configs import config_help, load_config
+from kppo.cli.configs import config_help, load_config, write_zoo_record, zoo_entry_of
 
 
 def add_train_parser(sub: Any) -> None:
@@ -22,7 +23,13 @@ def add_train_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=config_help(),
     )
-    train.add_argument("config", nargs="?", help="a YAML file or a task name from configs/ (e.g. cartpole, pendulum)")
+    train.add_argument(
+        "config",
+        nargs="?",
+        help="a YAML file, a task name from configs/ (e.g. cartpole, pendulum, zoo/Pendulum-v1) or an RL-Zoo "
+        "hyperparams file (ppo.yml; --env picks its entry)",
+    )
+    train.add_argument("--env", help="an RL-Zoo file's entry (env id), as rl-zoo3's train.py --env")
     train.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a config field")
     train.add_argument("--seed", type=int)
     train.add_argument("--seeds", metavar="LIST", help="train a population in one program, e.g. 0-7 or 0,3,5")
@@ -52,16 +59,19 @@ def cmd_train(args) -> int:
         return cli_population.train_population(args)
     if args.resume:
         out = Path(args.resume)
-        if args.config or args.set or args.seed is not None:
-            raise ValueError("--resume: expected no CONFIG, --set or --seed (the run's config.yaml is used)")
+        if args.config or args.set or args.seed is not None or args.env:
+            raise ValueError("--resume: expected no CONFIG, --env, --set or --seed (the run's config.yaml is used)")
         if not (out / "config.yaml").is_file() or not (out / "checkpoints").is_dir():
             raise ValueError(f"--resume: expected a run directory with config.yaml and checkpoints/, got {str(out)!r}")
         config = Config.from_yaml(out / "config.yaml")
     else:
-        config = load_config(args.config, args.set, args.seed)
+        config = load_config(args.config, args.set, args.seed, args.env)
         default = Path("runs") / f"{config.env}-seed{config.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         out = writable_dir(Path(args.out) if args.out else default, "--out")
         config.to_yaml(out / "config.yaml")
+        zoo = zoo_entry_of(args.config, args.env)
+        if zoo is not None:  # the run records the entry it came from
+            write_zoo_record(out / "zoo.yaml", args.config, zoo)
     args.start_work()
     received = stop_on_signals()
     progress = TrainingProgress(config.num_iterations * config.rollout_size, args.quiet)

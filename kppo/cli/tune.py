@@ -60,16 +60,8 @@ def add_tune_parser(sub: Any) -> None:
 
 
 def _base_config(args: Any) -> Any:
-    """CONFIG as `kppo train` reads it, or an RL-Zoo file's entry; then --set."""
-    from kppo.tuning.zoo import is_zoo_file, read_zoo
-
-    path = Path(args.config) if args.config else None
-    if path is not None and path.is_file() and is_zoo_file(path):  # else load_config says what is wrong
-        _, config = read_zoo(path, args.env)
-        return load_config(config, args.set, None)
-    if args.env is not None:
-        raise ValueError(f"--env: only an RL-Zoo file's entry is chosen so; use --set env={args.env!r} instead")
-    return load_config(args.config, args.set, None)
+    """CONFIG as `kppo train` reads it (an RL-Zoo file's entry evaluated as RL-Zoo's search does); then --set."""
+    return load_config(args.config, args.set, None, args.env, search=True)
 
 
 #: --option -> (attribute, the least value, the greatest, how the refusal says it): the numbers `kppo tune` takes,

@@ -121,11 +121,12 @@ def _num_minibatches(out: dict[str, Any], fields: Mapping[str, dataclasses.Field
 
 def minibatch_count(batch_size: int, rollout: int) -> int:
     """SB3's `batch_size` (the minibatch size) -> the number of equal minibatches of a rollout of `rollout`
-    transitions: the one rule, for a Config, an RL-Zoo file and `kppo.PPO`. When it does not divide the rollout it
-    warns, as SB3 does, and takes the next count that cuts the rollout into equal minibatches (SB3 would add a
-    truncated one)."""
+    transitions: the one rule, for a Config, an RL-Zoo file and `kppo.PPO`. When it does not divide the rollout,
+    kppo takes the next count that cuts the rollout into equal minibatches and warns, since SB3 would add a
+    truncated one; a batch_size of the rollout or more is one minibatch of the whole rollout, as in SB3 (no warning:
+    the two agree)."""
     count = max(1, rollout // batch_size)
-    if rollout % batch_size:
+    if batch_size < rollout and rollout % batch_size:
         count = _divisor_from(rollout, count)  # kppo's minibatches have equal sizes
         warnings.warn(
             f"You have specified a mini-batch size of {batch_size}, but because the rollout is of size "

@@ -14,13 +14,12 @@ import numpy as np
 from kppo._tf import tf
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN, SmallCNN, extractor_factory
 from kppo.config.options import ACTIVATIONS, Config
+from kppo.config.sb3_defaults import SB3_SEMANTICS
 from kppo.config.spellings import minibatch_count
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError, sorted_keys
 from kppo.gym_envs.spaces import has_image
 
 Schedule = Callable[[float], float]
-#: What SB3's update computes differently from kppo's defaults: torch's Adam, the sample std of the advantages.
-SB3_UPDATE: dict[str, Any] = {"adam_style": "torch", "advantage_std_ddof": 1}
 
 
 def split_schedule(value: float | Schedule, name: str) -> tuple[float, Schedule | None]:
@@ -398,6 +397,13 @@ def minibatches(batch_size: Any, rollout: int, normalize_advantage: bool = True)
         )
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
+    if batch_size > rollout:  # one minibatch of the rollout in both; SB3's PPO warns of it all the same
+        warnings.warn(
+            f"You have specified a mini-batch size of {batch_size}, but because the `RolloutBuffer` is of size "
+            f"`n_steps * n_envs = {rollout}`, after every 0 untruncated mini-batches, there will be a truncated "
+            f"mini-batch of size {rollout}",
+            stacklevel=4,
+        )
     return minibatch_count(batch_size, rollout)
 
 
@@ -411,28 +417,27 @@ def sb3_config(
     """The Config of `kppo.PPO`: its constructor arguments `args` (starting values of schedules), the env's
     `n_envs` and action space, VecNormalize's settings (`normalize`: normalize_obs, normalize_reward,
     normalize_obs_keys and its constants, `VecNormalize.config_fields`) and `policy_config`'s fields; SB3's update
-    (`SB3_UPDATE`)."""
+    and semantics (`kppo.config.sb3_defaults.SB3_SEMANTICS`: torch's Adam, constant schedules, SB3's value
+    clipping, clipped Box actions unless squashed)."""
     if args["use_sde"] and not isinstance(action_space, gym.spaces.Box):
         raise ValueError(
             f"use_sde: generalized State-Dependent Exploration needs a Box action space, got {action_space}"
         )
     rollout = args["n_steps"] * n_envs
+    fields = {**SB3_SEMANTICS, **normalize, **policy_fields}  # policy_kwargs' network and box actions over SB3's
     return Config(
         env="custom",
-        env_backend="gymnasium",
         num_envs=n_envs,
         num_steps=args["n_steps"],
         total_timesteps=rollout,
         eval_freq=1,
         learning_rate=args["learning_rate"],
-        lr_schedule="constant",
         num_epochs=args["n_epochs"],
         num_minibatches=minibatches(args["batch_size"], rollout, args["normalize_advantage"]),
         gamma=args["gamma"],
         gae_lambda=args["gae_lambda"],
         clip_range=args["clip_range"],
         clip_range_vf=args["clip_range_vf"],
-        vf_clip_mode="clipped",
         normalize_advantage=args["normalize_advantage"],
         ent_coef=args["ent_coef"],
         vf_coef=args["vf_coef"],
@@ -442,7 +447,5 @@ def sb3_config(
         seed=args["seed"],
         use_sde=args["use_sde"],
         sde_sample_freq=args["sde_sample_freq"] if args["sde_sample_freq"] > 0 else -1,
-        **normalize,
-        **policy_fields,
-        **SB3_UPDATE,
+        **fields,
     )

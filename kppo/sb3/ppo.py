@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import gymnasium as gym
 
 from kppo.config.options import Config
+from kppo.config.sb3_defaults import SB3_PPO_ARGUMENTS as SB3
 from kppo.core.errors import ArgumentError
 from kppo.sb3.arguments import Schedule, sb3_config, split_schedule
 from kppo.sb3.base_class import MIXED_API_HINT, check_not_gym_tuple
@@ -44,8 +45,9 @@ _Model = TypeVar("_Model", bound="PPO")
 
 class PPO(OnPolicyAlgorithm):
     """Proximal Policy Optimization (clip) with Stable-Baselines3's interface; see the module docstring for how each
-    argument maps to `kppo.Config`. Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in
-    same-step auto-reset mode, e.g. from `kppo.make_vec_env`)."""
+    argument maps to `kppo.Config`; the defaults are SB3's, from the one table `kppo.config.sb3_defaults`.
+    Environments are gymnasium envs (an id, an `Env`, or a gymnasium vector env in same-step auto-reset mode, e.g.
+    from `kppo.make_vec_env`)."""
 
     batch_size, n_epochs = hyperparameter("batch_size"), hyperparameter("n_epochs")
     normalize_advantage, target_kl = hyperparameter("normalize_advantage"), hyperparameter("target_kl")
@@ -54,23 +56,23 @@ class PPO(OnPolicyAlgorithm):
         self,
         policy: str,
         env: Any,
-        learning_rate: float | Schedule = 3e-4,
-        n_steps: int = 2048,
-        batch_size: int = 64,
-        n_epochs: int = 10,
-        gamma: float = 0.99,
-        gae_lambda: float = 0.95,
-        clip_range: float | Schedule = 0.2,
-        clip_range_vf: float | Schedule | None = None,
-        normalize_advantage: bool = True,
-        ent_coef: float | Schedule = 0.0,
-        vf_coef: float = 0.5,
-        max_grad_norm: float = 0.5,
-        use_sde: bool = False,
-        sde_sample_freq: int = -1,
+        learning_rate: float | Schedule = SB3["learning_rate"],
+        n_steps: int = SB3["n_steps"],
+        batch_size: int = SB3["batch_size"],
+        n_epochs: int = SB3["n_epochs"],
+        gamma: float = SB3["gamma"],
+        gae_lambda: float = SB3["gae_lambda"],
+        clip_range: float | Schedule = SB3["clip_range"],
+        clip_range_vf: float | Schedule | None = SB3["clip_range_vf"],
+        normalize_advantage: bool = SB3["normalize_advantage"],
+        ent_coef: float | Schedule = SB3["ent_coef"],
+        vf_coef: float = SB3["vf_coef"],
+        max_grad_norm: float = SB3["max_grad_norm"],
+        use_sde: bool = SB3["use_sde"],
+        sde_sample_freq: int = SB3["sde_sample_freq"],
         rollout_buffer_class: type | None = None,
         rollout_buffer_kwargs: dict[str, Any] | None = None,
-        target_kl: float | None = None,
+        target_kl: float | None = SB3["target_kl"],
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,

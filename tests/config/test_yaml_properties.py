@@ -583,7 +583,7 @@ def test_a_name_with_a_line_break_character_stays_on_the_line(folder):
     with pytest.raises(ValueError) as err:
         load_space(space, BASE)
     assert "a\\u2028b" in str(err.value) and len(str(err.value).splitlines()) == 1
-    zoo = _write(folder, b'"Cart\\NPole-v1": {policy: CnnPolicy}\n', ".yml")
+    zoo = _write(folder, b'"Cart\\NPole-v1": {policy: MlpLstmPolicy}\n', ".yml")
     with pytest.raises(ValueError) as err:
         read_zoo(zoo)
     assert "Cart\\x85Pole-v1.policy" in str(err.value) and len(str(err.value).splitlines()) == 1

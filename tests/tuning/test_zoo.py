@@ -110,9 +110,9 @@ def test_a_file_of_many_envs_needs_env_and_bad_entries_name_the_file(tmp_path):
         read_zoo(path, "Acrobot-v1")
     bad = tmp_path / "bad.yml"
     bad.write_text("CartPole-v1:\n  n_stepz: 32\n")
-    with pytest.raises(ValueError, match=r"RL-Zoo YAML '.*bad.yml': CartPole-v1: .*unknown option 'n_stepz'"):
+    with pytest.raises(ValueError, match=r"RL-Zoo YAML '.*bad.yml': CartPole-v1.n_stepz: .*unknown option 'n_stepz'"):
         read_zoo(bad)
-    cnn = tmp_path / "cnn.yml"
-    cnn.write_text("PongNoFrameskip-v4:\n  policy: CnnPolicy\n")
-    with pytest.raises(ValueError, match=r"policy: expected MlpPolicy in a search, got 'CnnPolicy'"):
-        read_zoo(cnn)
+    lstm = tmp_path / "lstm.yml"
+    lstm.write_text("CartPole-v1:\n  policy: MlpLstmPolicy\n")
+    with pytest.raises(ValueError, match=r"CartPole-v1.policy: expected one of MlpPolicy, CnnPolicy, Multi.*'MlpLstmPolicy'"):
+        read_zoo(lstm)
