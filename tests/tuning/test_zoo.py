@@ -114,5 +114,5 @@ def test_a_file_of_many_envs_needs_env_and_bad_entries_name_the_file(tmp_path):
         read_zoo(bad)
     lstm = tmp_path / "lstm.yml"
     lstm.write_text("CartPole-v1:\n  policy: MlpLstmPolicy\n")
-    with pytest.raises(ValueError, match=r"CartPole-v1.policy: expected one of MlpPolicy, CnnPolicy, Multi.*'MlpLstmPolicy'"):
+    with pytest.raises(ValueError, match=r"CartPole-v1.policy: expected one of MlpPolicy, .*'MlpLstmPolicy'"):
         read_zoo(lstm)
