@@ -1,8 +1,9 @@
 """`OnPolicyAlgorithm`: Stable-Baselines3's on-policy training (stable_baselines3/common/on_policy_algorithm.py)
 over kppo's one training loop.
 
-`learn` runs `kppo.training.train.run_loop` on the host runner of the env (made once by `_build`, from a Config that
-the subclass translates, `_make_config`) with SB3's schedules, callbacks, info buffers, logger and progress bar as its
+`learn` runs `kppo.training.train.run_loop` on the host runner of the env (`_build` makes the networks and the
+Config that the subclass translates, `_make_config`, resetting nothing; the first `learn` makes the runner and
+resets the env, as SB3's `_setup_learn`) with SB3's schedules, callbacks, info buffers, logger and progress bar as its
 hooks; `rollout_buffer` views the last rollout with SB3's buffer fields. No math here: the rollout and the update are
 the runner's.
 """

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import keras
 import numpy as np
+from gymnasium.vector import AsyncVectorEnv
 from gymnasium.utils.env_checker import check_reset_return_type, check_space_limit
 
 from kppo.core.errors import ArgumentError, ArgumentTypeError
 from kppo.gym_envs.action_masks import METHOD
-from kppo.gym_envs.spaces import check_action_space, check_observation_space, is_image_space
+from kppo.gym_envs.spaces import check_action_space, check_observation_space, is_image_space, space_shape
 from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
 from kppo.sb3.vec_normalize import RunningMeanStd, VecNormalize
 
@@ -121,7 +122,7 @@ def _transposed(image: np.ndarray, space: gym.spaces.Space) -> np.ndarray:
     `maybe_transpose` of one image space); else as it is."""
     if not is_image_space(space) or image.ndim not in (3, 4):
         return image
-    shape = tuple(space.shape)
+    shape = space_shape(space)
     if image.shape == shape or image.shape[1:] == shape:
         return image
     transposed = np.transpose(image, (2, 0, 1) if image.ndim == 3 else (0, 3, 1, 2))
@@ -242,8 +243,11 @@ def check_env(env: gym.Env, warn: bool = True, skip_render_check: bool = True) -
 
 
 def is_masking_supported(env: Any) -> bool:
-    """Whether `env` (a gymnasium env or a kppo VecEnv) gives action masks through an `action_masks()` method."""
+    """Whether `env` (a gymnasium env or a kppo VecEnv) gives action masks through an `action_masks()` method; a
+    `SubprocVecEnv`'s sub-envs are asked without an error in their processes, so the env stays usable."""
     if isinstance(env, VecEnv):
+        if isinstance(env.vector_env.unwrapped, AsyncVectorEnv):  # a failed get_attr there closes the worker's pipe
+            return all(cast(Any, env.vector_env).call("has_wrapper_attr", METHOD))
         try:
             env.get_attr(METHOD)
         except AttributeError:

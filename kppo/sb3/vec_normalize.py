@@ -30,7 +30,7 @@ from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.types import Moments
 from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
-from kppo.gym_envs.spaces import flat_dim, is_image_space
+from kppo.gym_envs.spaces import flat_dim, is_image_space, space_shape
 from kppo.sb3.saves.vec_normalize_pickle import is_pickle, read_vec_normalize
 
 FORMAT = "kppo.VecNormalize/1"
@@ -218,12 +218,12 @@ class VecNormalize(VecEnvWrapper):
                 raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
             keys, chosen = list(space.spaces), self._normalized_keys()
             arrays = {key: np.asarray(obs[key]) for key in keys}
-            single = arrays[keys[0]].ndim == len(space[keys[0]].shape)
+            single = arrays[keys[0]].ndim == len(space_shape(space[keys[0]]))
             n = 1 if single else len(arrays[keys[0]])
             rows = np.concatenate([arrays[key].reshape(n, -1) for key in keys], axis=1).astype(np.float64)
             out, mapped, at = dict(obs), fn(rows), 0
             for key in keys:
-                size = int(np.prod(space[key].shape))
+                size = int(np.prod(space_shape(space[key])))
                 if key in chosen:
                     out[key] = mapped[:, at : at + size].reshape(arrays[key].shape).astype(np.float32)
                 at += size

@@ -63,8 +63,9 @@ def test_masks_are_one_line_errors_where_they_do_not_fit():
         r"masks\), got False",
     ):
         kppo.MaskablePPO("MlpPolicy", _env(), **SMALL).learn(64, use_masking=False)
+    unmasked = kppo.MaskablePPO("MlpPolicy", "CartPole-v1", **SMALL)  # as sb3-contrib's: refused in learn
     with pytest.raises(ValueError, match="action_masks: expected the env to give masks"):
-        kppo.MaskablePPO("MlpPolicy", "CartPole-v1", **SMALL)
+        unmasked.learn(64)
     model = kppo.PPO("MlpPolicy", "Pendulum-v1", **SMALL)
     with pytest.raises(ValueError, match=r"action_masks: expected None for Box"):
         model.predict(np.zeros(3, np.float32), action_masks=np.ones(1, bool))

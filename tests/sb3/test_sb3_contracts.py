@@ -270,3 +270,17 @@ def test_verbose_runs_no_env_checker_and_check_env_is_sb3s():
 
     with pytest.raises(AssertionError, match=r"must be a python dictionary"):
         kppo.check_env(BadInfo())
+
+
+def test_is_masking_supported_leaves_a_subprocvecenv_usable():
+    """sb3-contrib's multi-env test asks a SubprocVecEnv without masks, then builds MaskablePPO on it (SB3 resets in
+    `learn`, where the missing masks are the error)."""
+    env = make_vec_env(IgnoresItsSeed, n_envs=2, vec_env_cls=kppo.SubprocVecEnv)
+    try:
+        assert not kppo.is_masking_supported(env)
+        model = kppo.MaskablePPO("MlpPolicy", env, **FAST)
+        assert env.reset().shape == (2, 4)
+        with pytest.raises(ValueError):
+            model.learn(16)
+    finally:
+        env.close()
