@@ -1,5 +1,6 @@
-"""Export a trained policy as a standalone artifact: SavedModel or TFLite (LiteRT), with observation normalization
-and action squashing/scaling baked in, checked for parity against `Policy.get_action` when it is written.
+"""Export a trained policy as a standalone artifact: SavedModel, TFLite (LiteRT) or ONNX (`kppo.exporter.onnx`), with
+observation normalization and action squashing/scaling baked in, checked for parity against `Policy.get_action` when
+it is written.
 
 The artifact's endpoint `action(obs)` takes raw flat observations in env units ([batch, obs_dim] float32; Dict
 observations flattened in the Dict's key order; Discrete, MultiDiscrete and MultiBinary parts as their integers,
@@ -60,6 +61,7 @@ from kppo.exporter.parity import (
 )
 from kppo.exporter.endpoint import action_endpoint
 from kppo.exporter.onnx import OPSET as ONNX_OPSET
+from kppo.exporter.onnx import OUTPUT_NAMES as ONNX_OUTPUTS
 from kppo.exporter.onnx import OnnxRunner, onnx_versions, require_onnx, to_onnx, with_metadata
 from kppo.exporter.runner import MASK_INPUT, STATE_INPUTS, TFLiteRunner
 from kppo.agent.policy import Policy
@@ -350,6 +352,7 @@ def _metadata(
             {
                 "state": {
                     "names": list(STATE_INPUTS),
+                    **({"output_names": [ONNX_OUTPUTS[name] for name in STATE_INPUTS]} if format == "onnx" else {}),
                     "shape": [batch_size, policy.lstm.state_size],
                     "dtype": "float32",
                     "meaning": "the LSTM's (h, c): zeros at an episode's start, then the previous call's outputs",

@@ -127,6 +127,7 @@ def test_an_lstm_carries_its_state_as_inputs_and_outputs_over_whole_episodes(tmp
     session = ort.InferenceSession(str(exported.path), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["obs", "state_h", "state_c"]
     assert [o.name for o in session.get_outputs()] == ["action", "next_state_h", "next_state_c"]
+    assert exported.metadata["state"]["output_names"] == ["next_state_h", "next_state_c"]
     data = np.load(SAVED / "lstm.npz")
     h = c = np.zeros((1, 8), np.float32)
     actions = []
