@@ -3,6 +3,7 @@ policy (normalization, clipping, squashing, scaling, an image's bytes, the LSTM 
 kppo policies and SB3 zips, with the artifact's metadata in `metadata_props`; a missing extra and an op ONNX lacks
 are one line. Agents are built untrained (or read from the recorded SB3 zips): conversion does not need training."""
 
+import functools
 import hashlib
 import json
 import sys
@@ -20,7 +21,8 @@ from kppo.exporter.calibration import record_observations
 from kppo.exporter.endpoint import Endpoint
 from kppo.exporter.onnx import MissingExtraError, OnnxRunner, onnx_metadata, to_onnx
 from kppo.exporter.parity import measure_parity, parity_observations, random_images
-from tests.helpers.image_envs import BrightHalfEnv
+from tests.helpers.image_envs import BrightHalfDictEnv, BrightHalfEnv
+from tests.helpers.masked_envs import MaskedChoiceEnv
 from tests.helpers.sb3_reference import SAVED
 
 ort = pytest.importorskip("onnxruntime")
@@ -189,3 +191,32 @@ def test_an_op_onnx_cannot_express_and_quantization_are_one_line_refusals(squash
         to_onnx(endpoint)
     with pytest.raises(ValueError, match=r"^quantize: only for format='tflite', got 'int8' with format='onnx'$"):
         kppo.export(squashed, tmp_path / "p.onnx", format="onnx", quantize="int8")
+
+
+OTHER_KINDS = {
+    "discrete-obs": lambda: kppo.PPO("MlpPolicy", "FrozenLake-v1", seed=0),  # the integer in, one-hot inside
+    "multidiscrete-masked": lambda: kppo.MaskablePPO(
+        "MlpPolicy", functools.partial(MaskedChoiceEnv, nvec=[3, 4]), n_steps=64, batch_size=64, seed=0
+    ),
+    "gsde": lambda: kppo.PPO.load(SAVED / "gsde.zip"),
+    "dict-image": lambda: kppo.PPO("MultiInputPolicy", kppo.make_vec_env(BrightHalfDictEnv, n_envs=1), seed=0),
+}
+
+
+@pytest.mark.parametrize("kind", list(OTHER_KINDS))
+def test_the_other_policy_kinds_pass_the_onnxruntime_check(kind, tmp_path):
+    """The export's own check (1,000 observations, random masks for a masked policy) passed, with the TFLite
+    artifact's inputs: a Dict holding an image takes one input per key, each its dtype."""
+    model = OTHER_KINDS[kind]()
+    exported = kppo.export(model, tmp_path / f"{kind}.onnx", format="onnx")
+    assert exported.metadata["parity"]["max_error"] <= 1e-5 and exported.metadata["parity"]["non_finite"] == 0
+    session = ort.InferenceSession(str(exported.path), providers=["CPUExecutionProvider"])
+    inputs = {i.name: i.type for i in session.get_inputs()}
+    assert inputs == {item["name"]: TYPES[item["dtype"]] for item in exported.metadata["inputs"]} | (
+        {"action_mask": "tensor(float)"} if "action_mask" in exported.metadata else {}
+    )
+    if kind == "dict-image":
+        assert inputs == {"obs_image": "tensor(uint8)", "obs_state": "tensor(float)"}
+
+
+TYPES = {"float32": "tensor(float)", "int32": "tensor(int32)", "uint8": "tensor(uint8)"}
