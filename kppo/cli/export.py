@@ -21,7 +21,13 @@ def add_export_parser(sub: Any) -> None:
     ex.add_argument(
         "--format", choices=list(SUFFIXES), default="tflite", help="onnx needs the extra: pip install kppo[onnx]"
     )
-    ex.add_argument("--quantize", choices=["none", "float16", "dynamic", "int8"], default="none")
+    ex.add_argument(
+        "--quantize",
+        choices=["none", "float16", "dynamic", "int8"],
+        default="none",
+        help="TFLite only; int8 calibrates on 2,000 states the policy visits in its run's env (or --calibrate-env, "
+        "--calibrate-data)",
+    )
     ex.add_argument("--batch-size", type=int, default=1, help="fixed input batch (0: dynamic)")
     ex.add_argument("--out")
     ex.add_argument("--vecnormalize", metavar="PKL", help="an SB3 save's vec_normalize.pkl: its statistics baked in")
