@@ -57,11 +57,15 @@ def _policy_fields(policy: str, kwargs: dict[str, Any], key: str) -> dict[str, A
 
 
 def zoo_config(entry: ZooEntry) -> Config:
-    """The Config of a read RL-Zoo entry: SB3's defaults, its policy, then its values."""
+    """The Config of a read RL-Zoo entry: SB3's defaults, its policy, then its values; `n_timesteps` rounded up to
+    whole rollouts, as SB3's `learn` counts them."""
     key = printable(entry.key)
     try:
         base = Config.from_dict({**entry.base, **_policy_fields(entry.policy, entry.policy_kwargs, key)})
-        return base.replace(**entry.changes)
+        config = base.replace(**entry.changes)
+        # SB3's learn collects whole rollouts until n_timesteps is reached; a Config rounds its budget down
+        rollouts = -(-config.total_timesteps // config.rollout_size)
+        return config.replace(total_timesteps=rollouts * config.rollout_size)
     except ValueError as err:
         raise ValueError(f"{entry.source}: {zoo_key_message(str(err), key, entry.settings)}") from None
 

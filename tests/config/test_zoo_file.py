@@ -46,7 +46,8 @@ def test_every_classic_control_box2d_and_mujoco_entry_reads_unedited(env):
     assert env_id == env == config.env and isinstance(config, Config)
     settings = entry.settings
     assert config.num_envs == settings.get("n_envs", 1)  # RL-Zoo's default: one env
-    assert config.total_timesteps == int(settings["n_timesteps"])
+    rollouts = -(-int(settings["n_timesteps"]) // config.rollout_size)  # SB3's learn: whole rollouts up to it
+    assert config.total_timesteps == rollouts * config.rollout_size >= int(settings["n_timesteps"])
     assert config.num_steps == settings.get("n_steps", SB3_PPO_ARGUMENTS["n_steps"])
     batch = min(settings.get("batch_size", SB3_PPO_ARGUMENTS["batch_size"]), config.rollout_size)
     assert config.minibatch_size == batch  # SB3's minibatches
