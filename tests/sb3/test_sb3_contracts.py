@@ -284,3 +284,35 @@ def test_is_masking_supported_leaves_a_subprocvecenv_usable():
             model.learn(16)
     finally:
         env.close()
+
+
+class Dashboard(gym.Env):
+    """A camera frame and a speed vector, random every step."""
+
+    observation_space = gym.spaces.Dict(
+        {"camera": gym.spaces.Box(0, 255, (4, 4, 1), np.uint8), "speed": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_a_dict_vecnormalize_on_its_own_normalizes_its_keys_and_leaves_the_images():
+    env = VecNormalize(make_vec_env(Dashboard, n_envs=3, seed=0))
+    speed = SB3RunningMeanStd((2,))
+    obs = env.reset()
+    speed.update(env.get_original_obs()["speed"])
+    for _ in range(4):
+        obs, _, _, _ = env.step(np.zeros(3, np.int64))
+        speed.update(env.get_original_obs()["speed"])
+    np.testing.assert_array_equal(obs["camera"], env.get_original_obs()["camera"])  # bytes, as kppo's CNN reads them
+    assert obs["camera"].dtype == np.uint8 and obs["speed"].dtype == np.float32
+    raw = env.get_original_obs()["speed"]
+    np.testing.assert_allclose(obs["speed"], (raw - speed.mean) / np.sqrt(speed.var + 1e-8), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(env.obs_rms.mean[-2:], speed.mean, rtol=1e-12)  # the flat statistics' last columns
