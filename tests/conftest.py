@@ -6,10 +6,26 @@ tests/replicated needs 2 logical CPU devices, configured before TensorFlow initi
 process: tests/test_distribute.py starts `python -m pytest tests/replicated/...` with KPPO_REPLICATED=1."""
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
-from kppo._tf import tf
+# XLA's compile cache (kppo._tf) in one folder per test session, shared by its xdist workers and the processes the
+# tests start, bounded, and removed when the session ends: the tests never touch the user's ~/.cache/kppo.
+_SESSION = os.environ.get("PYTEST_XDIST_TESTRUNUID", str(os.getpid()))
+COMPILE_CACHE = Path(tempfile.gettempdir()) / f"kppo-test-compile-cache-{_SESSION}"
+os.environ.setdefault("KPPO_COMPILE_CACHE", str(COMPILE_CACHE))
+os.environ.setdefault("KPPO_COMPILE_CACHE_MB", "512")
+
+from kppo._tf import tf  # noqa: E402 - after the cache is set
+
+
+def pytest_sessionfinish(session):
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or a run without xdist), after its workers
+        shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
+
 
 collect_ignore = [] if os.environ.get("KPPO_REPLICATED") == "1" else ["replicated"]
 

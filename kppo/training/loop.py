@@ -10,13 +10,15 @@ path `on_step` runs after every vector-env step, during the rollout, with SB3's 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any, NamedTuple
+from collections.abc import Callable
 
 import numpy as np
 
-from kppo._tf import tf
+from kppo._tf import quiet_native_logs, tf
 from kppo.core.types import Diagnostics
 from kppo.training.checkpointer import RoundSoFar
 from kppo.training.hooks import Hooks, run_callback, step_hook
@@ -26,6 +28,17 @@ from kppo.training.runners import Iterations, Runner
 from kppo.update.diagnostics import add_diagnostics
 
 __all__ = ["LoopResult", "run_loop"]
+
+
+def _quietly(warmup: Callable[[], None] | None) -> Callable[[], None]:
+    """The warm-up thread's target: `warmup` with TensorFlow's compile-cache notices dropped (`quiet_native_logs`)."""
+
+    def run() -> None:
+        if warmup is not None:
+            with quiet_native_logs():
+                warmup()
+
+    return run
 
 
 class LoopResult(NamedTuple):
@@ -85,9 +98,13 @@ class _Run:
         self.stop_after_row = False  # should_stop said so at a round's last call
         self.round_so_far: RoundSoFar | None = plan.round_so_far  # the round in progress, as a checkpoint saves it
         # Compile the evaluation on the other core while the first training call compiles (its result is dropped).
-        self.warmup = threading.Thread(target=runner.warmup if plan.with_evaluation else (lambda: None), daemon=True)
+        self.warmup = threading.Thread(target=_quietly(runner.warmup if plan.with_evaluation else None), daemon=True)
 
     def start(self) -> None:
+        if self.plan.with_evaluation:  # traced before the warm-up thread starts (`Runner.trace`), charged as compiling
+            t0 = time.perf_counter()
+            self.runner.trace()
+            self.clock.compile_s += time.perf_counter() - t0
         self.warmup.start()
         if self.hooks.callback is not None:
             start_locals = {"total_timesteps": self.plan.total_timesteps, "model": self.model}
@@ -113,7 +130,8 @@ class _Run:
         if hooks.keras is not None:
             hooks.keras.epoch_begin(self.iteration)
         t0 = time.perf_counter()
-        result: Iterations = self.runner.run_iterations(self.state, n, self.step_hook)
+        with quiet_native_logs() if self.clock.first["train"] else contextlib.nullcontext():  # compiles, loads
+            result: Iterations = self.runner.run_iterations(self.state, n, self.step_hook)
         self.call_s = time.perf_counter() - t0
         self.clock.charge_first("train", t0)
         self.state = model.runner_state = result.state

@@ -75,6 +75,12 @@ class Runner:
     def warmup(self) -> None:
         """Compiles the evaluation early (the loop runs it in a background thread while training compiles)."""
 
+    def trace(self) -> None:
+        """Traces the programs of the first training call and of `warmup` now, in the calling thread, before the
+        warm-up thread starts. TensorFlow names the functions a trace builds from one process-wide counter, which
+        every thread's ops advance; two traces at once would name them in whatever order the threads ran, and XLA's
+        persistent compile cache, keyed by the compiled program's names, would miss in every new process."""
+
     def close(self) -> None:
         """Closes the envs the runner made."""
 

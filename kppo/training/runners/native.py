@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -136,6 +136,14 @@ class NativeRunner(Runner):
 
     def warmup(self) -> None:
         self.evaluation_round(self.view(self.parts.state).rollout.obs_stats, 0, 0, zero_diagnostics())
+
+    def trace(self) -> None:
+        trace = getattr(self.iterations_fn, "get_concrete_function", None)  # a replicated run loops on the host
+        if trace is not None:
+            trace(self.state, tf.constant(1))
+        evaluation: Any = self.evaluation_fn  # a tf.function
+        key = tf.random.experimental.stateless_fold_in(self.parts.key_eval, 0)
+        evaluation.get_concrete_function(self.view(self.parts.state).rollout.obs_stats, key)
 
 
 def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:

@@ -250,6 +250,12 @@ class PopulationRunner(Runner):
         population = self.population
         self.evaluation_fn(population.weights.arguments(), population.state.rollout.obs_stats, self._eval_keys(0))
 
+    def trace(self) -> None:
+        population = self.population
+        arguments = population.weights.arguments()
+        self.iterations_fn.get_concrete_function(arguments, population.values, self.state, tf.constant(1))
+        self.evaluation_fn.get_concrete_function(arguments, population.state.rollout.obs_stats, self._eval_keys(0))
+
     def view(self, state) -> RunnerState:
         return state._replace(iteration=state.iteration[0])
 
