@@ -23,7 +23,8 @@ from kppo._tf import tf  # noqa: E402 - after the cache is set
 
 
 def pytest_sessionfinish(session):
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # the controller (or a run without xdist), after its workers
+    # the controller (or a run without xdist), after its workers; a nested session leaves its parent's folder
+    if "PYTEST_XDIST_WORKER" not in os.environ and os.environ.get("KPPO_COMPILE_CACHE") == str(COMPILE_CACHE):
         shutil.rmtree(COMPILE_CACHE, ignore_errors=True)
 
 
