@@ -39,6 +39,12 @@ from kppo.training.runners.population import member_agent
 __all__ = ["LoopResult", "run_loop", "train"]
 
 
+def _named(config: Config, env: Any) -> Config:
+    """The config with `env` as its env when `env` is a name: the run's saved config, its export's calibration and
+    its metadata then name the env it trained on, not the Config's default."""
+    return config.replace(env=env) if isinstance(env, str) and env != config.env else config
+
+
 def train(
     env: Any = None,
     config: Config | Sweep | list[Config] | None = None,
@@ -99,7 +105,7 @@ def train(
             if value is not None:
                 raise ValueError(f"{name}: expected None for a population (several seeds or a sweep), got {value!r}")
         hooks = Hooks(on_eval=on_eval, on_progress=on_progress, should_stop=should_stop, between_rounds=between_rounds)
-        members = population_members(config, seed)
+        members = [_named(member, env) for member in population_members(config, seed)]
         with fits_in_memory(members):
             return _train_population(env, members, hooks, checkpoint_dir, resume, programs)
     config = Config() if config is None else config
@@ -107,6 +113,7 @@ def train(
         raise TypeError(f"config: expected a kppo.Config or a Config.sweep(...), got {type(config).__name__}")
     if seed is not None:
         config = config.replace(seed=seed)
+    config = _named(config, env)
     with fits_in_memory([config]):  # a network or buffer too large for the device: one line naming the sizes
         runner = make_runner(env, config, eval_metrics_fn)
         if on_eval is None and config.verbose >= 1:
