@@ -242,9 +242,17 @@ DOCUMENTED = _documented_commands()
 COMMANDS = ["train", "eval", "export", "tune"]
 
 OPTIONS = {
-    "train": ["--set", "--seed", "--seeds", "--sweep", "--out", "--quiet", "--no-export", "--resume"],
+    "train": ["--set", "--seed", "--seeds", "--sweep", "--out", "--quiet", "--no-export", "--resume", "--env"],
     "eval": ["--episodes", "--env", "--seed", "--vecnormalize"],
-    "export": ["--format", "--quantize", "--batch-size", "--out", "--vecnormalize"],
+    "export": [
+        "--format",
+        "--quantize",
+        "--batch-size",
+        "--out",
+        "--vecnormalize",
+        "--calibrate-env",
+        "--calibrate-data",
+    ],
     "tune": [
         "--space",
         "--trials",
