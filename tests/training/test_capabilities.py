@@ -9,7 +9,16 @@ CELLS = cells("single") + cells("population")
 #: The recurrent populations take ~40-60 s each: `slow` (tests/training/test_same_seed.py's slow test trains them too).
 #: The native MLP population (13 s): `slow` for the suite's budget; tests/training/runners/test_population.py trains
 #: CartPole populations through `kppo.train` and checks each member against its single run.
-SLOW = {("native", "population", "lstm"), ("gymnasium", "population", "lstm"), ("native", "population", "mlp")}
+#: The gymnasium MLP, CNN and masked populations: `slow` for the suite's budget; tests/training/runners/
+#: test_host_population.py trains each of them in the default suite and checks every member against its single run.
+SLOW = {
+    ("native", "population", "lstm"),
+    ("gymnasium", "population", "lstm"),
+    ("native", "population", "mlp"),
+    ("gymnasium", "population", "mlp"),
+    ("gymnasium", "population", "cnn"),
+    ("gymnasium", "population", "masked"),
+}
 PARAMS = [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in CELLS]
 
 

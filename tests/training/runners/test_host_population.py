@@ -113,6 +113,7 @@ def test_train_with_seeds_on_a_gymnasium_env_returns_one_result_per_member():
     assert action in (0, 1)
 
 
+@pytest.mark.slow  # suite budget: tests/cli/test_population.py checks the CLI's member runs (a TF-native population)
 def test_a_gymnasium_population_trained_from_the_cli_writes_member_runs(tmp_path, capsys):
     run = tmp_path / "run"
     tiny = [
