@@ -118,7 +118,8 @@ def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_mat
 
 class BaseAlgorithm:
     """SB3's `BaseAlgorithm`: what a model is beside its training. Subclasses add the training (`_build` takes an env
-    without resetting it, `OnPolicyAlgorithm`) and the arguments a save holds besides these (`_saved_hyperparameters`)."""
+    without resetting it, `OnPolicyAlgorithm`) and the arguments a save holds besides these
+    (`_saved_hyperparameters`)."""
 
     policy_names: tuple[str, ...] = ("MlpPolicy", "CnnPolicy", "MultiInputPolicy")
     _policy_config: Callable[[dict], dict[str, Any]] = staticmethod(policy_config)  # policy_kwargs -> Config fields
