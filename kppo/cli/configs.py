@@ -61,15 +61,16 @@ def config_path(spec: str) -> Path:
     raise ValueError(f"CONFIG: expected a YAML file or one of {bundled_names()}, got {printable(spec)!r}")
 
 
-def zoo_entry_of(spec: Any, env: str | None) -> Any:
+def zoo_entry_of(spec: Any, env: str | None, search: bool = False) -> Any:
     """The RL-Zoo entry (`kppo.config.zoo.ZooEntry`) when CONFIG is an RL-Zoo hyperparameter file (env id ->
-    settings), else None; `--env` given for any other CONFIG is refused."""
-    from kppo.config.zoo import is_zoo_file, read_entry
+    settings), else None; `--env` given for any other CONFIG is refused. The entry evaluates as rl-zoo3's train.py
+    does, or as its search does with `search`."""
+    from kppo.config.zoo import SEARCH_EVALUATION_STEPS, TRAIN_EVALUATION_STEPS, is_zoo_file, read_entry
     from kppo.tuning.zoo import is_atari
 
     path = config_path(spec) if isinstance(spec, str) else None
     if path is not None and path.is_file() and is_zoo_file(path):  # else reading it as a config says what is wrong
-        return read_entry(path, env, is_atari)
+        return read_entry(path, env, is_atari, SEARCH_EVALUATION_STEPS if search else TRAIN_EVALUATION_STEPS)
     if env is not None:
         raise ValueError(f"--env: only an RL-Zoo file's entry is chosen so; use --set env={env!r} instead")
     return None
@@ -92,17 +93,15 @@ def load_config(spec: Any, overrides: list[str], seed: int | None, env: str | No
     Config) with --set and --seed; a gymnasium env id is checked to be registered. An RL-Zoo entry evaluates as
     rl-zoo3's train.py does, or as its search does with `search`."""
     from kppo.config.options import Config
-    from kppo.config.zoo import SEARCH_EVALUATION_STEPS, TRAIN_EVALUATION_STEPS
-    from kppo.tuning.zoo import read_zoo
+    from kppo.tuning.zoo import zoo_config
 
-    zoo = zoo_entry_of(spec, env)
+    zoo = zoo_entry_of(spec, env, search)
     if isinstance(spec, Config):
         config = spec
     elif spec is None:
         config = Config(verbose=0)
     elif zoo is not None:
-        steps = SEARCH_EVALUATION_STEPS if search else TRAIN_EVALUATION_STEPS
-        config = read_zoo(config_path(spec), env, steps)[1]
+        config = zoo_config(zoo)  # the file read once
     else:
         config = Config.from_yaml(config_path(spec))
     changes: dict[str, Any] = {}
