@@ -252,7 +252,7 @@ def _write_tf_artifact(policy: Policy, critic, path: Path, format, quantize, bat
         _write_saved_model(policy, critic, saved_model, batch_size, calibration_rows)
         if format == "saved_model":
             loaded = tf.saved_model.load(str(saved_model))
-            run = _saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None, inputs)
+            run = saved_model_runner(loaded, batch_size, policy.action_masks, policy.lstm is not None, inputs)
             if path.exists():
                 shutil.rmtree(path)
             shutil.copytree(saved_model, path)
@@ -280,7 +280,7 @@ def _file_facts(path: Path) -> dict:
     return {"size_bytes": sum(p.stat().st_size for p in path.rglob("*") if p.is_file())}
 
 
-def _saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool, inputs: list[ArtifactInput]):
+def saved_model_runner(loaded, batch_size: int | None, masked: bool, recurrent: bool, inputs: list[ArtifactInput]):
     """The SavedModel's `action` on rows of inputs in chunks of `batch_size`: run(obs[, masks]), or for a recurrent
     artifact run(obs, h, c, masks) -> (actions, h, c); `obs`: the policy's input rows, split per Dict key for an
     artifact with one input per key (`inputs`)."""

@@ -1,0 +1,84 @@
+"""TensorFlow Lite for Microcontrollers' figures of a .tflite artifact for its report: the arena it uses
+(`arena_used_bytes`, what TFLite Micro's recording allocator counts: its head and tail), the median microseconds of
+one invoke and its actions on given input rows (`micro_figures`).
+
+TFLite Micro runs in a child process (`python -m kppo.exporter.micro`, numpy and tflite-micro only): it reports some
+failures by crashing its process, and prints its allocations from C++. The rows travel in a .npz file read with
+`allow_pickle=False`. Without the `tflite-micro` package (the extra `kppo[micro]`) the figures are None and the
+report says why.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ARENA = re.compile(r"Arena allocation total (\d+) bytes")
+LARGE_ARENA = 16 * 1024 * 1024  # bytes offered to TFLite Micro; what it uses is read back
+TIMEOUT_S = 120.0
+
+
+def micro_figures(model: bytes, inputs: list[np.ndarray], action_position: int) -> dict[str, Any]:
+    """TFLite Micro on `inputs` (one array per model input, in the model's input order, one row per invoke):
+    {"arena_used_bytes", "invoke_us", "actions"} or, when it cannot run the model, {"error": one line}."""
+    if importlib.util.find_spec("tflite_micro") is None:
+        return {"error": "tflite-micro is not installed (pip install kppo[micro])"}
+    with tempfile.TemporaryDirectory(prefix="kppo_micro_") as work:
+        folder = Path(work)
+        (folder / "model.tflite").write_bytes(model)
+        np.savez(folder / "inputs.npz", **{f"in{i}": np.asarray(x) for i, x in enumerate(inputs)})
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "kppo.exporter.micro", work, str(action_position)],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": f"no answer from TFLite Micro within {TIMEOUT_S:.0f} s"}
+        arena = ARENA.search(done.stdout + done.stderr)
+        if done.returncode != 0 or arena is None or not (folder / "out.npz").is_file():
+            return {"error": _reason(done)}
+        with np.load(folder / "out.npz", allow_pickle=False) as out:
+            actions, invoke_us = out["actions"], float(out["invoke_us"])
+    return {"arena_used_bytes": int(arena.group(1)), "invoke_us": invoke_us, "actions": actions}
+
+
+def _reason(done: subprocess.CompletedProcess) -> str:
+    """TFLite Micro's refusal of a model on one line: the last lines it printed, or how its process ended."""
+    lines = [" ".join(line.split()) for line in (done.stdout + "\n" + done.stderr).splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("Traceback", "File ", "[", "^"))]
+    ended = f"exit status {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
+    return "; ".join([*lines[-2:], f"TFLite Micro's process ended with {ended}"])
+
+
+def _child(folder: Path, action_position: int) -> None:
+    """Runs in the child process: every row through TFLite Micro, then its allocations printed."""
+    from tflite_micro import runtime
+
+    interpreter = runtime.Interpreter.from_bytes((folder / "model.tflite").read_bytes(), arena_size=LARGE_ARENA)
+    with np.load(folder / "inputs.npz", allow_pickle=False) as data:
+        inputs = [data[f"in{i}"] for i in range(len(data.files))]
+    actions, times = [], []
+    for row in range(len(inputs[0])):
+        for position, values in enumerate(inputs):
+            interpreter.set_input(values[row][None], position)
+        start = time.perf_counter_ns()
+        interpreter.invoke()
+        times.append(time.perf_counter_ns() - start)
+        actions.append(np.array(interpreter.get_output(action_position))[0])
+    np.savez(folder / "out.npz", actions=np.asarray(actions), invoke_us=np.median(times) / 1e3)
+    sys.stdout.flush()
+    interpreter.print_allocations()  # from C++, on this process's stderr: the parent reads the arena total
+
+
+if __name__ == "__main__":
+    _child(Path(sys.argv[1]), int(sys.argv[2]))
