@@ -1,6 +1,10 @@
 """`kppo export RUN_DIR|SB3_ZIP`: a run's agent (or its newest checkpoint) or an SB3 save as a TFLite, SavedModel or
 ONNX policy with its metadata and parity check (`kppo.export`), written beside the run or the save by default; int8
-calibrated on observations the policy visits (its run's env, `--calibrate-env` or `--calibrate-data`)."""
+calibrated on observations the policy visits (its run's env, `--calibrate-env` or `--calibrate-data`). Beside the
+artifact, its quality report (`<artifact>.report.json`, `kppo.exporter.report`: closed-loop return of the float
+policy and the artifact in the run's env or `--calibrate-env`); a degraded artifact is kept under a `.rejected` name
+unless `--accept-degraded`. `--budget flash=..,ram=..[,latency=..]` writes the best-return TFLite precision that
+fits (`kppo.exporter.deploy`)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from kppo.cli.sources import is_unfinished_run, load_unfinished_run, sb3_model
 
 SUFFIXES = {"tflite": ".tflite", "saved_model": "", "onnx": ".onnx"}
 MIN_CALIBRATION = 1000  # int8: the fewest recorded observations calibrated on without a warning
+REPORT_EPISODES = 20  # kppo.exporter.report.REPORT_EPISODES (not imported here: `kppo --help` starts no TensorFlow)
 
 
 def add_export_parser(sub: Any) -> None:
@@ -34,8 +39,8 @@ def add_export_parser(sub: Any) -> None:
     ex.add_argument(
         "--calibrate-env",
         metavar="ID",
-        help="int8: calibrate on the policy's own episodes in this gymnasium env (default: the run's env; an SB3 "
-        "zip names none)",
+        help="the gymnasium env of the closed-loop report and of int8's calibration (the policy's own episodes "
+        "there; default: the run's env; an SB3 zip names none)",
     )
     ex.add_argument(
         "--calibrate-data",
@@ -43,20 +48,34 @@ def add_export_parser(sub: Any) -> None:
         help="int8: calibrate on recorded observations: the array 'obs' (or the file's only array) [N, *obs_shape]; "
         "a Dict space: one array per key",
     )
+    ex.add_argument(
+        "--episodes",
+        type=int,
+        default=REPORT_EPISODES,
+        help="closed-loop episodes of the float policy and of the artifact in the report (seeds 1000, 1001, ...)",
+    )
+    ex.add_argument(
+        "--accept-degraded",
+        action="store_true",
+        help="write the artifact even when its closed-loop return is below the float policy's by more than "
+        "max(2%%, the 95%% interval)",
+    )
+    ex.add_argument(
+        "--budget",
+        metavar="flash=64KiB,ram=16KiB[,latency=1ms]",
+        help="try every TFLite precision and write the best-return one within these limits (flash: file size, "
+        "ram: TFLite Micro arena, latency: LiteRT invoke here)",
+    )
     ex.set_defaults(func=cmd_export)
 
 
 def _calibration(args, source, sb3: bool, quantize: str | None) -> dict:
-    """`kppo.export`'s calibration arguments from `--calibrate-env` / `--calibrate-data` (int8 only); an SB3 zip
-    without either is refused: the CLI never calibrates on the normalization statistics."""
-    if quantize != "int8":
-        given = [
-            flag
-            for flag, value in (("--calibrate-env", args.calibrate_env), ("--calibrate-data", args.calibrate_data))
-            if value
-        ]
-        if given:
-            raise ValueError(f"{given[0]}: only for --quantize int8, got --quantize {args.quantize}")
+    """`kppo.export`'s calibration arguments from `--calibrate-env` / `--calibrate-data` (int8, or a budget's int8
+    candidate); an SB3 zip without either is refused for int8: the CLI never calibrates on the normalization
+    statistics. `--calibrate-env` also names the report's env, for any precision."""
+    if quantize != "int8" and not args.budget:
+        if args.calibrate_data:
+            raise ValueError(f"--calibrate-data: only for --quantize int8 or --budget, got --quantize {args.quantize}")
         return {}
     if args.calibrate_env and args.calibrate_data:
         raise ValueError("--calibrate-env, --calibrate-data: expected one of them, got both")
@@ -74,7 +93,7 @@ def _calibration(args, source, sb3: bool, quantize: str | None) -> dict:
         return {"representative_obs": rows}
     if args.calibrate_env:
         return {"calibration_env": args.calibrate_env}
-    if sb3:
+    if sb3 and not args.budget:  # a budget without calibration data leaves int8 out, and says so
         raise ValueError(
             "--quantize int8: an SB3 zip names no env to calibrate in; pass --calibrate-env ID (the policy's own "
             "episodes there) or --calibrate-data FILE.npz (recorded observations)"
@@ -82,13 +101,31 @@ def _calibration(args, source, sb3: bool, quantize: str | None) -> dict:
     return {}
 
 
+def _checked_flags(args) -> Any:
+    """The report's and the budget's flags, refused in one line before any work; the parsed budget (or None)."""
+    if args.batch_size < 0:
+        raise ValueError(f"--batch-size: expected an integer >= 0 (0: a dynamic batch), got {args.batch_size}")
+    if args.episodes < 2:
+        raise ValueError(f"--episodes: expected an integer >= 2 (a 95% interval needs two), got {args.episodes}")
+    if not args.budget:
+        return None
+    from kppo.exporter.budget import parse_budget
+
+    budget = parse_budget(args.budget)
+    if args.format != "tflite" or args.quantize not in (None, "none"):
+        chosen = f"--format {args.format}" if args.format != "tflite" else f"--quantize {args.quantize}"
+        raise ValueError(
+            f"--budget: expected no --quantize and --format tflite (it tries every precision), got {chosen}"
+        )
+    return budget
+
+
 def cmd_export(args) -> int:
     import kppo
     from kppo.agent.checkpoint import read_metadata
     from kppo.cli.runs import writable_dir
 
-    if args.batch_size < 0:
-        raise ValueError(f"--batch-size: expected an integer >= 0 (0: a dynamic batch), got {args.batch_size}")
+    budget = _checked_flags(args)
     source: Any = Path(args.run)
     quantize = None if args.quantize in (None, "none", "float32") else args.quantize
     default = f"policy{'' if quantize is None else '_' + quantize}" + SUFFIXES[args.format]
@@ -109,14 +146,8 @@ def cmd_export(args) -> int:
         source = sb3
     calibration = _calibration(args, source, sb3 is not None, quantize)
     args.start_work()
-    exported = kppo.export(
-        source,
-        out,
-        format=args.format,
-        quantize=quantize,
-        batch_size=None if args.batch_size == 0 else args.batch_size,
-        **calibration,
-    )
+    checked = _export(args, source, out, quantize, budget, calibration, kppo.export)
+    exported = checked.exported
     parity = exported.metadata["parity"]
     calibrated = exported.metadata.get("calibration")
     if calibrated is not None and args.calibrate_data:
@@ -127,4 +158,37 @@ def cmd_export(args) -> int:
         + ("" if calibrated is None else f"; calibrated on {calibrated['observations']:,} {calibrated['source']}")
         + f") and {exported.metadata_path.name}"
     )
+    _print_report(checked)
     return 0
+
+
+def _export(args, source, out: Path, quantize, budget, calibration: dict, export_fn) -> Any:
+    """The artifact with its report (`kppo.exporter.deploy`): one precision, or the best within `budget`."""
+    from kppo.exporter.deploy import export_checked, export_within_budget
+
+    common = {
+        "env": args.calibrate_env,
+        "episodes": args.episodes,
+        "accept_degraded": args.accept_degraded,
+        "export_fn": export_fn,
+    }
+    batch = None if args.batch_size == 0 else args.batch_size
+    if budget is not None:
+        return export_within_budget(source, out, budget, calibration=calibration, batch_size=batch, **common)
+    return export_checked(source, out, format=args.format, quantize=quantize, batch_size=batch, **calibration, **common)
+
+
+def _print_report(checked) -> None:
+    """The report's summary line, and a budget's candidates."""
+    from kppo.exporter.report import summary
+
+    print(f"report {checked.report_path.name}: {summary(checked.report)}")
+    for row in (checked.report.get("budget") or {}).get("candidates", []):
+        ret = "n/a" if row["return"] is None else f"{row['return']:.1f}"
+        arena = "n/a" if row["arena_bytes"] is None else f"{row['arena_bytes']:,} B"
+        print(
+            f"  {row['quantization']:>8}: return {ret}, {row['size_bytes']:,} B, arena {arena}, "
+            f"{row['latency_us']:.1f} us{'' if row['fits'] else ', over budget'}"
+            + (", Pareto" if row["pareto"] else "")
+            + (" <- written" if row["chosen"] else "")
+        )

@@ -116,7 +116,9 @@ def cmd_train(args) -> int:
     )  # incl. rows restored by --resume
     extra = {}
     if not args.no_export:
-        exported = kppo.export(result, out / "policy.tflite")
+        from kppo.exporter.deploy import export_checked  # with its closed-loop report beside it
+
+        exported = export_checked(result, out / "policy.tflite", export_fn=kppo.export).exported
         extra["artifact"] = {"path": str(exported.path), "parity_max_error": exported.metadata["parity"]["max_error"]}
     summary = reporting.write_summary(out / "summary.json", result, extra)
     print(

@@ -20,12 +20,14 @@ import numpy as np
 from kppo.agent.policy import Policy
 from kppo.exporter.calibration import policy_env
 from kppo.gym_envs.action_masks import env_mask
+from kppo.gym_envs.spaces import input_rows
 
 MAX_STEPS = 1000  # an episode's length where its env sets no time limit
 RECORDED_ROWS = 200  # the artifact's closed-loop inputs kept for TFLite Micro's replay
 
-#: act(rows [N, *input_shape], masks bool [N, mask_size] or None, state or None) -> (actions [N, ...], state)
-Act = Callable[[np.ndarray, Any, Any], tuple[np.ndarray, Any]]
+#: act(rows [N, *input_shape], raw observations (a batch; a Dict's: a dict of batches), masks bool [N, mask_size] or
+#: None, state or None) -> (actions [N, ...], state); a state is a tuple of arrays [N, ...]
+Act = Callable[[np.ndarray, Any, Any, Any], tuple[np.ndarray, Any]]
 
 
 class Played(NamedTuple):
@@ -64,17 +66,15 @@ def t_975(dof: int) -> float:
 
 
 def policy_act(policy: Policy) -> Act:
-    """The float policy's deterministic actions on input rows (`Policy.get_action_flat`, what parity is checked
-    against; a recurrent one's `step_flat` with its state (h, c) carried)."""
+    """The float policy's deterministic actions on raw observations, as `predict(deterministic=True)` computes
+    them (`Policy.get_action`, numpy; a recurrent one's `Policy.step` with its state carried)."""
 
-    def act(rows, masks, state):
-        flat = policy.encode(rows)
+    def act(rows, raw, masks, state):
         if policy.lstm is None:
-            return policy.get_action_flat(flat, None, masks), None
-        if state is None:
-            state = (np.zeros((len(rows), policy.lstm.state_size), np.float32),) * 2
-        actions, h, c, _ = policy.step_flat(flat, *state, np.zeros(len(rows), bool), None, masks)
-        return actions, (h, c)
+            return np.asarray(policy.get_action(raw, action_mask=masks)), None
+        sb3_state = None if state is None else tuple(np.swapaxes(part, 0, 1) for part in state)  # [layers, N, units]
+        actions, (h, c) = policy.step(raw, sb3_state, None, None, masks)
+        return np.asarray(actions), (np.swapaxes(h, 0, 1), np.swapaxes(c, 0, 1))
 
     return act
 
@@ -83,7 +83,8 @@ def artifact_act(run, recurrent: bool, units: int | None) -> Act:
     """An artifact runner's actions on input rows: `run(rows[, masks])`, or a recurrent artifact's
     `run(rows, h, c, masks) -> (actions, h, c)` with its state carried."""
 
-    def act(rows, masks, state):
+    def act(rows, raw, masks, state):
+        del raw
         float_masks = None if masks is None else np.asarray(masks, np.float32)
         if not recurrent:
             return np.asarray(run(rows) if float_masks is None else run(rows, float_masks)), None
@@ -101,7 +102,7 @@ def make_envs(policy: Policy, env: Any, count: int) -> list[gym.Env] | None:
     if isinstance(env, gym.Env):
         made = policy_env(policy, env)
         return None if made is None else [made]
-    envs = []
+    envs: list[gym.Env] = []
     for _ in range(count):
         made = policy_env(policy, env)
         if made is None:
@@ -196,7 +197,8 @@ def play(policy: Policy, envs: list[gym.Env], episodes: int, seed: int, act: Act
     the largest dimension) error relative to the action range, others the fraction of steps with equal actions."""
     space = policy.action_space
     box = isinstance(space, gym.spaces.Box)
-    agreement = _Agreement(box, (space.high - space.low).reshape(1, -1) if box else None)
+    span = (space.high - space.low).reshape(1, -1) if isinstance(space, gym.spaces.Box) else None
+    agreement = _Agreement(box, span)
     recorded: dict[str, list] = {"rows": [], "masks": [], "h": [], "c": []}
     returns: list[float] = []
     total = 0
@@ -208,14 +210,15 @@ def play(policy: Policy, envs: list[gym.Env], episodes: int, seed: int, act: Act
         limit = (round_envs[0].spec.max_episode_steps if round_envs[0].spec else None) or MAX_STEPS
         active, state, ref_state, steps = list(range(count)), None, None, 0
         while active:
-            rows = np.stack([policy.input_row(round_.obs[i]) for i in active])
+            raw = _batch([round_.obs[i] for i in active])
+            rows = _rows(policy, raw)
             masks = (
                 np.stack([env_mask(round_.envs[i], round_.infos[i]) for i in active]) if policy.action_masks else None
             )
             _record(recorded, rows, masks, state if state is not None else _zeros(policy, len(rows)))
-            actions, state = act(rows, masks, state)
+            actions, state = act(rows, raw, masks, state)
             if reference is not None:
-                want, ref_state = reference(rows, masks, ref_state)
+                want, ref_state = reference(rows, raw, masks, ref_state)
                 agreement.add(actions, want)
             steps += 1
             total += len(active)
@@ -225,6 +228,20 @@ def play(policy: Policy, envs: list[gym.Env], episodes: int, seed: int, act: Act
         returns += round_.returns
     kept = {name: np.concatenate(parts) for name, parts in recorded.items() if parts}
     return Played(returns, agreement.result() if reference is not None else None, kept, total)
+
+
+def _batch(observations: list[Any]) -> Any:
+    """Observations of one env each -> one batch (a Dict's: a dict of batches)."""
+    if isinstance(observations[0], dict):
+        return {key: np.stack([np.asarray(obs[key]) for obs in observations]) for key in observations[0]}
+    return np.stack([np.asarray(obs) for obs in observations])
+
+
+def _rows(policy: Policy, raw: Any) -> np.ndarray:
+    """A batch of raw observations -> the policy's input rows (`Policy.input_row`, for the whole batch)."""
+    if policy.image:
+        return np.asarray(raw).astype(np.uint8)
+    return input_rows(policy.observation_space, raw).astype(policy.input_dtype)
 
 
 def _zeros(policy: Policy, rows: int):

@@ -34,7 +34,8 @@ def micro_figures(model: bytes, inputs: list[np.ndarray], action_position: int) 
     with tempfile.TemporaryDirectory(prefix="kppo_micro_") as work:
         folder = Path(work)
         (folder / "model.tflite").write_bytes(model)
-        np.savez(folder / "inputs.npz", **{f"in{i}": np.asarray(x) for i, x in enumerate(inputs)})
+        arrays: dict[str, Any] = {f"in{i}": np.asarray(x) for i, x in enumerate(inputs)}
+        np.savez(folder / "inputs.npz", **arrays)
         try:
             done = subprocess.run(
                 [sys.executable, "-m", "kppo.exporter.micro", work, str(action_position)],
