@@ -1,11 +1,18 @@
 """Trains RL-Zoo's PPO entries from its hyperparams file as it is and evaluates as rl-zoo3's enjoy.py (deterministic
-episodes), beside the zoo's benchmark.md value (markdown table; docs/benchmarks/zoo.md).
+episodes), beside the zoo's benchmark.md value (markdown table and one learning-curve plot per env;
+docs/benchmarks/zoo.md).
 
-python benchmarks/zoo.py --envs CartPole-v1 Pendulum-v1 --seeds 0 1 2 3 4 [--file configs/zoo/CartPole-v1.yml]
+python benchmarks/zoo.py run --file tests/fixtures/zoo/ppo.yml --envs Acrobot-v1 --seeds 0 1 2 3 4
+python benchmarks/zoo.py report --envs CartPole-v1 Acrobot-v1 --plots docs/benchmarks/zoo
 
-Each entry is read by `kppo train`'s reader (`kppo.tuning.zoo.read_zoo`: SB3's PPO defaults under the entry) and
-trained at its own `n_timesteps`; then `--episodes` deterministic episodes, one per evaluation env, with the
-normalization statistics frozen and raw rewards. The interval is the percentile bootstrap of the mean over seeds.
+`run` trains each (env, seed) not yet on disk and writes one JSON per run as it completes
+(`benchmarks/results/zoo/<env>/seed<k>.json`: the final evaluation, the learning curve, timings, the machine).
+Each entry is read by `kppo train`'s reader (`kppo.config.zoo.read_entry`, `kppo.tuning.zoo.zoo_config`: SB3's PPO
+defaults under the entry) and trained at its own `n_timesteps`, evaluated in `--rounds` rounds of `--episodes`
+deterministic episodes (one per evaluation env), the normalization statistics frozen and raw rewards; the last
+round, after the last update, is the run's result. `report` reads the JSONs back: kppo's mean over seeds with the
+percentile bootstrap 95% interval, beside the zoo's row, and a PNG per env of the curve (mean, the seeds' range) with
+the zoo's final value as a line. `--env-id` trains an entry on another registered id (an id gymnasium retired).
 """
 
 from __future__ import annotations
@@ -19,74 +26,155 @@ import numpy as np
 
 import harness  # benchmarks/ is sys.path[0] for a script
 import stats
-import kppo
-from kppo.tuning.zoo import read_zoo
 
 ROOT = Path(__file__).resolve().parents[1]
-#: rl-baselines3-zoo's benchmark.md, PPO rows: env -> (mean_reward, std_reward, n_timesteps).
+RESULTS = ROOT / "benchmarks" / "results" / "zoo"
+#: rl-baselines3-zoo's benchmark.md, PPO rows: env -> (mean_reward, std_reward, n_timesteps, the row's env id).
 ZOO_BENCHMARK = {
-    "CartPole-v1": (500.000, 0.000, "100k"),
-    "Pendulum-v1": (-172.225, 104.159, "100k"),
-    "Acrobot-v1": (-73.506, 18.201, "1M"),
-    "MountainCar-v0": (-110.423, 19.473, "1M"),
-    "MountainCarContinuous-v0": (88.343, 2.572, "20k"),
+    "CartPole-v1": (500.000, 0.000, "100k", "CartPole-v1"),
+    "Pendulum-v1": (-172.225, 104.159, "100k", "Pendulum-v1"),
+    "Acrobot-v1": (-73.506, 18.201, "1M", "Acrobot-v1"),
+    "MountainCar-v0": (-110.423, 19.473, "1M", "MountainCar-v0"),
+    "MountainCarContinuous-v0": (88.343, 2.572, "20k", "MountainCarContinuous-v0"),
 }
 
 
-def train_entry(path: Path, env: str, seed: int, episodes: int, timesteps: int | None) -> dict:
-    """One seed of an entry: its final deterministic evaluation and timings."""
-    _, config = read_zoo(path, env)
-    config = config.replace(seed=seed, num_eval_envs=episodes, eval_freq=1)
-    if timesteps is not None:
-        config = config.replace(total_timesteps=timesteps)
+def train_entry(path: Path, key: str, env_id: str, seed: int, episodes: int, rounds: int) -> dict:
+    """One seed of an entry: the learning curve (deterministic evaluation rounds), the final round and timings."""
+    import kppo
+    from kppo.config.zoo import read_entry
+    from kppo.tuning.zoo import is_atari, zoo_config
+
+    entry = read_entry(path, key, is_atari)
+    config = zoo_config(entry).replace(env=env_id, seed=seed, num_eval_envs=episodes, eval_freq=rounds)
     start = time.perf_counter()
     result = kppo.train(config=config)
     wall = time.perf_counter() - start
-    final = float(result.metrics["eval/mean_returns"][-1])
-    steps = int(result.metrics["train/total_steps"][-1])
-    return {"env": env, "seed": seed, "final": final, "steps": steps, "wall_s": wall}
+    metrics = result.metrics
+    curve_steps = [int(s) for s in metrics["train/total_steps"]]
+    curve = [float(r) for r in metrics["eval/mean_returns"]]
+    return {
+        "entry": key,
+        "env": env_id,
+        "seed": seed,
+        "file": str(path),
+        "settings": entry.settings,
+        "episodes": episodes,
+        "final": curve[-1],
+        "final_std": float(metrics["eval/std_returns"][-1]),
+        "steps": curve_steps[-1],
+        "curve_steps": curve_steps,
+        "curve": curve,
+        "wall_s": wall,
+    }
 
 
-def entry_file(args: argparse.Namespace, env: str) -> Path:
-    return Path(args.file) if args.file else ROOT / "configs" / "zoo" / f"{env}.yml"
+def result_path(env: str, seed: int) -> Path:
+    return RESULTS / env / f"seed{seed}.json"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--file", help="an RL-Zoo hyperparams file (default: configs/zoo/<env>.yml)")
-    parser.add_argument("--episodes", type=int, default=20, help="deterministic evaluation episodes per seed")
-    parser.add_argument("--timesteps", type=int, help="override n_timesteps (a smoke run; not the zoo's budget)")
-    parser.add_argument("--json", help="write the per-seed records here")
-    args = parser.parse_args()
-    print(harness.machine_header())
-    print()
-    records, rows = [], []
+def run(args: argparse.Namespace) -> None:
+    path = Path(args.file)
+    for key in args.envs:
+        env_id = args.env_id or key
+        for seed in args.seeds:
+            out = result_path(env_id, seed)
+            if out.exists():
+                print(f"{env_id} seed {seed}: on disk ({out.relative_to(ROOT)})", flush=True)
+                continue
+            record = harness.run_record(**train_entry(path, key, env_id, seed, args.episodes, args.rounds))
+            harness.finish_record(record, str(out))
+            print(f"{env_id} seed {seed}: {record['final']:.1f} in {record['wall_s']:.0f} s", flush=True)
+
+
+def load_runs(env: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((RESULTS / env).glob("seed*.json"))]
+
+
+def plot(env: str, runs: list[dict], out: Path) -> None:
+    """The learning curve: mean over seeds and their range, the zoo's final value as a horizontal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.asarray(runs[0]["curve_steps"])
+    curves = np.asarray([r["curve"] for r in runs])
+    fig, ax = plt.subplots(figsize=(4.8, 3.0), dpi=80)
+    ax.fill_between(steps, curves.min(0), curves.max(0), alpha=0.25, label=f"kppo, range of {len(runs)} seeds")
+    ax.plot(steps, curves.mean(0), label="kppo, mean")
+    if env in ZOO_BENCHMARK:
+        zoo_mean, zoo_std = ZOO_BENCHMARK[env][:2]
+        ax.axhline(zoo_mean, color="k", linestyle="--", linewidth=1, label="RL-Zoo's final (benchmark.md)")
+        ax.axhspan(zoo_mean - zoo_std, zoo_mean + zoo_std, color="k", alpha=0.06)
+    ax.set_title(env, fontsize=10)
+    ax.set_xlabel("timesteps", fontsize=8)
+    ax.set_ylabel(f"deterministic return ({runs[0]['episodes']} episodes)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+
+
+def report(args: argparse.Namespace) -> None:
+    rows = []
     for env in args.envs:
-        runs = [train_entry(entry_file(args, env), env, seed, args.episodes, args.timesteps) for seed in args.seeds]
-        records += runs
+        runs = load_runs(env)
+        if not runs:
+            continue
         finals = np.asarray([r["final"] for r in runs])
         low, high = stats.bootstrap_mean_ci(finals)
-        zoo_mean, zoo_std, budget = ZOO_BENCHMARK.get(env, (float("nan"), float("nan"), "?"))
-        within = abs(finals.mean() - zoo_mean) <= zoo_std if zoo_std == zoo_std else False
+        zoo_mean, zoo_std, budget, zoo_id = ZOO_BENCHMARK.get(env, (float("nan"), float("nan"), "?", "?"))
+        within = bool(abs(finals.mean() - zoo_mean) <= zoo_std) if zoo_std == zoo_std else None
+        label = env if zoo_id in (env, "?") else f"{env} (zoo: {zoo_id})"
         rows.append(
             [
-                env,
+                label,
                 f"{runs[0]['steps']:,}",
                 len(runs),
                 f"{finals.mean():.1f}",
                 f"[{low:.1f}, {high:.1f}]",
                 " / ".join(f"{f:.1f}" for f in finals),
-                f"{zoo_mean:.1f} +- {zoo_std:.1f} ({budget})",
-                "yes" if within else "no",
+                f"{zoo_mean:.1f} ± {zoo_std:.1f} ({budget})",
+                {True: "yes", False: "no", None: "n/a"}[within],
                 f"{np.mean([r['wall_s'] for r in runs]):.0f}",
             ]
         )
-    header = ["env", "steps", "seeds", "kppo mean", "95% CI", "per seed", "zoo", "within zoo's std", "wall s / seed"]
+        if args.plots:
+            plot(env, runs, Path(args.plots) / f"{env}.png")
+    header = [
+        "env",
+        "steps",
+        "seeds",
+        "kppo mean",
+        "95% CI",
+        "per seed",
+        "zoo (benchmark.md)",
+        "within zoo's std",
+        "wall s / seed",
+    ]
     print(harness.markdown_table(header, rows, align="lrrrrrrlr"))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": harness.machine(), "runs": records}, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    train = sub.add_parser("run", help="train the (env, seed) runs not on disk yet, one JSON each")
+    train.add_argument("--file", default=str(ROOT / "tests" / "fixtures" / "zoo" / "ppo.yml"))
+    train.add_argument("--envs", nargs="+", required=True, help="the file's entries (keys)")
+    train.add_argument("--env-id", help="train the entry on this registered id (one entry; its results' name)")
+    train.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    train.add_argument("--episodes", type=int, default=20, help="deterministic evaluation episodes per round")
+    train.add_argument("--rounds", type=int, default=20, help="evaluation rounds over the run (the curve)")
+    summary = sub.add_parser("report", help="the table (and --plots) from the JSONs on disk")
+    summary.add_argument("--envs", nargs="+", required=True)
+    summary.add_argument("--plots", help="write <env>.png here")
+    args = parser.parse_args()
+    print(harness.machine_header())
+    print()
+    run(args) if args.mode == "run" else report(args)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,15 @@
 directory whose members are ordinary run directories (so `kppo eval` and `kppo export` take any of them).
 
     RUN/config.yaml, population.yaml (seeds, sweep), checkpoints/, summary.json,
-        learning_curve.png (members' mean +- std)
+        learning_curve.png (members' mean +- std), zoo.yaml (trained from an RL-Zoo entry)
     RUN/members/<name>/config.yaml, agent/, metrics.csv, summary.json   (<name>: seed3, learning_rate=0.001-seed3, ...)
+        and zoo.yaml (the run's, copied)
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ import numpy as np
 import yaml
 
 POPULATION_FILE = "population.yaml"
+#: The RL-Zoo entry a run was trained from (`kppo.cli.configs.write_zoo_record`).
+ZOO_FILE = "zoo.yaml"
 
 
 #: The most members `--seeds` names (a population trains them all in one program).
@@ -95,7 +99,7 @@ def member_name(config: Any, swept: list[str]) -> str:
 
 def _arguments(args: Any) -> tuple[Any, list[int], dict, Path]:
     """(base config, seeds, sweep grid, run directory) of a new population run or of the one `--resume` names."""
-    from kppo.cli.configs import load_config
+    from kppo.cli.configs import load_config, write_zoo_record, zoo_entry_of
     from kppo.cli.runs import writable_dir
     from kppo.config.options import Config
 
@@ -115,6 +119,9 @@ def _arguments(args: Any) -> tuple[Any, list[int], dict, Path]:
     default = Path("runs") / f"{config.env}-seeds{seeds[0]}-{seeds[-1]}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = writable_dir(Path(args.out) if args.out else default, "--out")
     config.to_yaml(out / "config.yaml")
+    zoo = zoo_entry_of(args.config, getattr(args, "env", None))
+    if zoo is not None:  # the run (and each member, `train_population`) records the entry it came from
+        write_zoo_record(out / ZOO_FILE, args.config, zoo)
     (out / POPULATION_FILE).write_text(yaml.safe_dump({"seeds": seeds, "sweep": grid}, sort_keys=False))
     return config, seeds, grid, out
 
@@ -154,6 +161,8 @@ def train_population(args: Any) -> int:
         directory = out / "members" / name
         directory.mkdir(parents=True, exist_ok=True)
         member.config.to_yaml(directory / "config.yaml")
+        if (out / ZOO_FILE).is_file():  # trained from an RL-Zoo entry: each member's folder says which
+            shutil.copyfile(out / ZOO_FILE, directory / ZOO_FILE)
         stats = member.runner_state.rollout
         checkpoint.save(
             directory / "agent",

@@ -23,7 +23,16 @@ from kppo.config.sb3_defaults import SB3_BATCH_SIZE, SB3_NAMES, SB3_PPO_ARGUMENT
 from kppo.config.spellings import suggest
 from kppo.config.values import coerce, load_yaml, printable, read_text, yaml_problem
 
-__all__ = ["REFUSED", "TORCH_ACTIVATIONS", "ZooEntry", "is_zoo_file", "read_entry", "zoo_entries", "zoo_key_message"]
+__all__ = [
+    "REFUSED",
+    "RETIRED_IDS",
+    "TORCH_ACTIVATIONS",
+    "ZooEntry",
+    "is_zoo_file",
+    "read_entry",
+    "zoo_entries",
+    "zoo_key_message",
+]
 
 #: rl-zoo3's own keys (read by its ExperimentManager, not passed to PPO) that kppo reads: key -> what it becomes.
 ZOO_KEYS = {
@@ -73,6 +82,16 @@ NORMALIZE_KEYS = {
     "clip_obs": "clip_obs",
     "clip_reward": "clip_reward",
     "epsilon": "norm_epsilon",
+}
+#: Env ids of RL-Zoo's file that gymnasium 1.x no longer registers -> the id an entry trains on instead: the same
+#: task's next version (LunarLander-v3: wind reset per episode, deterministic resets, wider observation bounds; the
+#: MuJoCo -v4 ids: the v2 models on the `mujoco` bindings instead of mujoco-py). `--env` takes either id.
+RETIRED_IDS = {
+    "LunarLander-v2": "LunarLander-v3",
+    "HumanoidStandup-v2": "HumanoidStandup-v4",
+    "InvertedDoublePendulum-v2": "InvertedDoublePendulum-v4",
+    "InvertedPendulum-v2": "InvertedPendulum-v4",
+    "Reacher-v2": "Reacher-v4",
 }
 #: RL-Zoo's evaluation: every 25,000 steps in `train.py` (its --eval-freq), every 100,000 in a search; 5 episodes.
 TRAIN_EVALUATION_STEPS, SEARCH_EVALUATION_STEPS, EVAL_EPISODES = 25_000, 100_000, 5
@@ -185,14 +204,17 @@ def zoo_entries(path_or_text: str | Path) -> list[str]:
 
 def _pick(values: Mapping, env: str | None, source: str, is_atari: Callable[[str], bool] | None) -> tuple[Any, str]:
     """(the entry's key, the env id) of `env` (or the file's only entry): as rl-zoo3, an Atari id not in the file
-    reads the `atari` entry."""
+    reads the `atari` entry; an id gymnasium retired trains on its successor (`RETIRED_IDS`), which also picks it."""
     if env is None:
         if len(values) != 1:
             raise ValueError(f"{source}: an RL-Zoo file of {len(values)} envs; name one with --env ({list(values)})")
         key = next(iter(values))
-        return key, str(key)
+        return key, RETIRED_IDS.get(str(key), str(key))
     if env in values:
-        return env, env
+        return env, RETIRED_IDS.get(env, env)
+    retired = [old for old, new in RETIRED_IDS.items() if new == env and old in values]
+    if retired:
+        return retired[0], env
     if "atari" in values and is_atari is not None and is_atari(env):
         return "atari", env
     raise ValueError(f"--env: expected one of the file's envs {list(values)}, got {env!r}")

@@ -8,6 +8,7 @@ import yaml
 
 from kppo.cli.configs import CONFIG_DIR, bundled_names, config_path, load_config
 from kppo.cli.main import main
+from kppo.config.zoo import RETIRED_IDS
 
 ZOO = Path(__file__).resolve().parents[1] / "fixtures" / "zoo" / "ppo.yml"
 
@@ -28,11 +29,14 @@ def test_the_bundled_zoo_entries_resolve_by_name():
     names = [name for name in bundled_names() if name.startswith("zoo/")]
     assert {"zoo/Pendulum-v1", "zoo/CartPole-v1", "zoo/HalfCheetah-v4", "zoo/LunarLanderContinuous-v3"} <= set(names)
     full = yaml.safe_load(ZOO.read_text())
+    retired = {new: old for old, new in RETIRED_IDS.items()}  # LunarLander-v3.yml holds the LunarLander-v2 entry
+    assert set(retired) <= {name.removeprefix("zoo/") for name in names}
     for name in names:
         env = name.removeprefix("zoo/")
+        key = retired.get(env, env)
         path = config_path(name)
         assert path == CONFIG_DIR / "zoo" / f"{env}.yml" and "rl-baselines3-zoo" in path.read_text()
-        assert yaml.safe_load(path.read_text()) == {env: full[env]}  # the zoo's values, unedited
+        assert yaml.safe_load(path.read_text()) == {key: full[key]}  # the zoo's entry, unedited
         assert load_config(name, [], None).env == env
 
 
@@ -62,3 +66,19 @@ def test_the_minibatch_warning_speaks_only_where_sb3_differs(rollout, batch_size
 
     minibatch_count(batch_size, rollout)
     assert any("truncated mini-batch" in str(w.message) for w in recwarn) == warns
+
+
+def test_a_population_from_a_zoo_entry_writes_zoo_yaml_in_each_member(tmp_path):
+    run = tmp_path / "run"
+    args = ["train", str(ZOO), "--env", "CartPole-v1", "--seeds", "0-1", "--set", "n_timesteps=512", "--out", str(run)]
+    assert main([*args, "--quiet", "--no-export"]) == 0
+    records = [yaml.safe_load((run / "members" / f"seed{seed}" / "zoo.yaml").read_text()) for seed in (0, 1)]
+    assert records[0] == records[1] == yaml.safe_load((run / "zoo.yaml").read_text())
+    assert (records[0]["file"], records[0]["entry"], records[0]["env"]) == (str(ZOO), "CartPole-v1", "CartPole-v1")
+
+
+def test_a_population_from_a_config_writes_no_zoo_yaml(tmp_path):
+    run = tmp_path / "run"
+    args = ["train", "cartpole", "--seeds", "0-1", "--set", "total_timesteps=4096", "--out", str(run)]
+    assert main([*args, "--quiet", "--no-export"]) == 0
+    assert not list(run.rglob("zoo.yaml")) and (run / "members" / "seed0" / "config.yaml").is_file()

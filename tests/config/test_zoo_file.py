@@ -10,7 +10,7 @@ import pytest
 
 from kppo.config.options import Config
 from kppo.config.sb3_defaults import SB3_PPO_ARGUMENTS, SB3_PPO_DEFAULTS
-from kppo.config.zoo import REFUSED, read_entry, zoo_entries
+from kppo.config.zoo import REFUSED, RETIRED_IDS, read_entry, zoo_entries
 from kppo.sb3.ppo import PPO
 from kppo.tuning.zoo import read_zoo
 
@@ -43,7 +43,7 @@ def test_every_classic_control_box2d_and_mujoco_entry_reads_unedited(env):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no minibatch warning: each batch_size divides its rollout or exceeds it
         env_id, config = read_zoo(ZOO, env)
-    assert env_id == env == config.env and isinstance(config, Config)
+    assert env_id == RETIRED_IDS.get(env, env) == config.env and isinstance(config, Config)
     settings = entry.settings
     assert config.num_envs == settings.get("n_envs", 1)  # RL-Zoo's default: one env
     rollouts = -(-int(settings["n_timesteps"]) // config.rollout_size)  # SB3's learn: whole rollouts up to it
@@ -56,6 +56,28 @@ def test_every_classic_control_box2d_and_mujoco_entry_reads_unedited(env):
     assert config.normalize_obs == config.normalize_reward == bool(settings.get("normalize", False))
     lr = settings.get("learning_rate", SB3_PPO_ARGUMENTS["learning_rate"])
     assert config.lr_schedule == ("linear" if str(lr).startswith("lin_") else "constant")
+
+
+@pytest.mark.parametrize("env", CLASSIC + BOX2D + MUJOCO)
+def test_every_entry_names_an_id_gymnasium_registers(env):
+    # gymnasium 1.x retired LunarLander-v2 and the mujoco-py -v2 ids: those entries train on their successors
+    import gymnasium as gym
+
+    pytest.importorskip({"Box2D": "Box2D", "MuJoCo": "mujoco"}.get(_family(env), "gymnasium"))
+    spec = gym.spec(read_entry(ZOO, env).env)
+    assert spec.id == RETIRED_IDS.get(env, env)
+
+
+def _family(env: str) -> str:
+    return "Box2D" if env in BOX2D else "MuJoCo" if env in MUJOCO else "classic"
+
+
+def test_a_retired_id_and_its_successor_pick_the_same_entry():
+    old, new = read_entry(ZOO, "LunarLander-v2"), read_entry(ZOO, "LunarLander-v3")
+    assert old == new and (old.key, old.env) == ("LunarLander-v2", "LunarLander-v3")
+    assert read_entry(ZOO, "LunarLanderContinuous-v3").env == "LunarLanderContinuous-v3"  # a current id stays
+    with pytest.raises(ValueError, match="expected one of the file's envs"):
+        read_entry(ZOO, "Reacher-v5")  # only the successor named in RETIRED_IDS
 
 
 def test_batch_size_defaults_to_sb3s_64_not_kppos_four_minibatches():
