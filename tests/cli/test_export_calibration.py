@@ -105,9 +105,12 @@ def test_calibration_flags_refuse_what_cannot_calibrate(args, message, tmp_path,
     assert message in _one_line(capsys)
 
 
-def test_calibration_flags_are_for_int8_only(tmp_path, capsys):
-    assert main(["export", str(ZIP), "--calibrate-env", "Pendulum-v1", "--out", str(tmp_path / "p.tflite")]) == 2
-    assert "--calibrate-env: only for --quantize int8, got --quantize none" in _one_line(capsys)
+def test_calibration_data_is_for_int8_only(tmp_path, capsys):
+    """(`--calibrate-env` names the closed-loop report's env for every precision: tests/cli/test_export_report.py.)"""
+    data = tmp_path / "log.npz"
+    np.savez(data, obs=RECORDED["obs"])
+    assert main(["export", str(ZIP), "--calibrate-data", str(data), "--out", str(tmp_path / "p.tflite")]) == 2
+    assert "--calibrate-data: only for --quantize int8 or --budget, got --quantize none" in _one_line(capsys)
 
 
 def test_a_kppo_run_calibrates_on_its_own_env_by_default(tmp_path, capsys):
