@@ -248,6 +248,14 @@ def extractor_factory(
     return lambda: Preprocessed(build(), observation_space, normalize_images)
 
 
+#: SB3's NatureCNN assertion (stable_baselines3/common/torch_layers.py), its first sentence and hint on one line: what
+#: an SB3 program matches when CnnPolicy meets a space that is no image.
+NATURE_CNN_ASSERT = (
+    "You should use NatureCNN only with images not with {} (you are probably using `CnnPolicy` instead of "
+    "`MlpPolicy` or `MultiInputPolicy`)"
+)
+
+
 def _builtin(
     name: str, space: gym.spaces.Space, options: dict, normalize_images: bool, init: tuple[str, str, int]
 ) -> Callable[[], keras.layers.Layer]:
@@ -258,12 +266,13 @@ def _builtin(
         return lambda: CombinedExtractor(space, **options, **tower)
     if isinstance(space, gym.spaces.Dict) or len(space_shape(space)) != 3:
         raise ArgumentError(
-            f"observation_space: expected an image Box (H, W, C) for features_extractor={name!r}, got {space}"
+            f"{NATURE_CNN_ASSERT.format(space)} (observation_space: expected an image Box (H, W, C) for "
+            f"features_extractor={name!r}, got {space})"
         )
     if normalize_images and not is_image_space(space):  # SB3's NatureCNN asserts the same
         raise ArgumentError(
-            f"observation_space: expected a uint8 image Box in [0, 255] for features_extractor={name!r} (float "
-            f"images: normalize_images=False), got {space}"
+            f"{NATURE_CNN_ASSERT.format(space)} (observation_space: expected a uint8 image Box in [0, 255] for "
+            f"features_extractor={name!r} (float images: normalize_images=False), got {space})"
         )
     build = {"cnn": any_cnn, "nature_cnn": NatureCNN, "small_cnn": SmallCNN}[name]
     return lambda: build(space_shape(space), **options, **tower)

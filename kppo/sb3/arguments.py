@@ -18,6 +18,7 @@ from kppo.config.sb3_defaults import SB3_SEMANTICS
 from kppo.config.spellings import minibatch_count
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError, sorted_keys
 from kppo.gym_envs.spaces import has_image
+from kppo.sb3.contracts import check_batch_size, check_squash_output, truncated_minibatch_warning
 
 Schedule = Callable[[float], float]
 
@@ -386,25 +387,19 @@ def jsonable_policy_kwargs(kwargs: dict) -> dict:
     return {k: jsonable(k, v) for k, v in kwargs.items()}
 
 
-def minibatches(batch_size: Any, rollout: int, normalize_advantage: bool = True) -> int:
+def minibatches(batch_size: Any, rollout: int, normalize_advantage: bool = True, n_envs: int = 1) -> int:
     """SB3's `batch_size` (minibatch size) -> kppo's number of equal minibatches of a rollout of `rollout` steps
-    (`config.spellings.minibatch_count`, the rule a Config's `batch_size` follows too). A rollout of one step only
-    without advantage normalization (SB3: `buffer_size > 1 or not normalize_advantage`)."""
-    if rollout <= 1 and normalize_advantage:
-        raise ArgumentError(
-            f"n_steps * n_envs: expected more than 1 with normalize_advantage=True (advantage normalization), "
-            f"got {rollout}"
-        )
+    over `n_envs` envs (`config.spellings.minibatch_count`, the rule a Config's `batch_size` follows too). SB3's
+    asserts (`batch_size > 1` and `n_steps * n_envs > 1` with advantage normalization) and its UserWarning for a
+    `batch_size` that does not divide the rollout come with SB3's messages (`kppo.sb3.contracts`)."""
+    check_batch_size(batch_size, rollout // max(n_envs, 1), n_envs, normalize_advantage)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ArgumentError(f"batch_size: expected an integer >= 1, got {batch_size!r}")
-    if batch_size > rollout:  # one minibatch of the rollout in both; SB3's PPO warns of it all the same
-        warnings.warn(
-            f"You have specified a mini-batch size of {batch_size}, but because the `RolloutBuffer` is of size "
-            f"`n_steps * n_envs = {rollout}`, after every 0 untruncated mini-batches, there will be a truncated "
-            f"mini-batch of size {rollout}",
-            stacklevel=4,
-        )
-    return minibatch_count(batch_size, rollout)
+    with warnings.catch_warnings():  # SB3's own warning below says it, with what kppo does
+        warnings.simplefilter("ignore", UserWarning)
+        count = minibatch_count(batch_size, rollout)
+    truncated_minibatch_warning(batch_size, rollout // max(n_envs, 1), n_envs, count)
+    return count
 
 
 def sb3_config(
@@ -423,6 +418,7 @@ def sb3_config(
         raise ValueError(
             f"use_sde: generalized State-Dependent Exploration needs a Box action space, got {action_space}"
         )
+    check_squash_output(bool(policy_fields.get("squash")), bool(args["use_sde"]))
     rollout = args["n_steps"] * n_envs
     fields = {**SB3_SEMANTICS, **normalize, **policy_fields}  # policy_kwargs' network and box actions over SB3's
     return Config(
@@ -433,7 +429,7 @@ def sb3_config(
         eval_freq=1,
         learning_rate=args["learning_rate"],
         num_epochs=args["n_epochs"],
-        num_minibatches=minibatches(args["batch_size"], rollout, args["normalize_advantage"]),
+        num_minibatches=minibatches(args["batch_size"], rollout, args["normalize_advantage"], n_envs),
         gamma=args["gamma"],
         gae_lambda=args["gae_lambda"],
         clip_range=args["clip_range"],

@@ -27,6 +27,7 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.sb3.arguments import Schedule, extractor_fields, policy_config, split_schedule
 from kppo.sb3.arguments import tf_device
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
+from kppo.sb3.contracts import check_predict
 from kppo.sb3.logger import Logger
 from kppo.sb3.policies import ActorCriticPolicy
 from kppo.sb3.save_util import load_model, save_model
@@ -114,6 +115,13 @@ def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_mat
         raise ValueError(f"params: expected the groups {list(PARAMETER_GROUPS)}, got {sorted_keys(params)}")
     for variable, value in updates:
         variable.assign(value.astype(variable.dtype))
+
+
+def _lstm_sizes(config: Config | None) -> tuple[int, int] | None:
+    """(n_lstm_layers, lstm_hidden_size) of a recurrent model's Config; None for a feed-forward one."""
+    if config is None or config.recurrent is None:
+        return None
+    return config.n_lstm_layers, config.lstm_hidden_size
 
 
 class BaseAlgorithm:
@@ -314,8 +322,9 @@ class BaseAlgorithm:
         policy's, the actor's (h, c), each [n_lstm_layers, n, lstm_hidden_size] (None starts from zeros, as does
         `episode_start` True); only among the actions `action_masks` allows when given (sb3-contrib's MaskablePPO)."""
         check_not_gym_tuple(observation)
-        if self._spaces is not None:  # SB3's maybe_transpose: an HWC frame for a CHW policy
+        if self._spaces is not None:  # SB3's maybe_transpose: an HWC frame for a CHW policy, then SB3's checks
             observation = maybe_transpose(observation, self._spaces[0])
+            check_predict(observation, state, episode_start, self._spaces[0], _lstm_sizes(self.config))
         return self._get_policy().predict(observation, state, episode_start, deterministic, action_masks)
 
     # --- parameters, seeds, logger ---

@@ -34,6 +34,7 @@ from kppo.rollout.gymnasium import StepRecord
 from kppo.sb3.arguments import Schedule, network_fields, split_schedule, user_extractor_factory
 from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
+from kppo.sb3.contracts import check_policy_space
 from kppo.sb3.lightning import LightningSurface, log_every
 from kppo.sb3.logger import Logger, next_run_dir
 from kppo.sb3.utils import set_random_seed
@@ -230,9 +231,13 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
     def _build(self, env: Any, start: Start) -> None:
         own_seed = isinstance(env, VecEnv) and not self._seed_given and env.pending_seed is not None
         seed = None if own_seed else self.seed
+        given_space = getattr(env, "single_observation_space", getattr(env, "observation_space", None))
+        if isinstance(given_space, gym.spaces.Space):  # SB3's refusals (a nested Dict), before kppo's own
+            check_policy_space(self.policy_class, given_space)
         # SB3: one env per id; no env checker from `verbose` (SB3 checks envs only in `check_env`)
         vec_env = _make_gym_vec_env(env, num_envs=1, seed=seed)
         try:
+            check_policy_space(self.policy_class, vec_env.observation_space)  # SB3's refusals, its messages
             if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
                 observation_space, action_space = self._model_spaces()
                 raise ValueError(

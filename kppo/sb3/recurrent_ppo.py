@@ -21,6 +21,7 @@ from typing import Any
 from kppo.sb3.ppo import PPO
 from kppo.core.errors import ArgumentError, ArgumentTypeError, NotSupportedError
 from kppo.sb3.arguments import bool_kwarg, number_kwarg, policy_config
+from kppo.sb3.contracts import check_shared_lstm
 
 _LSTM_KEYS = ("lstm_hidden_size", "enable_critic_lstm", "n_lstm_layers", "shared_lstm", "lstm_kwargs")
 
@@ -82,13 +83,8 @@ def recurrent_policy_config(policy_kwargs: dict) -> dict[str, Any]:
     if layers < 1 or layers != lstm.get("n_lstm_layers", 1):  # 2.5 is no layer count (torch.nn.LSTM refuses it)
         raise ArgumentError(f"policy_kwargs.n_lstm_layers: expected an integer >= 1, got {lstm['n_lstm_layers']!r}")
     shared, critic_lstm = bool_kwarg(lstm, "shared_lstm", False), bool_kwarg(lstm, "enable_critic_lstm", True)
-    if (
-        shared and critic_lstm
-    ):  # sb3-contrib: "You must choose between shared LSTM, seperate or no LSTM for the critic."
-        raise ArgumentError(
-            "policy_kwargs.shared_lstm: expected False with enable_critic_lstm=True (the critic's LSTM is shared, "
-            "its own, or none), got True"
-        )
+    share_extractor = bool_kwarg(dict(kwargs), "share_features_extractor", True)
+    check_shared_lstm(shared, critic_lstm, share_extractor)  # sb3-contrib's asserts, with its messages
     check_lstm_kwargs(lstm.get("lstm_kwargs"), layers)
     return {
         **policy_config(kwargs),

@@ -131,7 +131,7 @@ def test_bad_policy_and_squash_without_bounds():
             return np.zeros(2, np.float32), 0.0, False, False, {}
 
     with pytest.raises(ValueError, match="action_space: expected a bounded Box"):
-        PPO("MlpPolicy", Unbounded(), policy_kwargs=dict(squash_output=True), n_steps=8, batch_size=8)
+        PPO("MlpPolicy", Unbounded(), policy_kwargs=dict(squash_output=True), use_sde=True, n_steps=8, batch_size=8)
 
 
 def test_batch_size_not_dividing_the_rollout_warns():
@@ -250,7 +250,9 @@ def test_logging_to_stdout_and_tensorboard(tmp_path, capsys):
 
 @pytest.mark.parametrize("env_id", ["Pendulum-v1", "MountainCarContinuous-v0"])
 def test_box_actions_stay_in_bounds(env_id):
-    model = PPO("MlpPolicy", env_id, n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=dict(squash_output=True))
+    model = PPO(
+        "MlpPolicy", env_id, n_steps=64, batch_size=32, n_epochs=1, policy_kwargs=dict(squash_output=True), use_sde=True
+    )
     model.learn(64)
     obs = np.stack([model.observation_space.sample() for _ in range(20)])
     for deterministic in (True, False):
