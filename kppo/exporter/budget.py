@@ -1,4 +1,4 @@
-"""A device budget for `kppo export --budget flash=64KiB,ram=16KiB[,latency=1ms]`: the budget read from its text
+"""A device budget for `kppo export --budget flash=64KiB,ram=16KiB[,latency=LIMIT]`: the budget read from its text
 (`parse_budget`), each candidate artifact's fit (`fits`, `over`), the Pareto front of the candidates (`pareto`), the
 choice among them (`choose`: the best closed-loop return among those that fit, then the smallest) and the refusal
 naming the closest candidate's numbers when none fits.
@@ -32,7 +32,7 @@ def _bad(text: str, why: str) -> ValueError:
 
 
 def parse_budget(text: str) -> Budget:
-    """`flash=64KiB,ram=16KiB,latency=1ms` -> a `Budget`. Sizes in B, KB, KiB, MB or MiB (a bare number: bytes),
+    """`flash=64KiB,ram=16KiB,latency=LIMIT` -> a `Budget`. Sizes in B, KB, KiB, MB or MiB (a bare number: bytes),
     latency in us, ms or s; each key at most once, one at least. A one-line ValueError naming the flag otherwise."""
     values: dict[str, float] = {}
     for item in str(text).split(","):
