@@ -72,9 +72,12 @@ def policy_act(policy: Policy) -> Act:
     def act(rows, raw, masks, state):
         if policy.lstm is None:
             return np.asarray(policy.get_action(raw, action_mask=masks)), None
-        sb3_state = None if state is None else tuple(np.swapaxes(part, 0, 1) for part in state)  # [layers, N, units]
+        layers, units = policy.lstm.num_layers, policy.lstm.units
+        sb3_state = (  # the carried [N, layers * units] as sb3-contrib's [layers, N, units]
+            None if state is None else tuple(part.reshape(len(part), layers, units).swapaxes(0, 1) for part in state)
+        )
         actions, (h, c) = policy.step(raw, sb3_state, None, None, masks)
-        return np.asarray(actions), (np.swapaxes(h, 0, 1), np.swapaxes(c, 0, 1))
+        return np.asarray(actions), tuple(part.swapaxes(0, 1).reshape(part.shape[1], -1) for part in (h, c))
 
     return act
 
