@@ -20,7 +20,6 @@ from kppo.agent.agent import Agent, load_agent, make_policy
 from kppo.agent.archive import agent_dir
 from kppo.agent.policy import Policy, PredictKeys
 from kppo.config.options import Config
-from kppo.core.errors import sorted_keys
 from kppo.core.types import Moments
 from kppo.gym_envs.spaces import flat_dim
 from kppo.gym_envs.vector import GymVecEnv
@@ -29,6 +28,7 @@ from kppo.sb3.arguments import tf_device
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
 from kppo.sb3.contracts import check_predict
 from kppo.sb3.logger import Logger
+from kppo.sb3.parameters import PARAMETER_GROUPS, assign_parameters, get_parameters, numpy_parameters, parameters
 from kppo.sb3.policies import ActorCriticPolicy
 from kppo.sb3.save_util import load_model, save_model
 from kppo.sb3.saves.from_sb3 import model_from_sb3
@@ -49,8 +49,6 @@ __all__ = [
     "rollout_view",
 ]
 
-#: SB3's `get_parameters` keys: the networks, and their optimizer.
-PARAMETER_GROUPS = ("policy", "policy.optimizer")
 #: SB3's message for `predict((obs, info))`.
 MIXED_API_HINT = (
     "observation: You have passed a tuple to the predict() function instead of a Numpy array or a Dict. You are "
@@ -66,55 +64,6 @@ def check_not_gym_tuple(observation: Any) -> None:
     """SB3's one-line error for `predict((obs, info))`: the Gym API's `reset()` result given as an observation."""
     if isinstance(observation, tuple) and len(observation) == 2 and isinstance(observation[1], dict):
         raise ValueError(MIXED_API_HINT)
-
-
-def _by_path(variables: list, drop_first: bool = False) -> dict[str, Any]:
-    """{Keras variable path: variable}; `drop_first` leaves out the first component (an optimizer's own name, which
-    Keras numbers per instance: "torch_adam_3/...")."""
-    return {(v.path.split("/", 1)[-1] if drop_first else v.path): v for v in variables}
-
-
-def parameters(agent: Agent) -> dict[str, dict[str, Any]]:
-    """SB3's two groups of `agent`'s variables, each {variable path: variable}."""
-    return {"policy": _by_path(agent.variables), "policy.optimizer": _by_path(agent.optimizer.variables, True)}
-
-
-def numpy_parameters(agent: Agent) -> dict[str, dict[str, np.ndarray]]:
-    """`parameters(agent)` as numpy arrays: SB3's `get_parameters`."""
-    return {group: {name: v.numpy() for name, v in variables.items()} for group, variables in parameters(agent).items()}
-
-
-def assign_parameters(agent: Agent, params: dict[str, dict[str, Any]], exact_match: bool) -> None:
-    """Assigns `params` (`get_parameters`' layout) to `agent`'s variables; one-line ValueErrors for unknown groups
-    or names, missing ones (with `exact_match`) and shapes that differ. Nothing is assigned when one fails."""
-    targets = parameters(agent)
-    unknown = sorted_keys(set(params) - set(targets))
-    if unknown:
-        raise ValueError(f"params: expected groups among {list(PARAMETER_GROUPS)}, got {unknown}")
-    updates = []
-    for group, values in params.items():
-        if not isinstance(values, dict):
-            raise ValueError(
-                f"params[{group!r}]: expected a dict of parameter name -> array, got {type(values).__name__}"
-            )
-        expected, given = set(targets[group]), set(values)
-        if given - expected or (exact_match and expected - given):
-            raise ValueError(
-                f"params[{group!r}]: names of parameters do not match the model's: missing "
-                f"{sorted_keys(expected - given)}, unexpected {sorted_keys(given - expected)}"
-            )
-        for name, value in values.items():
-            value = np.asarray(value)
-            if tuple(value.shape) != tuple(targets[group][name].shape):
-                raise ValueError(
-                    f"params[{group!r}][{name!r}]: expected shape {tuple(targets[group][name].shape)}, "
-                    f"got {tuple(value.shape)}"
-                )
-            updates.append((targets[group][name], value))
-    if exact_match and set(params) != set(PARAMETER_GROUPS):
-        raise ValueError(f"params: expected the groups {list(PARAMETER_GROUPS)}, got {sorted_keys(params)}")
-    for variable, value in updates:
-        variable.assign(value.astype(variable.dtype))
 
 
 def _lstm_sizes(config: Config | None) -> tuple[int, int] | None:
@@ -329,20 +278,24 @@ class BaseAlgorithm:
 
     # --- parameters, seeds, logger ---
     def get_parameters(self) -> dict[str, dict[str, np.ndarray]]:
-        """SB3's `get_parameters` as numpy: {"policy": {name: array}, "policy.optimizer": {name: array}}; names are
-        the Keras variable paths ("actor/...", "critic/...")."""
-        return numpy_parameters(self._require_agent("get_parameters"))
+        """SB3's `get_parameters` as numpy: {"policy": SB3's `policy.state_dict()` names and torch's layouts
+        ("mlp_extractor.value_net.0.bias", ...; kppo's Keras paths for a user's extractor), "policy.optimizer":
+        kppo's optimizer variables by Keras path} (`kppo.sb3.parameters`)."""
+        return get_parameters(self._require_agent("get_parameters"))
 
     def set_parameters(
         self, load_path_or_dict: str | Path | IO[bytes] | dict, exact_match: bool = True, device: str = "auto"
     ) -> None:
-        """Sets the networks' (and optimizer's) variables from `get_parameters`' dict or from a saved model (a
-        path or file that `load` reads); `exact_match=False` allows a subset. `device` is accepted for SB3's
-        signature (TensorFlow places the variables)."""
+        """Sets the networks' (and optimizer's) variables from `get_parameters`' dict ("policy" under SB3's names
+        or kppo's) or from a saved model (a path or file that `load` reads; an SB3 zip gives its `policy.pth`, and
+        kppo's optimizer state stays); `exact_match=False` allows a subset, as torch's `strict=False`. `device` is
+        accepted for SB3's signature (TensorFlow places the variables)."""
         del device
         agent = self._require_agent("set_parameters")
         if isinstance(load_path_or_dict, dict):
             assign_parameters(agent, load_path_or_dict, exact_match)
+        elif is_sb3_save(load_path_or_dict):  # its optimizer state is torch's: kppo's stays
+            assign_parameters(agent, {"policy": read_sb3_save(load_path_or_dict).state_dict}, exact_match, ("policy",))
         else:
             assign_parameters(agent, numpy_parameters(load_agent(agent_dir(load_path_or_dict)).agent), exact_match)
         self._policy = None  # the next predict acts with the new weights

@@ -88,8 +88,11 @@ def format_table(values: dict[str, Any]) -> str:
     return "\n".join([line, *body, line])
 
 
-def next_run_dir(root: str | Path, name: str) -> Path:
-    """root/name_N with N one more than the largest existing (SB3's tensorboard run naming)."""
+def next_run_dir(root: str | Path, name: str, reset_num_timesteps: bool = True) -> Path:
+    """root/name_N with N one more than the largest existing (SB3's tensorboard run naming); with
+    `reset_num_timesteps=False` the largest existing itself (SB3's `configure_logger`: a continued `learn` logs on
+    in its run, `PPO_1`, not a new `PPO_2`; name_0 when there is none, as SB3's)."""
     root = Path(root)
     taken = [int(p.name.rsplit("_", 1)[1]) for p in root.glob(f"{name}_*") if p.name.rsplit("_", 1)[1].isdigit()]
-    return root / f"{name}_{max(taken, default=0) + 1}"
+    latest = max(taken, default=0)
+    return root / f"{name}_{latest if not reset_num_timesteps else latest + 1}"

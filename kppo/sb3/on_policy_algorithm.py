@@ -159,14 +159,14 @@ def sb3_row(
 class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
     """SB3's `OnPolicyAlgorithm`: rollouts of `n_steps` per env, then an update, until `learn`'s timesteps are taken.
     The subclass translates its arguments into a Config (`_make_config`) and sets the clip range and its schedules
-    (`clip_range`, `clip_range_vf`, `_clip_schedule`, `_clip_vf_schedule`), which the update reads with the
+    (`_clip_start`, `_clip_vf_start`, `_clip_schedule`, `_clip_vf_schedule`), which the update reads with the
     learning rate and the entropy coefficient (`_apply_schedules`)."""
 
     n_steps, gamma, gae_lambda = hyperparameter("n_steps"), hyperparameter("gamma"), hyperparameter("gae_lambda")
     ent_coef, vf_coef = hyperparameter("ent_coef"), hyperparameter("vf_coef")
     max_grad_norm = hyperparameter("max_grad_norm")
-    clip_range: float
-    clip_range_vf: float | None
+    _clip_start: float  # the clip ranges' values at the start (the subclass's `clip_range`, `clip_range_vf`)
+    _clip_vf_start: float | None
     _clip_schedule: Schedule | None
     _clip_vf_schedule: Schedule | None
 
@@ -256,7 +256,7 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
         except BaseException:
             vec_env.close()
             raise
-        self._schedules = host_schedules(self._current_lr, self.clip_range, self.ent_coef, self.clip_range_vf)
+        self._schedules = host_schedules(self._current_lr, self._clip_start, self.ent_coef, self._clip_vf_start)
         self._runner, self.runner_state = None, None
         self.agent, self._gym_env, self._policy = start.agent, vec_env, None
         self._spaces = (vec_env.observation_space, vec_env.action_space)
@@ -325,7 +325,7 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
             self._write_hparams(run)
             self.logger = Logger(self.verbose, run)
         elif self.tensorboard_log is not None:
-            self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name))
+            self.logger = Logger(self.verbose, next_run_dir(self.tensorboard_log, tb_log_name, reset_num_timesteps))
         else:
             self.logger.verbose = self.verbose
         callback, keras_callbacks = split_callbacks(callback)
@@ -383,9 +383,9 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
 
         self._schedules = host_schedules(
             self._current_lr,
-            at(self._clip_schedule, now.clip_range),
+            at(self._clip_schedule, self._clip_start),
             at(self._ent_schedule, now.ent_coef),
-            at(self._clip_vf_schedule, now.clip_range_vf),
+            at(self._clip_vf_schedule, self._clip_vf_start),
         )
 
     def _update_info_buffer(self, record: StepRecord) -> None:

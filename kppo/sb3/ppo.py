@@ -38,6 +38,7 @@ from kppo.sb3.arguments import Schedule, sb3_config, split_schedule
 from kppo.sb3.base_class import MIXED_API_HINT, check_not_gym_tuple
 from kppo.sb3.on_policy_algorithm import OnPolicyAlgorithm, hyperparameter
 from kppo.sb3.save_util import SAVED_ARGUMENTS
+from kppo.sb3.utils import FloatSchedule
 
 __all__ = ["MIXED_API_HINT", "PPO", "check_not_gym_tuple"]  # the two: kppo.sb3.base_class', importable here as before
 _Model = TypeVar("_Model", bound="PPO")
@@ -103,27 +104,49 @@ class PPO(OnPolicyAlgorithm):
             seed=seed,
             device=device,
         )
-        self.clip_range, self._clip_schedule = split_schedule(clip_range, "clip_range")
-        self._clip_vf_schedule = None
-        self.clip_range_vf = None
-        if clip_range_vf is not None:
-            self.clip_range_vf, self._clip_vf_schedule = split_schedule(clip_range_vf, "clip_range_vf")
-            if self.clip_range_vf <= 0:  # SB3 asserts it
-                raise ArgumentError(
-                    f"clip_range_vf: expected a positive number (None disables value clipping), got "
-                    f"{self.clip_range_vf!r}"
-                )
+        self.clip_range = clip_range  # SB3's FloatSchedule from now on (the property)
+        self.clip_range_vf = clip_range_vf
         self._ppo_args.update(
             batch_size=batch_size, n_epochs=n_epochs, normalize_advantage=normalize_advantage, target_kl=target_kl
         )
         self._setup_model(env)  # always: kppo builds its runner with the env (`_init_setup_model` is SB3's)
 
+    @property
+    def clip_range(self) -> FloatSchedule:
+        """SB3 2.x's `clip_range`: a `FloatSchedule` (progress_remaining -> float), as SB3's `_setup_model` makes
+        it of a number or a schedule; `model.clip_range(1.0)` is the value at the start. Setting a number or a
+        schedule takes effect at the next rollout."""
+        return FloatSchedule(self._clip_schedule or self._clip_start)
+
+    @clip_range.setter
+    def clip_range(self, value: float | Schedule) -> None:
+        self._clip_start, self._clip_schedule = split_schedule(value, "clip_range")
+
+    @property
+    def clip_range_vf(self) -> FloatSchedule | None:
+        """SB3 2.x's `clip_range_vf`: None (no value clipping) or a `FloatSchedule`, as `clip_range`."""
+        if self._clip_vf_start is None:
+            return None
+        return FloatSchedule(self._clip_vf_schedule or self._clip_vf_start)
+
+    @clip_range_vf.setter
+    def clip_range_vf(self, value: float | Schedule | None) -> None:
+        if value is None:
+            self._clip_vf_start, self._clip_vf_schedule = None, None
+            return
+        start, schedule = split_schedule(value, "clip_range_vf")
+        if start <= 0:  # SB3 asserts it
+            raise ArgumentError(
+                f"clip_range_vf: expected a positive number (None disables value clipping), got {start!r}"
+            )
+        self._clip_vf_start, self._clip_vf_schedule = start, schedule
+
     def _make_config(self, n_envs: int, action_space: gym.spaces.Space, normalize: dict, fields: dict) -> Config:
         args = dict(
             self._ppo_args,
             learning_rate=self.learning_rate,
-            clip_range=self.clip_range,
-            clip_range_vf=self.clip_range_vf,
+            clip_range=self._clip_start,
+            clip_range_vf=self._clip_vf_start,
             verbose=self.verbose,
             seed=self.seed,
             use_sde=self.use_sde,
@@ -133,7 +156,7 @@ class PPO(OnPolicyAlgorithm):
 
     def _saved_hyperparameters(self) -> dict[str, Any]:
         """The hyperparameters `save` writes: as given, the schedules at their current values."""
-        clip_range, clip_range_vf = self.clip_range, self.clip_range_vf
+        clip_range, clip_range_vf = self._clip_start, self._clip_vf_start
         if self._runner is not None:  # the values the update reads now
             clip_range = float(self._schedules.clip_range)
             if self._schedules.clip_range_vf is not None:
