@@ -36,6 +36,15 @@ ZOO_BENCHMARK = {
     "Acrobot-v1": (-73.506, 18.201, "1M", "Acrobot-v1"),
     "MountainCar-v0": (-110.423, 19.473, "1M", "MountainCar-v0"),
     "MountainCarContinuous-v0": (88.343, 2.572, "20k", "MountainCarContinuous-v0"),
+    "LunarLander-v3": (242.119, 31.823, "1M", "LunarLander-v2"),
+    "LunarLanderContinuous-v3": (270.863, 32.072, "1M", "LunarLanderContinuous-v2"),
+    "BipedalWalker-v3": (213.299, 129.490, "5M", "BipedalWalker-v3"),
+    "BipedalWalkerHardcore-v3": (122.374, 117.605, "100M", "BipedalWalkerHardcore-v3"),
+    "HalfCheetah-v4": (5819.099, 663.530, "1M", "HalfCheetah-v3"),
+    "Hopper-v4": (2410.435, 10.026, "1M", "Hopper-v3"),
+    "Ant-v4": (1327.158, 451.577, "1M", "Ant-v3"),
+    "Swimmer-v4": (281.561, 9.671, "1M", "Swimmer-v3"),
+    "Walker2d-v4": (3478.798, 821.708, "1M", "Walker2d-v3"),
 }
 
 
@@ -119,11 +128,13 @@ def plot(env: str, runs: list[dict], out: Path) -> None:
 
 
 def report(args: argparse.Namespace) -> None:
-    rows = []
+    rows, loads, dates = [], [], set()
     for env in args.envs:
         runs = load_runs(env)
         if not runs:
             continue
+        loads += [r["load_average_start"][0] for r in runs if r.get("load_average_start")]
+        dates |= {r["date"][:10] for r in runs}
         finals = np.asarray([r["final"] for r in runs])
         low, high = stats.bootstrap_mean_ci(finals)
         zoo_mean, zoo_std, budget, zoo_id = ZOO_BENCHMARK.get(env, (float("nan"), float("nan"), "?", "?"))
@@ -156,6 +167,11 @@ def report(args: argparse.Namespace) -> None:
         "wall s / seed",
     ]
     print(harness.markdown_table(header, rows, align="lrrrrrrlr"))
+    if loads:
+        print(
+            f"\nruns of {', '.join(sorted(dates))}; 1-minute load average at their starts "
+            f"{min(loads):.1f} to {max(loads):.1f}"
+        )
 
 
 def main() -> None:
