@@ -54,11 +54,15 @@ def micro_figures(model: bytes, inputs: list[np.ndarray], action_position: int) 
 
 
 def _reason(done: subprocess.CompletedProcess) -> str:
-    """TFLite Micro's refusal of a model on one line: the last lines it printed, or how its process ended."""
-    lines = [" ".join(line.split()) for line in (done.stdout + "\n" + done.stderr).splitlines()]
-    lines = [line for line in lines if line and not line.startswith(("Traceback", "File ", "[", "^"))]
+    """TFLite Micro's refusal of a model on one line: what it printed before the Python exception (its own reasons),
+    the exception's last line, and how its process ended."""
+    text = done.stdout + "\n" + done.stderr
+    before, _, after = text.partition("Traceback (most recent call last):")
+    own = [" ".join(line.split()) for line in before.splitlines()]
+    own = [line for line in own if line and not line.startswith("[")]  # the allocator's lines are no reason
+    last = [" ".join(line.split()) for line in after.splitlines() if line.strip()][-1:]
     ended = f"exit status {done.returncode}" if done.returncode >= 0 else f"signal {-done.returncode}"
-    return "; ".join([*lines[-2:], f"TFLite Micro's process ended with {ended}"])
+    return "; ".join([*own[-3:], *last, f"TFLite Micro's process ended with {ended}"])
 
 
 def _child(folder: Path, action_position: int) -> None:
