@@ -29,7 +29,7 @@ from kppo._tf import tf
 from kppo.agent.networks import HIDDEN_GAIN, make_initializer
 from kppo.config.choices import FEATURES_EXTRACTORS
 from kppo.core.errors import ArgumentError, ArgumentTypeError
-from kppo.gym_envs.spaces import has_image, is_channels_first, is_image_space, space_shape
+from kppo.gym_envs.spaces import flat_dim, has_image, is_channels_first, is_image_space, space_shape
 
 #: NatureCNN's convolutions (filters, kernel, stride), as Mnih et al. (2015) and SB3.
 NATURE_CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
@@ -188,6 +188,14 @@ class FlattenExtractor(keras.layers.Layer):
         return tf.concat([tf.reshape(v, [tf.shape(v)[0], -1]) for v in values], axis=-1)
 
 
+def _input_shape(space: gym.spaces.Space) -> tuple[int, ...]:
+    """The shape of one observation of `space` as an extractor reads it, SB3's `preprocess_obs`: a Discrete or
+    MultiDiscrete part one-hot ([n], [sum(nvec)]: its width in kppo's flat rows), a Box or MultiBinary its shape."""
+    if isinstance(space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        return (flat_dim(space),)
+    return space_shape(space)
+
+
 class Preprocessed(keras.layers.Layer):
     """Flat observations [B, D] (or already shaped [B, *shape]) -> the space's shape, float32, images / 255 when
     `normalize_images` (a dict per key for a Dict space) -> `extractor`."""
@@ -199,7 +207,7 @@ class Preprocessed(keras.layers.Layer):
         if isinstance(observation_space, gym.spaces.Dict):
             items = observation_space.spaces.items()
         self.parts = [
-            (key, space_shape(space), bool(normalize_images and is_image_space(space))) for key, space in items
+            (key, _input_shape(space), bool(normalize_images and is_image_space(space))) for key, space in items
         ]
 
     def call(self, obs):

@@ -151,6 +151,25 @@ class VecNormalize(VecEnvWrapper):
         self.returns = np.zeros(self.num_envs)  # SB3's running discounted return of each env (its own steps)
         self.old_obs: Any = None  # the last raw observations and rewards stepped through SB3's API (SB3's names)
         self.old_reward: np.ndarray | None = None
+        #: The venv's own space (what the statistics' layout and a model read); `observation_space` is SB3's.
+        self.raw_observation_space = self.observation_space
+        self.observation_space = self._sb3_space(self.observation_space)
+
+    def _sb3_space(self, space: gym.spaces.Space) -> gym.spaces.Space:
+        """SB3's `observation_space` of the wrapper: with `norm_obs`, a normalized image (a Box, or a Dict's
+        normalized image key) is a float32 Box in [-clip_obs, clip_obs], as SB3 sets it (its issue 1214)."""
+        if not self.norm_obs:
+            return space
+        clip = self._constants.clip_obs
+
+        def as_float(sub: gym.spaces.Space) -> gym.spaces.Space:
+            shape = space_shape(sub)
+            return gym.spaces.Box(-clip, clip, shape, np.float32) if is_image_space(sub) else sub
+
+        if isinstance(space, gym.spaces.Dict):
+            keys = self._normalized_keys(space)
+            return gym.spaces.Dict({key: as_float(sub) if key in keys else sub for key, sub in space.spaces.items()})
+        return as_float(space)
 
     def _constant(self, name: str) -> float:
         if self.model is not None and self.model.config is not None:
@@ -195,16 +214,16 @@ class VecNormalize(VecEnvWrapper):
     def obs_rms(self) -> RunningMeanStd:
         """The observation statistics: the model's once a model uses this env, those `load` read, or before either
         SB3's fresh `RunningMeanStd` (mean 0, var 1, count 1e-4) of a flattened observation."""
-        return _stats(self._moments()[0]) or _fresh((flat_dim(self.observation_space),))
+        return _stats(self._moments()[0]) or _fresh((flat_dim(self.raw_observation_space),))
 
     @property
     def ret_rms(self) -> RunningMeanStd:
         """The discounted-return statistics used to scale rewards (fresh, as `obs_rms`, before a model or a load)."""
         return _stats(self._moments()[1]) or _fresh(())
 
-    def _normalized_keys(self) -> list[str]:
+    def _normalized_keys(self, space: gym.spaces.Space | None = None) -> list[str]:
         """A Dict's keys that `normalize_obs` standardizes: `norm_obs_keys`, or every key but the images."""
-        space = cast(gym.spaces.Dict, self.observation_space)
+        space = cast(gym.spaces.Dict, space or self.raw_observation_space)
         if self.norm_obs_keys is not None:
             return list(self.norm_obs_keys)
         return [key for key, sub in space.spaces.items() if not is_image_space(sub)]
@@ -212,7 +231,7 @@ class VecNormalize(VecEnvWrapper):
     def _map_obs(self, obs: Any, fn: Any) -> Any:
         """`fn` (float64 rows [N, D] of flat statistics' layout -> rows) applied to one observation or a batch of
         this env's space, returned in the observation's structure as float32 (a Dict's other keys as they are)."""
-        space = self.observation_space
+        space = self.raw_observation_space
         if isinstance(space, gym.spaces.Dict):
             if not isinstance(obs, dict):
                 raise ValueError(f"obs: expected a dict for a Dict observation space, got {type(obs).__name__}")
@@ -341,10 +360,10 @@ class VecNormalize(VecEnvWrapper):
         settings, loaded = read_statistics(load_path)
         wrapper = VecNormalize(venv, **settings)
         obs_rms = loaded[0]
-        if obs_rms is not None and int(np.size(obs_rms.mean)) != flat_dim(wrapper.observation_space):
+        if obs_rms is not None and int(np.size(obs_rms.mean)) != flat_dim(wrapper.raw_observation_space):
             raise ValueError(
                 f"load_path: {str(load_path)!r} holds statistics of {int(np.size(obs_rms.mean))} observation values, "
-                f"expected {flat_dim(wrapper.observation_space)} (venv's {wrapper.observation_space})"
+                f"expected {flat_dim(wrapper.raw_observation_space)} (venv's {wrapper.raw_observation_space})"
             )
         wrapper.loaded = loaded
         return wrapper

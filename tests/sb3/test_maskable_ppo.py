@@ -111,3 +111,55 @@ def test_kppo_train_with_masks_checkpoints_and_evaluates_with_masks(tmp_path):
     result = kppo.train(_env(length=8), config, checkpoint_dir=tmp_path)
     assert (tmp_path / "checkpoint").is_file() and result.policy.action_masks
     assert (result.metrics["eval/mean_returns"] >= 0).all()  # -1 only for a masked action; evaluation masks too
+
+
+class OneHotFeatures(kppo.BaseFeaturesExtractor):
+    """A user's Keras extractor, as sb3-contrib's tests/test_invalid_actions.py builds one over its envs."""
+
+    def __init__(self, observation_space, features_dim=8):
+        super().__init__(observation_space, features_dim)
+        import keras
+
+        self.dense = keras.layers.Dense(features_dim, activation="relu")
+
+    def call(self, observations):
+        return self.dense(observations)
+
+
+class _DiscreteObsEnv(gym.Env):
+    """sb3-contrib's InvalidActionEnvDiscrete in miniature: a Discrete(20) (or MultiDiscrete) observation and masks."""
+
+    def __init__(self, observation_space):
+        self.observation_space, self.action_space = observation_space, gym.spaces.Discrete(4)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+    def action_masks(self):
+        return np.array([True, True, False, True])
+
+
+@pytest.mark.parametrize(
+    "observation_space",
+    [gym.spaces.Discrete(20), gym.spaces.MultiDiscrete([3, 4]), gym.spaces.MultiBinary(5)],
+)
+def test_a_users_extractor_reads_one_hot_observations_as_sb3s_preprocess_obs(observation_space):
+    """The extractor gets SB3's preprocessed observations (Discrete one-hot [B, n]); building it was a TensorFlow
+    reshape error (20 one-hot values into one)."""
+    kwargs = dict(features_extractor_class=OneHotFeatures, features_extractor_kwargs=dict(features_dim=8))
+    model = kppo.MaskablePPO(
+        "MlpPolicy",
+        _DiscreteObsEnv(observation_space),
+        n_steps=16,
+        batch_size=16,
+        n_epochs=1,
+        seed=0,
+        policy_kwargs=kwargs,
+    )
+    model.learn(16)
+    action, _ = model.predict(observation_space.sample(), action_masks=np.array([True, True, False, True]))
+    assert int(action) != 2

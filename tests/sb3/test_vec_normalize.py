@@ -195,3 +195,30 @@ def test_the_env_side_api_of_sb3s_vecnormalize():
     np.testing.assert_allclose(env.unnormalize_obs(env.normalize_obs(next_obs)), next_obs, rtol=1e-5, atol=1e-6)
     env.norm_reward = False
     np.testing.assert_array_equal(env.normalize_reward(rewards), rewards)
+
+
+class _ImageDictEnv(gym.Env):
+    observation_space = gym.spaces.Dict(
+        {"img": gym.spaces.Box(0, 255, (12, 12, 1), np.uint8), "vec": gym.spaces.Box(-1, 1, (3,), np.float32)}
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+def test_a_normalized_image_key_is_a_float32_box_as_sb3s_vecnormalize():
+    """SB3's VecNormalize (its issue 1214): a normalized image's space is Box(-clip_obs, clip_obs) float32."""
+    env = VecNormalize(make_vec_env(_ImageDictEnv, n_envs=1), norm_obs_keys=["img", "vec"], clip_obs=5.0)
+    space = env.observation_space["img"]
+    assert space.dtype == np.float32 and space.shape == (12, 12, 1) and space.low.min() == -5.0
+    obs = env.reset()
+    assert obs["img"].dtype == np.float32 and obs["img"][0] in space  # what the wrapper returns on its own
+    untouched = VecNormalize(make_vec_env(_ImageDictEnv, n_envs=1))  # kppo's default keys leave the image
+    assert untouched.observation_space["img"].dtype == np.uint8
+    frozen = VecNormalize(make_vec_env(_ImageDictEnv, n_envs=1), norm_obs=False, norm_obs_keys=["img"])
+    assert frozen.observation_space["img"].dtype == np.uint8
