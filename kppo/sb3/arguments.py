@@ -153,7 +153,7 @@ def optimizer_config(optimizer_class: Any, optimizer_kwargs: dict | None) -> dic
     """SB3's `optimizer_class` and `optimizer_kwargs` -> Config fields. As SB3's ActorCriticPolicy: Adam without
     kwargs gets eps=1e-5; given kwargs (even {}) start from torch's defaults (eps=1e-8). `lr` is SB3's own argument
     (`learning_rate`): in optimizer_kwargs it is a TypeError in SB3 too. Betas are Adam's (beta_1, beta_2)."""
-    path = class_path(optimizer_class)
+    path = optimizer_class if isinstance(optimizer_class, str) else class_path(optimizer_class)
     if path not in TORCH_OPTIMIZERS:
         raise ArgumentTypeError(
             f"policy_kwargs.optimizer_class: expected torch.optim.Adam, AdamW, RMSprop, SGD or (SB3's or kppo's) "

@@ -203,3 +203,16 @@ def test_sb3_policy_names_and_kppo_extractor_classes_become_config_fields():
     assert (flat["features_extractor"], flat["features_dim"]) == ("flatten", None)  # nothing to convolve
     with pytest.raises(TypeError, match=r"MlpPolicy's default extractor takes no arguments, got \['features_dim'\]"):
         extractor_fields("MlpPolicy", dict(features_extractor_kwargs={"features_dim": 1}), image)  # SB3's TypeError
+
+
+def test_optimizer_kwargs_without_a_class_are_torchs_adams():
+    """SB3's default optimizer_class is torch.optim.Adam: optimizer_kwargs alone configure it (SB3's tests pass
+    `optimizer_kwargs=dict(eps=1e-5)` without a class)."""
+    fields = policy_config(dict(optimizer_kwargs=dict(eps=1e-5, betas=(0.8, 0.99), weight_decay=1e-4)))
+    assert {k: fields[k] for k in ("optimizer", "optimizer_eps", "adam_beta_1", "adam_beta_2", "weight_decay")} == {
+        "optimizer": "adam",
+        "optimizer_eps": 1e-5,
+        "adam_beta_1": 0.8,
+        "adam_beta_2": 0.99,
+        "weight_decay": 1e-4,
+    }
