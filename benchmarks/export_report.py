@@ -6,6 +6,10 @@ the int8 artifact in TFLite Micro, replaying the first 200 closed-loop inputs of
 state LiteRT carried included): its actions against LiteRT's, its arena and its invoke on this host.
 
     python benchmarks/export_report.py [--kinds mlp gsde ...] [--episodes 20] [--out bench_out/export_report]
+
+`--train-export RUN_DIR` measures instead what the report adds to the export at the end of `kppo train` (on the
+run `kppo train --out RUN_DIR` wrote): `kppo.export` and `kppo.exporter.deploy.export_checked` of its agent, held
+in memory as the command holds its result, alternately, four times each; the medians of the last three.
 """
 
 from __future__ import annotations
@@ -202,14 +206,43 @@ def cells(row: dict) -> list[str]:
     ]
 
 
+def train_export(run: Path, out: Path) -> None:
+    from kppo.agent.agent import load_agent
+    from kppo.exporter.deploy import export_checked
+
+    source = load_agent(run / "agent")
+    plain, checked = [], []
+    for _ in range(4):
+        start = time.perf_counter()
+        kppo.export(source, out / "plain.tflite")
+        plain.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        export_checked(source, out / "checked.tflite", export_fn=kppo.export)
+        checked.append(time.perf_counter() - start)
+    cells = [
+        ["kppo.export", f"{np.median(plain[1:]):.2f}", ""],
+        [
+            "export_checked (with the report)",
+            f"{np.median(checked[1:]):.2f}",
+            f"{np.median(checked[1:]) - np.median(plain[1:]):+.2f}",
+        ],
+    ]
+    print(f"\n{harness.machine_header(None, 'ai-edge-litert', 'tflite-micro')}\n")
+    print(harness.markdown_table(["export at the end of kppo train", "median s", "added s"], cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kinds", nargs="*", default=None)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--out", default="bench_out/export_report")
+    parser.add_argument("--train-export", metavar="RUN_DIR", help="time the report at the end of kppo train")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.train_export:
+        train_export(Path(args.train_export), out)
+        return
     table = kinds()
     rows = []
     for name in args.kinds or list(table):
