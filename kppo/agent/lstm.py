@@ -9,7 +9,7 @@ from typing import Any
 
 import keras
 
-from kppo.agent.features import extract, extract_shape
+from kppo.agent.features import extract, extract_shape, features_dim
 
 
 class TorchLSTMCell(keras.layers.Layer):
@@ -130,7 +130,9 @@ class LSTMCells(keras.Model):
     covers the MLPs and heads only).
     `extractor`: a features extractor both cells read the observations through, run once a step (sb3-contrib's
     CnnLstmPolicy: a NatureCNN shared by the two LSTMs, `share_features_extractor=True`); a critic without a cell
-    reads its features too (`features`)."""
+    reads its features too (`features`). `critic_extractor`: the critic's own extractor (sb3-contrib's
+    `share_features_extractor=False`: `pi_features_extractor` before the actor's LSTM, `vf_features_extractor`
+    before the critic's LSTM, or before the critic's MLP when it has no cell)."""
 
     def __init__(
         self,
@@ -141,12 +143,17 @@ class LSTMCells(keras.Model):
         shared: bool = False,
         num_layers: int = 1,
         extractor: keras.layers.Layer | None = None,
+        critic_extractor: keras.layers.Layer | None = None,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.units, self.critic_cell, self.seed = int(units), bool(critic_cell), int(seed)
         if extractor is not None:  # unset otherwise: the attribute would change the checkpoints' object graph
             self.extractor = extractor
+        if critic_extractor is not None and critic_extractor is not extractor:
+            if shared:  # sb3-contrib asserts it: a shared LSTM reads one extractor
+                raise ValueError("critic_extractor: expected None with shared=True (a shared LSTM reads one extractor)")
+            self.critic_extractor = critic_extractor
         self.shared = bool(shared)  # the critic reads the actor cell's output, gradient stopped (sb3-contrib)
         self.num_layers = int(num_layers)
         self.cells = [
@@ -159,16 +166,24 @@ class LSTMCells(keras.Model):
         """The width of each cell's h and c: every layer's units side by side."""
         return self.num_layers * self.units
 
+    def _critic_extractor(self) -> keras.layers.Layer | None:
+        """The critic's own features extractor, None when it reads the actor's (or none)."""
+        return getattr(self, "critic_extractor", None)
+
     def build(self, input_shape):
         shape = extract_shape(self, input_shape)
-        self.features_width = int(shape[-1])
-        for cell in self.cells:
-            cell.build(shape)
+        critic = self._critic_extractor()
+        critic_shape = shape if critic is None else (None, features_dim(critic, int(input_shape[-1])))
+        self.features_width = int(critic_shape[-1])  # what a critic without a cell reads
+        for cell, cell_shape in zip(self.cells, (shape, critic_shape)):
+            cell.build(cell_shape)
         self.built = True
 
     def features(self, obs):
-        """What the cells read at observations `obs` [B, D]: the features extractor's output, or `obs`."""
-        return extract(self, obs)
+        """What the critic's side reads at observations `obs` [B, D]: its own extractor's output, the shared
+        extractor's, or `obs` (a critic without a cell reads these)."""
+        critic = self._critic_extractor()
+        return extract(self, obs) if critic is None else critic(obs)
 
     def actor_lstm(self) -> ActorLSTM:
         """The actor's path through the LSTM (its cell after the features extractor): what a policy acts with."""
@@ -176,9 +191,10 @@ class LSTMCells(keras.Model):
 
     def call(self, obs, memory):
         """One step of every cell from `memory` (h, c per cell) -> (outputs per cell, new memory)."""
-        outputs, new, features = [], [], self.features(obs)
+        outputs, new, features = [], [], extract(self, obs)
+        critic_features = features if self._critic_extractor() is None else self.features(obs)
         for i, cell in enumerate(self.cells):
-            out, (h, c) = cell(features, [memory[2 * i], memory[2 * i + 1]])
+            out, (h, c) = cell(critic_features if i else features, [memory[2 * i], memory[2 * i + 1]])
             outputs.append(out)
             new += [h, c]
         return outputs, tuple(new)

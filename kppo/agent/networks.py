@@ -304,15 +304,16 @@ def make_networks(
     """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
     read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`); `extractors`: the actor's and
     critic's features extractors (`make_extractors`), which a recurrent agent's LSTM cells read instead (one, shared:
-    sb3-contrib's CnnLstmPolicy)."""
-    memory_extractor = None
+    sb3-contrib's CnnLstmPolicy; two with share_features_extractor=False: the critic's cell, or its MLP, reads its
+    own)."""
+    memory_extractors: tuple = (None, None)
     if config.recurrent is not None and extractors != (None, None):
-        if extractors[0] is not extractors[1]:
+        if extractors[0] is not extractors[1] and config.shared_lstm:  # sb3-contrib asserts it
             raise ValueError(
-                "share_features_extractor: expected True for a recurrent policy (its LSTMs read one features "
+                "share_features_extractor: expected True with shared_lstm=True (a shared LSTM reads one features "
                 "extractor), got False"
             )
-        memory_extractor, extractors = extractors[0], (None, None)
+        memory_extractors, extractors = extractors, (None, None)  # the cells read them (the critic's: its own)
     common = dict(
         num_hidden_layers=config.num_hidden_layers,
         num_hidden_units=config.num_hidden_units,
@@ -345,7 +346,7 @@ def make_networks(
         units, critic_cell = config.lstm_hidden_size, config.enable_critic_lstm
         shared, layers = config.shared_lstm, config.n_lstm_layers
         lstm = LSTMCells(
-            units, critic_cell, seed * 1000 + 800, lstm_biases, shared, layers, memory_extractor, name="memory"
+            units, critic_cell, seed * 1000 + 800, lstm_biases, shared, layers, *memory_extractors, name="memory"
         )
         lstm.build((None, obs_dim))
     actor.build((None, obs_dim if lstm is None else lstm.units))

@@ -164,9 +164,9 @@ def validate(c: ConfigFields) -> None:
     )
     check(c.features_dim is None or c.features_dim >= 1, "features_dim", "null or an integer >= 1", c.features_dim)
     check(
-        c.recurrent is None or c.features_extractor == "flatten" or c.share_features_extractor,
+        c.recurrent is None or c.features_extractor == "flatten" or c.share_features_extractor or not c.shared_lstm,
         "share_features_extractor",
-        f"True for a recurrent policy with features_extractor={c.features_extractor!r} (its LSTMs read one extractor)",
+        "True with shared_lstm=True (a shared LSTM reads one features extractor)",
         c.share_features_extractor,
     )
     check(c.lstm_hidden_size >= 1, "lstm_hidden_size", "an integer >= 1", c.lstm_hidden_size)

@@ -20,14 +20,12 @@ import numpy as np
 from kppo.agent.agent import Agent
 from kppo.core.errors import sorted_keys
 from kppo.sb3.contracts import StateDictError
-from kppo.sb3.saves.sb3_weights import assign_sb3_weights, sb3_state_dict
+from kppo.sb3.saves.sb3_weights import assign_sb3_weights, extractor_aliases, sb3_state_dict
 
 __all__ = ["PARAMETER_GROUPS", "assign_parameters", "get_parameters", "numpy_parameters", "parameters"]
 
 #: SB3's `get_parameters` keys: the networks, and their optimizer.
 PARAMETER_GROUPS = ("policy", "policy.optimizer")
-#: The three names SB3 registers one shared features extractor under.
-_EXTRACTOR_ALIASES = ("features_extractor", "pi_features_extractor", "vf_features_extractor")
 
 
 def _by_path(variables: list, drop_first: bool = False) -> dict[str, Any]:
@@ -97,7 +95,7 @@ def _kppo_updates(targets: dict[str, Any], values: dict, group: str, exact_match
 
 def _sb3_policy(agent: Agent, values: dict, exact_match: bool) -> dict[str, np.ndarray]:
     """The full SB3 state_dict to assign: `values` (SB3's names) over the agent's own where `exact_match` is False
-    (torch's `strict=False`: the tensors given replace theirs, a shared extractor's under its three names)."""
+    (torch's `strict=False`: the tensors given replace theirs, an extractor's under each name SB3 gives it)."""
     current = sb3_state_dict(agent)
     given = {name: np.asarray(getattr(v, "numpy", lambda v=v: v)()) for name, v in values.items()}
     missing, unexpected = sorted_keys(set(current) - set(given)), sorted_keys(set(given) - set(current))
@@ -115,12 +113,11 @@ def _sb3_policy(agent: Agent, values: dict, exact_match: bool) -> dict[str, np.n
                 f"in current model is {tuple(current[name].shape)} (params['policy'][{name!r}]: expected shape "
                 f"{tuple(current[name].shape)} in torch's layout, got {tuple(value.shape)})"
             )
-    merged = dict(current)
+    merged, same = dict(current), extractor_aliases(agent)
     for name, value in given.items():
         head, _, rest = name.partition(".")
-        aliases = [f"{alias}.{rest}" for alias in _EXTRACTOR_ALIASES] if head in _EXTRACTOR_ALIASES else [name]
-        for alias in aliases if all(a in current for a in aliases) else [name]:
-            if alias == name or alias not in given:
+        for alias in [f"{other}.{rest}" for other in same] if head in same else [name]:
+            if alias == name or alias not in given:  # a name given itself keeps its own tensor
                 merged[alias] = value
     return merged
 

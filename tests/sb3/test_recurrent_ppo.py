@@ -236,7 +236,7 @@ def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps():
 def test_cnn_lstm_policy_reads_images_through_one_cnn_before_both_lstms_and_exports_frames_in(tmp_path):
     """sb3-contrib's CnnLstmPolicy: a NatureCNN both LSTMs read (shared, as its default), heads on the LSTMs
     (`net_arch=[]`), torch's names; save/load and the float32 artifact (a uint8 frame and the state in) act as
-    `predict` does over an episode, the state carried; a separate extractor per LSTM is refused in one line."""
+    `predict` does over an episode, the state carried; a shared LSTM over separate extractors: sb3-contrib's assert."""
     from kppo.exporter.runner import TFLiteRunner
     from tests.helpers.sb3_cnn import BlockImageEnv
 
@@ -267,6 +267,62 @@ def test_cnn_lstm_policy_reads_images_through_one_cnn_before_both_lstms_and_expo
         got.append(int(np.ravel(action)[0]))
     assert got == actions
     np.testing.assert_allclose(h, state[0][0], atol=1e-5)
-    separate = dict(kwargs, share_features_extractor=False)
-    with pytest.raises(ValueError, match=r"^share_features_extractor: expected True for a recurrent policy"):
+    separate = dict(kwargs, share_features_extractor=False, shared_lstm=True, enable_critic_lstm=False)
+    with pytest.raises(AssertionError, match=r"^If the features extractor is not shared, the LSTM cannot be shared"):
         kppo.RecurrentPPO("CnnLstmPolicy", env, n_steps=16, batch_size=16, policy_kwargs=separate)
+
+
+class FakeImageEnv(gym.Env):
+    """SB3's FakeImageEnv in miniature: random 40x40x3 uint8 frames, Discrete actions, episodes of 16 steps."""
+
+    observation_space = gym.spaces.Box(0, 255, (40, 40, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.observation_space.sample(), 0.0, False, self.t >= 16, {}
+
+
+@pytest.mark.parametrize(
+    "policy_kwargs",
+    [
+        {"share_features_extractor": False},
+        dict(enable_critic_lstm=False, lstm_hidden_size=4, share_features_extractor=False),
+    ],
+)
+def test_cnn_lstm_policy_with_separate_features_extractors(policy_kwargs):
+    """sb3-contrib's tests/test_lstm.py::test_cnn cases with `share_features_extractor=False`: the actor's LSTM reads
+    pi_features_extractor, the critic's LSTM (or its MLP, without one) vf_features_extractor."""
+    model = kppo.RecurrentPPO(
+        "CnnLstmPolicy",
+        FakeImageEnv(),
+        n_steps=16,
+        seed=0,
+        policy_kwargs=dict(**policy_kwargs, features_extractor_kwargs=dict(features_dim=32)),
+        n_epochs=2,
+    )
+    lstm = model.agent.lstm
+    actor_cnn, critic_cnn = lstm.extractor, lstm.critic_extractor
+    assert actor_cnn is not critic_cnn
+    before = [v.numpy() for v in critic_cnn.trainable_variables]
+    model.learn(total_timesteps=32)
+    assert any(not np.array_equal(a, v.numpy()) for a, v in zip(before, critic_cnn.trainable_variables))
+    state_dict = model.policy.state_dict()
+    np.testing.assert_array_equal(state_dict["vf_features_extractor.linear.0.bias"], critic_cnn.trainable_variables[-1])
+    np.testing.assert_array_equal(
+        state_dict["features_extractor.cnn.0.bias"], state_dict["pi_features_extractor.cnn.0.bias"]
+    )
+    other = kppo.RecurrentPPO(
+        "CnnLstmPolicy", FakeImageEnv(), n_steps=16, seed=1,
+        policy_kwargs=dict(**policy_kwargs, features_extractor_kwargs=dict(features_dim=32)),
+    )  # fmt: skip
+    other.set_parameters(model.get_parameters())
+    frames = np.stack([FakeImageEnv.observation_space.sample() for _ in range(3)])
+    np.testing.assert_array_equal(
+        other.predict(frames, deterministic=True)[0], model.predict(frames, deterministic=True)[0]
+    )

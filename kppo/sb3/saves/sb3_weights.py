@@ -96,8 +96,17 @@ def _extractor(layer: Any, reader: _Reader, prefix: str) -> Pairs:
     return []
 
 
+def _feature_extractors(agent: Agent) -> tuple[Any, Any]:
+    """(the actor's features extractor, the critic's), a recurrent agent's two when they are separate (sb3-contrib's
+    `share_features_extractor=False`: `pi_` / `vf_features_extractor`)."""
+    critic = getattr(agent.lstm, "critic_extractor", None)
+    if critic is not None:
+        return agent.lstm.extractor, critic
+    return feature_extractors(agent)
+
+
 def _extractors(agent: Agent, reader: _Reader) -> Pairs:
-    actor_x, critic_x = feature_extractors(agent)
+    actor_x, critic_x = _feature_extractors(agent)
     if actor_x is None:
         return []
     if critic_x is actor_x:
@@ -229,8 +238,8 @@ def _tower_out(tower: ConvTower, prefix: str) -> dict[str, np.ndarray]:
 
 def _extractors_out(agent: Agent) -> dict[str, np.ndarray]:
     """The extractors under SB3's names: a shared one as `features_extractor` and its two aliases, as SB3 registers
-    it; separate ones as `pi_` / `vf_features_extractor`."""
-    actor_x, critic_x = feature_extractors(agent)
+    it; separate ones as `pi_` / `vf_features_extractor`, the actor's also as `features_extractor` (SB3's alias)."""
+    actor_x, critic_x = _feature_extractors(agent)
     if actor_x is None:
         return {}
 
@@ -253,7 +262,20 @@ def _extractors_out(agent: Agent) -> dict[str, np.ndarray]:
             for name, value in shared.items()
         }
         return {**shared, **aliases}
-    return {**tower(actor_x, "pi_features_extractor"), **tower(critic_x, "vf_features_extractor")}
+    actor = tower(actor_x, "pi_features_extractor")  # SB3 registers the actor's as `features_extractor` too
+    alias = {f"features_extractor.{name.split('.', 1)[1]}": value for name, value in actor.items()}
+    return {**alias, **actor, **tower(critic_x, "vf_features_extractor")}
+
+
+def extractor_aliases(agent: Agent) -> tuple[str, ...]:
+    """The SB3 module names that hold one and the same features extractor of `agent`: all three for a shared one,
+    `features_extractor` and `pi_features_extractor` for separate ones (SB3's `features_extractor` is the actor's)."""
+    actor_x, critic_x = _feature_extractors(agent)
+    if actor_x is None:
+        return ()
+    if critic_x is actor_x:
+        return ("features_extractor", "pi_features_extractor", "vf_features_extractor")
+    return ("features_extractor", "pi_features_extractor")
 
 
 def sb3_state_dict(agent: Agent) -> dict[str, np.ndarray]:
