@@ -125,7 +125,7 @@ def test_predict_refuses_wrong_observation_shapes_with_sb3s_value_error(env_id, 
 def test_a_dict_with_mixed_batching_names_the_key():
     model = PPO("MultiInputPolicy", DictEnv(), **TINY)
     obs = {"a": np.zeros(3, np.float32), "b": np.array([1, 2])}  # one "a", two "b"
-    with pytest.raises(ValueError, match="There seems to be a mix of vectorized and non-vectorized observations. Une"):
+    with pytest.raises(ValueError, match=r"There seems to be a mix of vectorized and non-vectorized observations\."):
         model.predict(obs)
 
 

@@ -99,9 +99,10 @@ def _extractor(layer: Any, reader: _Reader, prefix: str) -> Pairs:
 def _feature_extractors(agent: Agent) -> tuple[Any, Any]:
     """(the actor's features extractor, the critic's), a recurrent agent's two when they are separate (sb3-contrib's
     `share_features_extractor=False`: `pi_` / `vf_features_extractor`)."""
-    critic = getattr(agent.lstm, "critic_extractor", None)
-    if critic is not None:
-        return agent.lstm.extractor, critic
+    lstm = agent.lstm
+    critic = getattr(lstm, "critic_extractor", None)
+    if lstm is not None and critic is not None:
+        return lstm.extractor, critic
     return feature_extractors(agent)
 
 
