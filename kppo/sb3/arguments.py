@@ -209,8 +209,9 @@ def check_extractor_class(extractor_class: Any) -> None:
     as such: kppo's networks are Keras)."""
     if is_torch_module_class(extractor_class):
         raise ArgumentTypeError(
-            f"policy_kwargs.features_extractor_class: expected a Keras layer class (kppo's networks are Keras), got "
-            f"the torch module {class_path(extractor_class)}"
+            f"policy_kwargs.features_extractor_class: expected a Keras layer class (kppo's networks are Keras: "
+            f"derive it from kppo.BaseFeaturesExtractor, layers in __init__, the forward pass in forward), got the "
+            f"torch module {class_path(extractor_class)}"
         )
     if not (isinstance(extractor_class, type) and issubclass(extractor_class, keras.layers.Layer)):
         raise ArgumentTypeError(

@@ -26,7 +26,7 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.sb3.arguments import Schedule, extractor_fields, policy_config, split_schedule
 from kppo.sb3.arguments import tf_device
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
-from kppo.sb3.contracts import check_predict
+from kppo.sb3.contracts import check_predict, policy_hint
 from kppo.sb3.logger import Logger
 from kppo.sb3.parameters import PARAMETER_GROUPS, assign_parameters, get_parameters, numpy_parameters, parameters
 from kppo.sb3.policies import ActorCriticPolicy
@@ -95,7 +95,7 @@ class BaseAlgorithm:
         sde_sample_freq: int = -1,
     ):
         if policy not in self.policy_names:
-            raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}")
+            raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}{policy_hint(policy)}")
         if isinstance(stats_window_size, bool) or not isinstance(stats_window_size, int) or stats_window_size < 1:
             raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
         self.policy_class = policy

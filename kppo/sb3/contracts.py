@@ -29,6 +29,7 @@ __all__ = [
     "check_recurrent_inputs",
     "check_shared_lstm",
     "check_squash_output",
+    "policy_hint",
     "truncated_minibatch_warning",
 ]
 
@@ -265,3 +266,16 @@ def check_predict(observation: Any, state: Any, episode_start: Any, space: space
         except (TypeError, KeyError, ValueError):  # kppo's own one-line errors name what it is
             return
         check_recurrent_inputs(state, episode_start, rows, *lstm)
+
+
+def policy_hint(policy: Any) -> str:
+    """What a refused `policy` argument should be instead, for a class (SB3 takes its own policy classes and a
+    user's torch `ActorCriticPolicy` subclass): kppo's networks are Keras, chosen by name, customized through
+    policy_kwargs."""
+    if not isinstance(policy, type):
+        return ""
+    return (
+        f" (a policy class, {policy.__qualname__}: kppo's networks are Keras, named by the policy string; shape them "
+        f"with policy_kwargs: net_arch, activation_fn, features_extractor_class=<a Keras layer, e.g. a "
+        f"kppo.BaseFeaturesExtractor subclass>)"
+    )

@@ -146,3 +146,16 @@ def test_nested_dict_spaces_are_sb3s_not_implemented_error(model_class):
     with pytest.raises(NotImplementedError, match=r"Nested observation spaces are not supported") as err:
         model_class("MultiInputPolicy", DictEnv(nested=True), **TINY)
     _one_line(err)
+
+
+def test_a_torch_policy_or_extractor_class_is_refused_naming_the_keras_way():
+    class ActorCriticPolicy:  # a user's torch policy class, as SB3 programs pass one
+        pass
+
+    with pytest.raises(ValueError, match=r"^policy: expected one of .*features_extractor_class=<a Keras layer") as err:
+        PPO(ActorCriticPolicy, "CartPole-v1", **TINY)
+    _one_line(err)
+    Module = type("Module", (), {"__module__": "torch.nn.modules.module"})
+    TorchCNN = type("TorchCNN", (Module,), {})
+    with pytest.raises(TypeError, match=r"derive it from kppo\.BaseFeaturesExtractor.* got the torch module"):
+        PPO("MlpPolicy", "CartPole-v1", policy_kwargs=dict(features_extractor_class=TorchCNN), **TINY)
