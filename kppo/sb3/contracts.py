@@ -108,9 +108,12 @@ def check_observation_shape(observation: Any, space: spaces.Space) -> None:
             )
         )
     try:
-        shape = np.shape(observation)
+        array = np.asarray(observation)
     except (ValueError, TypeError):  # ragged lists: kppo's own one-line error names them
         return
+    if array.dtype.kind not in "biuf":  # strings, objects: kppo's own one-line error names them
+        return
+    shape = array.shape
     if space.shape is None or _leaf_shape_ok(shape, space):
         return
     expected = tuple(space.shape)
