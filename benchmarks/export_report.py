@@ -2,8 +2,8 @@
 exported as float32, float16, dynamic and int8 TFLite, and each artifact reported by `kppo.exporter.report` (the
 float policy and the artifact in LiteRT over the same 20 seeded deterministic episodes, 95% intervals, the actions'
 agreement on the artifact's states, size, TFLite Micro's arena and the median invoke). The TFLite Micro int8 row is
-the int8 artifact in TFLite Micro, replaying the first 200 closed-loop inputs of its LiteRT episodes (the recurrent
-state LiteRT carried included): its actions against LiteRT's, its arena and its invoke on this host.
+the int8 artifact playing the same episodes in TFLite Micro (`kppo.exporter.micro_loop`): its return, its
+agreement with the float policy, its arena and its invoke on this host (reference kernels).
 
     python benchmarks/export_report.py [--kinds mlp gsde ...] [--episodes 20] [--out bench_out/export_report]
 
@@ -185,14 +185,22 @@ def cells(row: dict) -> list[str]:
     micro = report["tflite_micro"]
     arena = "rejected" if micro["arena_used_bytes"] is None else f"{micro['arena_used_bytes']:,}"
     if row["precision"] == "TFLM int8":
-        if micro["arena_used_bytes"] is None:
-            return [row["kind"], "TFLM int8", "", "", "", "rejected by TFLM", "", "", ""]
-        same = (
-            f"{micro['equal_vs_litert']:.1%} = LiteRT"
-            if "equal" in loop["agreement"]
-            else (f"max diff {micro['max_abs_error_vs_litert']:.1e} vs LiteRT")
-        )
-        return [row["kind"], "TFLM int8", "", "(LiteRT int8's)", "", same, "", arena, f"{micro['invoke_us']:.1f}"]
+        own = micro.get("closed_loop") or {}
+        if micro["arena_used_bytes"] is None or "artifact" not in own:
+            return [row["kind"], "TFLM int8", "", "", "", micro.get("error", own.get("error", "")), "", "", ""]
+        m = own["artifact"]
+        change = (m["mean"] - f["mean"]) / abs(f["mean"]) if f["mean"] else 0.0
+        return [
+            row["kind"],
+            "TFLM int8",
+            f"{f['mean']:.1f} ± {f['half_width']:.1f}",
+            f"{m['mean']:.1f} ± {m['half_width']:.1f}",
+            f"{change:+.1%}" + (" degraded" if own["degraded"] else ""),
+            _agreement(own),
+            "",
+            arena,
+            f"{micro['invoke_us']:.1f}",
+        ]
     return [
         row["kind"],
         row["precision"],
@@ -217,7 +225,7 @@ def train_export(run: Path, out: Path) -> None:
         kppo.export(source, out / "plain.tflite")
         plain.append(time.perf_counter() - start)
         start = time.perf_counter()
-        export_checked(source, out / "checked.tflite", export_fn=kppo.export)
+        export_checked(source, out / "checked.tflite", export_fn=kppo.export, micro_loop=False)
         checked.append(time.perf_counter() - start)
     cells = [
         ["kppo.export", f"{np.median(plain[1:]):.2f}", ""],

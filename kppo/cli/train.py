@@ -116,9 +116,9 @@ def cmd_train(args) -> int:
     )  # incl. rows restored by --resume
     extra = {}
     if not args.no_export:
-        from kppo.exporter.deploy import export_checked  # with its closed-loop report beside it
+        from kppo.exporter.deploy import export_checked  # with its closed-loop report beside it (kept quick)
 
-        exported = export_checked(result, out / "policy.tflite", export_fn=kppo.export).exported
+        exported = export_checked(result, out / "policy.tflite", export_fn=kppo.export, micro_loop=False).exported
         extra["artifact"] = {"path": str(exported.path), "parity_max_error": exported.metadata["parity"]["max_error"]}
     summary = reporting.write_summary(out / "summary.json", result, extra)
     print(

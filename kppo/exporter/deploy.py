@@ -73,12 +73,14 @@ def verdict(report: dict[str, Any], path: Path, accept_degraded: bool) -> None:
     if loop is None or not loop["degraded"] or accept_degraded:
         return
     rejected = reject(path)
-    f, a = loop["float"], loop["artifact"]
+    f = loop["float"]
+    where = loop.get("degraded_in") or ["the artifact"]
+    a = loop["artifact"] if where[0] != "TFLite Micro" else report["tflite_micro"]["closed_loop"]["artifact"]
     raise DegradedError(
         f"export: expected {path.name}'s closed-loop return within max(2%, the float 95% half-width) of the float "
         f"policy's {f['mean']:.2f} +- {f['half_width']:.2f} (at least {loop['threshold']:.2f}), got "
-        f"{a['mean']:.2f} +- {a['half_width']:.2f} over {loop['episodes']} episodes of {loop['env']}; kept as "
-        f"{rejected.name} (--accept-degraded writes it anyway)"
+        f"{a['mean']:.2f} +- {a['half_width']:.2f} in {where[0]} over {loop['episodes']} episodes of "
+        f"{loop['env']}; kept as {rejected.name} (--accept-degraded writes it anyway)"
     )
 
 
@@ -89,13 +91,14 @@ def export_checked(
     episodes: int = REPORT_EPISODES,
     accept_degraded: bool = False,
     export_fn: Callable[..., Exported] = export,
+    micro_loop: bool = True,
     **export_args: Any,
 ) -> Checked:
     """`export_fn(source, path, **export_args)`, then its report in `env` (default: the training config's env;
-    see the module docstring)."""
+    see the module docstring); `micro_loop`: `make_report`'s."""
     exported = export_fn(source, path, **export_args)
     policy, env = resolve_source(source)[0], report_env(source, env)
-    report = make_report(exported.path, policy, exported.metadata, env, episodes)
+    report = make_report(exported.path, policy, exported.metadata, env, episodes, micro_loop=micro_loop)
     report["parity_max_error"] = exported.metadata["parity"]["max_error"]
     written = write_report(report, exported.path)
     verdict(report, exported.path, accept_degraded)

@@ -11,6 +11,7 @@ report says why.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -85,5 +86,50 @@ def _child(folder: Path, action_position: int) -> None:
     interpreter.print_allocations()  # from C++, on this process's stderr: the parent reads the arena total
 
 
+def read_exactly(fd: int, size: int) -> bytes:
+    """`size` bytes from the pipe `fd` (fewer only at its end)."""
+    parts, left = [], size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _serve(model: Path, inputs: int, outputs: int) -> None:
+    """The child: one invoke per request on standard input, its outputs on standard output, until end of input."""
+    from tflite_micro import runtime
+
+    interpreter = runtime.Interpreter.from_bytes(model.read_bytes(), arena_size=LARGE_ARENA)
+    specs = [interpreter.get_input_details(i) for i in range(inputs)]
+    sizes = [int(np.prod(d["shape"])) * np.dtype(d["dtype"]).itemsize for d in specs]
+    stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
+    while True:
+        header = read_exactly(stdin, 4)
+        if len(header) < 4:
+            break
+        count = int(np.frombuffer(header, np.int32)[0])
+        request = read_exactly(stdin, count * sum(sizes))
+        answers = []
+        for row in range(count):
+            start = row * sum(sizes)
+            for position, (detail, size) in enumerate(zip(specs, sizes)):
+                values = np.frombuffer(request[start : start + size], np.dtype(detail["dtype"]))
+                interpreter.set_input(values.reshape(detail["shape"]), position)
+                start += size
+            interpreter.invoke()
+            answers += [np.asarray(interpreter.get_output(j)).tobytes() for j in range(outputs)]
+        answer = b"".join(answers)
+        while answer:
+            answer = answer[os.write(stdout, answer) :]
+    sys.stderr.flush()
+    interpreter.print_allocations()  # on stderr: the parent reads the arena's total from it
+
+
 if __name__ == "__main__":
-    _child(Path(sys.argv[1]), int(sys.argv[2]))
+    if sys.argv[1] == "--serve":  # `kppo.exporter.micro_loop.MicroRunner`'s child
+        _serve(Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    else:
+        _child(Path(sys.argv[1]), int(sys.argv[2]))

@@ -27,6 +27,7 @@ from kppo.exporter.artifact import saved_model_runner
 from kppo.exporter.closed_loop import artifact_act, env_name, interval, make_envs, play, policy_act
 from kppo.exporter.inputs import artifact_inputs, split_rows
 from kppo.exporter.micro import micro_figures
+from kppo.exporter.micro_loop import MicroRunner
 from kppo.exporter.onnx import OnnxRunner
 from kppo.exporter.runner import MASK_INPUT, STATE_INPUTS, TFLiteRunner
 
@@ -43,6 +44,7 @@ class Loaded(NamedTuple):
     run: Callable[..., Any]  # run(rows[, masks]), a recurrent artifact's run(rows, h, c, masks)
     one_call: Callable[[], Any]  # one invoke on one observation, for the latency
     tflite: TFLiteRunner | None
+    format: str
 
 
 def report_path(artifact: Path) -> Path:
@@ -58,16 +60,16 @@ def load_artifact(path: Path, policy: Policy, metadata: dict) -> Loaded:
     if metadata["format"] == "tflite":
         runner = TFLiteRunner(path, inputs)
         feed = _signature_feed(runner, policy, one)
-        return Loaded(runner.step if recurrent else runner, lambda: runner.runner(**feed), runner)
+        return Loaded(runner.step if recurrent else runner, lambda: runner.runner(**feed), runner, "tflite")
     if metadata["format"] == "onnx":
         onnx_runner = OnnxRunner(path.read_bytes(), inputs)
         rows, rest = one[0], one[1:]
         if recurrent:
-            return Loaded(onnx_runner.step, lambda: onnx_runner.step(rows, *rest[-2:], *rest[:-2]), None)
-        return Loaded(onnx_runner, lambda: onnx_runner(rows, *rest), None)
+            return Loaded(onnx_runner.step, lambda: onnx_runner.step(rows, *rest[-2:], *rest[:-2]), None, "onnx")
+        return Loaded(onnx_runner, lambda: onnx_runner(rows, *rest), None, "onnx")
     batch = metadata["inputs"][0]["shape"][0]
     run = saved_model_runner(tf.saved_model.load(str(path)), batch, masked, recurrent, inputs)
-    return Loaded(run, lambda: run(*one) if not recurrent else run(one[0], *one[-2:], *one[1:-2]), None)
+    return Loaded(run, lambda: run(*one) if not recurrent else run(one[0], *one[-2:], *one[1:-2]), None, "saved_model")
 
 
 def _one_row(policy: Policy, masked: bool, recurrent: bool) -> list[np.ndarray]:
@@ -179,8 +181,33 @@ def closed_loop(policy: Policy, loaded: Loaded, env: Any, episodes: int, seed: i
         "agreement": theirs.agreement,
         "threshold": threshold,
         "degraded": bad,
+        "degraded_in": [RUNTIMES[loaded.format]] if bad else [],
         "_recorded": theirs.recorded,
     }
+
+
+def micro_closed_loop(
+    runner: TFLiteRunner, policy: Policy, env: Any, episodes: int, seed: int, float_stats: dict
+) -> dict[str, Any]:
+    """The .tflite artifact in TFLite Micro over the same seeded episodes (`MicroRunner`): its returns, their 95%
+    interval, its agreement with the float policy and whether it is degraded; or {"error": one line}."""
+    envs = make_envs(policy, env, min(episodes, 20))
+    if envs is None:
+        return {"error": "no env"}
+    micro = MicroRunner(runner)
+    recurrent = policy.lstm is not None
+    try:
+        act = artifact_act(micro.step if recurrent else micro, recurrent, runner.units)
+        played = play(policy, envs, episodes, seed, act, policy_act(policy))
+    except ValueError as error:
+        return {"error": " ".join(str(error).split())}
+    finally:
+        micro.close()
+        for made in envs:
+            if made is not env:
+                made.close()
+    stats = interval(played.returns)
+    return {"artifact": stats, "agreement": played.agreement, "degraded": degraded(float_stats, stats)[0]}
 
 
 def make_report(
@@ -190,9 +217,12 @@ def make_report(
     env: Any = None,
     episodes: int = REPORT_EPISODES,
     seed: int = REPORT_SEED,
+    micro_loop: bool = True,
 ) -> dict[str, Any]:
     """The report of the artifact written at `path` (its metadata `metadata`): see the module docstring. `env`: a
-    gymnasium id, `Env` or factory for the closed loop (None: no closed-loop check)."""
+    gymnasium id, `Env` or factory for the closed loop (None: no closed-loop check). `micro_loop`: a .tflite file
+    that TFLite Micro runs also plays the episodes in TFLite Micro (`micro_closed_loop`); without it TFLite Micro
+    only replays the LiteRT episodes' first inputs (what `kppo train`'s export does, to stay quick)."""
     if episodes < 2:
         raise ValueError(f"episodes: expected an integer >= 2 (a 95% interval needs two), got {episodes}")
     loaded = load_artifact(path, policy, metadata)
@@ -211,7 +241,12 @@ def make_report(
     if loaded.tflite is not None:
         if recorded is None:
             recorded = {"rows": _one_row(policy, False, False)[0]} | _start(policy)
-        report["tflite_micro"] = _micro(loaded.tflite, policy, recorded)
+        report["tflite_micro"] = micro = _micro(loaded.tflite, policy, recorded)
+        if micro_loop and loop is not None and micro["arena_used_bytes"] is not None:  # its own episodes
+            micro["closed_loop"] = micro_closed_loop(loaded.tflite, policy, env, episodes, seed, loop["float"])
+            if micro["closed_loop"].get("degraded"):
+                loop["degraded"] = True
+                loop["degraded_in"] = [*(["LiteRT"] if loop["degraded_in"] else []), "TFLite Micro"]
     report["arena_bytes"] = (report.get("tflite_micro") or {}).get("arena_used_bytes")
     report["arena_meaning"] = (
         "TFLite Micro's arena_used_bytes (its recording allocator's total, head + tail) on the closed-loop inputs"
@@ -268,10 +303,14 @@ def summary(report: dict[str, Any]) -> str:
     parts.append(f"{report['size_bytes']:,} B")
     micro = report.get("tflite_micro")
     if micro is not None:
+        micro_loop = micro.get("closed_loop") or {}
         parts.append(
-            f"TFLite Micro arena {micro['arena_used_bytes']:,} B"
-            if micro["arena_used_bytes"] is not None
-            else "TFLite Micro: rejected"
+            (
+                f"TFLite Micro arena {micro['arena_used_bytes']:,} B"
+                if micro["arena_used_bytes"] is not None
+                else "TFLite Micro: rejected"
+            )
+            + (f", return {micro_loop['artifact']['mean']:.1f}" if "artifact" in micro_loop else "")
         )
     parts.append(f"{report['latency']['median_invoke_us']:.1f} us per invoke")
     return "; ".join(parts)
