@@ -66,6 +66,7 @@ def test_the_report_holds_both_returns_the_agreement_and_the_device_figures(cont
     assert loop["agreement"] == {"equal": 1.0, "steps": 20 * 500} and loop["degraded"] is False
     assert report["size_bytes"] == out.stat().st_size
     assert 500 < report["arena_bytes"] < 20_000 and report["tflite_micro"]["equal_vs_litert"] == 1.0
+    assert report["tflite_micro"]["closed_loop"]["artifact"]["returns"] == [500.0] * 20
     assert 0 < report["latency"]["median_invoke_us"] < 10_000
     assert "report p.tflite.report.json: return 500.0 +- 0.0 (LiteRT) vs float 500.0" in capsys.readouterr().out
 

@@ -9,6 +9,7 @@ import kppo
 from kppo.exporter.artifact import resolve_source
 from kppo.exporter.report import make_report, summary
 
+
 @pytest.fixture(scope="module")
 def cartpole():
     """A model as it is built (exporting needs no training)."""
@@ -23,6 +24,8 @@ def test_every_format_plays_the_float_policys_episodes(cartpole, fmt, name, tmp_
     assert loop["artifact"]["returns"] == loop["float"]["returns"] and loop["agreement"]["equal"] == 1.0
     assert loop["agreement"]["steps"] == sum(loop["artifact"]["returns"])  # CartPole: a reward of 1 per step
     assert (report["arena_bytes"] is None) == (fmt != "tflite")
+    if fmt == "tflite":  # TFLite Micro plays the same episodes
+        assert report["tflite_micro"]["closed_loop"]["artifact"]["returns"] == loop["float"]["returns"]
     assert report["latency"]["runtime"] == {"tflite": "LiteRT", "onnx": "onnxruntime", "saved_model": "TensorFlow"}[fmt]
     assert "episodes of CartPole-v1" in summary(report)
 
@@ -45,3 +48,5 @@ def test_masked_and_recurrent_artifacts_play_with_masks_and_state(tmp_path):
     loop = report["closed_loop"]
     assert loop["artifact"]["returns"] == loop["float"]["returns"] and loop["agreement"]["equal"] == 1.0
     assert report["tflite_micro"]["equal_vs_litert"] == 1.0  # the state LiteRT carried, replayed in TFLite Micro
+    micro = report["tflite_micro"]["closed_loop"]  # and its own episodes, its own state carried
+    assert micro["artifact"]["returns"] == loop["float"]["returns"] and micro["agreement"]["equal"] == 1.0
