@@ -4,7 +4,9 @@ for a SavedModel) over the same seeded episodes (`kppo.exporter.closed_loop`), e
 actions' agreement on the states the artifact visits, the artifact's size, TFLite Micro's arena (a .tflite file:
 `kppo.exporter.micro`; n/a for ONNX and SavedModel, whose runtimes allocate as they go) and the median
 microseconds of one invoke, and the verdict: the artifact is degraded when its mean return is below the float
-policy's by more than max(2% of |float mean|, the float mean's 95% half-width) (`degraded`).
+policy's by more than max(2% of |float mean|, the float mean's 95% half-width) (`degraded`). A .tflite file that
+TFLite Micro runs also plays the same episodes in TFLite Micro (`micro_closed_loop`, `kppo.exporter.micro_loop`),
+whose return is held to the same rule.
 
 Without an env (an SB3 zip without `--calibrate-env`, a run whose env is no gymnasium id with the policy's
 spaces) the report says that no closed-loop check ran, and holds the rest.
