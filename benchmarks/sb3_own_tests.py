@@ -23,7 +23,8 @@ failed and needs torch: `No module named 'torch'`, or its body calls `th.` / `to
 `--failures PATH` every failing case that is not torch-only is written there with its one-line cause, grouped by
 cause. With `--baseline PYTHON` (an interpreter with torch, stable-baselines3 and sb3-contrib: `.venv-bench`) the
 unchanged files also run under SB3 itself, with the same deselection, and a column counts the cases kppo fails that
-fail with SB3 too (in this setup: gymnasium 1.4.0, CPU only).
+fail with SB3 too (in this setup: gymnasium 1.4.0, CPU only); `--baseline-reports DIR` reads those outcomes from
+the JUnit reports of an earlier `--baseline` run (`<work>/baseline/<file>.xml`) instead of running SB3 again.
 
 Usage, from the repository root:
 
@@ -339,15 +340,23 @@ def _cause(message: str) -> str:
 
 
 def write_failures(path: Path, results: dict[str, dict], header: str) -> None:
+    """The failing cases that are not torch-only, grouped by cause; then the torch-only ones that failed on
+    something else before they reached torch."""
     groups: dict[str, list[str]] = defaultdict(list)
+    early: list[str] = []
     for file, result in results.items():
         for case in result["cases"]:
+            also = " (fails with SB3 itself too)" if case.get("sb3") == "failed" else ""
             if case["outcome"] == "failed":
-                also = " (fails with SB3 itself too)" if case.get("sb3") == "failed" else ""
                 groups[_cause(case["message"])].append(f"{file}::{case['name']}{also}")
+            elif case["outcome"] == "torch-only" and "No module named 'torch'" not in case["message"]:
+                early.append(f"`{file}::{case['name']}`{also}: `{_cause(case['message'])}`")
     lines = ["# SB3's own tests on kppo: the failing cases that do not need torch, grouped by cause", "", header, ""]
     for cause, cases in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         lines += [f"## {len(cases)} x `{cause}`", ""] + [f"- `{c}`" for c in cases] + [""]
+    if early:
+        lines += ["## Torch-only cases (their body calls torch) that fail before they reach it", ""]
+        lines += [f"- {c}" for c in early] + [""]
     path.write_text("\n".join(lines))
 
 
@@ -359,6 +368,9 @@ def main() -> None:
     parser.add_argument("--case-timeout", type=int, default=120, help="seconds a case may run")
     parser.add_argument("--file-timeout", type=int, default=1800, help="seconds a file may run")
     parser.add_argument("--baseline", help="also run the unchanged files with this interpreter (SB3's own venv)")
+    parser.add_argument(
+        "--baseline-reports", type=Path, help="read SB3's outcomes from the JUnit reports an earlier --baseline wrote"
+    )
     parser.add_argument("--failures", type=Path, help="write the failing non-torch cases, grouped by cause, here")
     args = parser.parse_args()
     if args.work.exists():
@@ -374,9 +386,13 @@ def main() -> None:
         label = f"{distribution}/tests/{name}"
         source = trees[distribution] / "tests" / name
         results[label] = run_file(args.work, source, args.file_timeout)
-        if args.baseline:
+        if args.baseline or args.baseline_reports:
             baseline = args.work / "baseline"
-            sb3 = run_file(baseline, source, args.file_timeout, args.baseline, str(baseline))
+            if args.baseline_reports:
+                sb3 = dict(cases=_cases(args.baseline_reports / f"{source.stem}.xml", source), seconds=0.0)
+            else:
+                python = str(Path(args.baseline).absolute())
+                sb3 = run_file(baseline, source, args.file_timeout, python, str(baseline))
             outcomes = {case["name"]: case["outcome"] for case in sb3["cases"]}
             for case in results[label]["cases"]:
                 case["sb3"] = "failed" if outcomes.get(case["name"]) in ("failed", "torch-only") else "passed"
@@ -387,7 +403,7 @@ def main() -> None:
     header = harness.machine_header(
         {"stable-baselines3": f"{version['stable_baselines3']} (test files)", "sb3-contrib": version["sb3_contrib"]}
     )
-    keys = (*KEYS[:3], ALSO, *KEYS[3:]) if args.baseline else KEYS
+    keys = (*KEYS[:3], ALSO, *KEYS[3:]) if args.baseline or args.baseline_reports else KEYS
     rows = []
     totals = defaultdict(float)
     for label, result in results.items():
@@ -398,6 +414,8 @@ def main() -> None:
         note = " (file ran past its limit)" if result["timed_out"] else ""
         errors = [case["message"] for case in result["cases"] if case["outcome"] == "collection error"]
         note += f" (collection error: {errors[0]})" if errors else ""
+        late = sum("the case ran past" in case["message"] for case in result["cases"] if case["outcome"] == "failed")
+        note += f" ({late} failed at the case time limit)" if late else ""
         rows.append([f"`{label}`{note}", *(counts[k] for k in keys), f"{result['seconds']:.0f}"])
     rows.append(["all", *(int(totals[k]) for k in keys), f"{totals['seconds']:.0f}"])
     print(header)
