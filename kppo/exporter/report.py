@@ -272,7 +272,10 @@ def _note(env: Any, loop: dict | None) -> str:
     if env is None:
         return "no closed-loop check ran: no env (the run's own, or --calibrate-env ID)"
     if loop is None:
-        return f"no closed-loop check ran: {env_name(env)!r} is no gymnasium env with the policy's spaces"
+        return (
+            f"no closed-loop check ran: {env_name(env)!r} is no gymnasium env with the policy's spaces (kppo export "
+            f"--calibrate-env ID names one)"
+        )
     return "float policy and artifact over the same seeded episodes, deterministic actions"
 
 
