@@ -160,3 +160,18 @@ def test_a_zip_without_policy_pth_is_refused(tmp_path):
     with pytest.raises(ValueError) as err:
         kppo.PPO.load(path)
     _one_line(err, "policy.pth")
+
+
+def test_an_action_space_larger_than_the_saved_weights_is_refused_before_building():
+    """Found by test_sb3_zip_properties: a bit flipped in multidiscrete.zip's pickled action space asked for a head
+    of 2**28 outputs, which TensorFlow tried to allocate (out of memory, then a hang) instead of a one-line error."""
+    import gymnasium as gym
+
+    from kppo.sb3.saves.from_sb3 import model_from_sb3
+    from kppo.sb3.saves.sb3_save import read_sb3_save
+
+    saved = read_sb3_save(SAVED / "multidiscrete.zip")
+    huge = saved._replace(action_space=gym.spaces.MultiDiscrete([2**28, 3]))
+    with pytest.raises(ValueError, match=r"policy\.pth: expected the weights of the saved policy_kwargs and spaces"):
+        model_from_sb3(kppo.PPO, huge, None, "auto", {})
+    model_from_sb3(kppo.PPO, saved, None, "auto", {})  # the file as saved loads

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from kppo.agent.agent import build_agent
@@ -146,12 +147,23 @@ def saved_int(saved: SB3Save, key: str, default: int) -> int:
     return value
 
 
+def _action_width(space: Any) -> int:
+    """The width of the action head's output for `space` (its bias alone holds as many weights)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return int(np.sum(space.nvec, dtype=np.float64))
+    return int(np.prod(space.shape or (1,), dtype=np.float64))
+
+
 def check_fits(saved: SB3Save, config: Any, observation_dim: int) -> None:
-    """A one-line ValueError when the networks `config` describes (or the observations) need more weights than the
-    save's state_dict holds: policy_kwargs or spaces changed after SB3 saved the weights (`net_arch: [10**6, 10**6]`,
-    `Discrete(2**40)` observations), which building would try to allocate."""
+    """A one-line ValueError when the networks `config` describes (or the observations, or the actions) need more
+    weights than the save's state_dict holds: policy_kwargs or spaces changed after SB3 saved the weights
+    (`net_arch: [10**6, 10**6]`, `Discrete(2**40)` observations, a MultiDiscrete of 2**28 choices), which building
+    would try to allocate."""
     held = sum(int(np.size(tensor)) for tensor in saved.state_dict.values())
-    least = max(least_weights(config), observation_dim)  # the networks' weights, the observation statistics
+    # the networks' weights, the observation statistics, the action head's biases
+    least = max(least_weights(config), observation_dim, _action_width(saved.action_space))
     if least > held:
         raise ValueError(
             f"{saved.source}: policy.pth: expected the weights of the saved policy_kwargs and spaces (at least "
