@@ -5,8 +5,9 @@ absl pre-init warnings straight to file descriptor 2 while it loads, before `TF_
 by absl. We capture fd 2 during the import and replay every line that is not one of those known notices,
 so real import errors stay visible. Set `KPPO_TF_VERBOSE=1` to see everything.
 
-A population's trace logs, per stateless random op, that `tf.vectorized_map` runs it as a loop over the members: the
-design (`kppo.training.runners.population`), not a problem, so TensorFlow's Python logger drops those lines too.
+A population's trace logs, per op that `tf.vectorized_map` cannot vectorize (TensorFlow's stateless random ops in a
+task of your own, for example), that it runs the op as a loop over the members: expected, not a problem, so
+TensorFlow's Python logger drops those lines too.
 
 XLA's persistent compile cache is turned on here, before TensorFlow reads `TF_XLA_FLAGS`, so that a second process
 running the same programs loads their executables instead of compiling them (`CompileCache`). Entries live in

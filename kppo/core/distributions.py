@@ -33,6 +33,7 @@ import numpy as np
 import tensorflow_probability as tfp
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.core.errors import ArgumentError, NotSupportedError
 
 tfd = tfp.distributions
@@ -78,10 +79,10 @@ class ActionDistribution(abc.ABC):
     def distribution(self, params) -> tfp.distributions.Distribution:
         """The TFP distribution over stored actions (event shape = action_shape)."""
 
+    @abc.abstractmethod
     def sample(self, params, key: tf.Tensor, noise: tf.Tensor | None = None) -> tf.Tensor:
-        """Stateless sample with seed `key` (int32 [2]). `noise` (from `new_noise`) is used by gSDE only."""
-        del noise
-        return self.distribution(params).sample(seed=key)
+        """A sample drawn from `key` (int32 [2]) with `kppo.core.counter_rng`, so it is the same under XLA and in TF
+        kernels. `noise` (from `new_noise`) is used by gSDE only."""
 
     def noise_shape(self, num_envs: int) -> list[int]:
         """Shape of the exploration noise carried through a rollout: empty except for gSDE."""
@@ -129,6 +130,11 @@ class ActionDistribution(abc.ABC):
         """`to_env` in numpy."""
 
 
+def _gumbel_max(logits: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+    """One categorical draw per row of `logits` [..., n] (Gumbel-max), int32."""
+    return tf.argmax(logits + counter_rng.gumbel(key, tf.shape(logits)), axis=-1, output_type=tf.int32)
+
+
 def _gumbel_argmax(logits: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """One categorical draw per row of `logits` [..., n] (Gumbel-max), int32."""
     return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1).astype(np.int32)
@@ -145,6 +151,10 @@ class Categorical(ActionDistribution):
 
     def distribution(self, params):
         return tfd.Categorical(logits=params, dtype=tf.int32)
+
+    def sample(self, params, key, noise=None):
+        del noise
+        return _gumbel_max(params, key)
 
     def mode(self, params):
         return tf.argmax(params, axis=-1, output_type=tf.int32)
@@ -190,6 +200,11 @@ class DiagGaussian(ActionDistribution):
 
     def mode(self, params):
         return params[0]
+
+    def sample(self, params, key, noise=None):
+        del noise
+        mean, log_std = params
+        return mean + tf.exp(log_std) * counter_rng.normal(key, tf.shape(mean))
 
     def _shaped(self, action: tf.Tensor) -> tf.Tensor:
         """Flat env actions [..., A] -> [..., *env_shape] in the Box's dtype (unchanged for a 1-D float32 Box)."""
@@ -263,21 +278,24 @@ class StateDependentNoise(DiagGaussian):
             std = tf.exp(log_std)
         return std * tf.ones([self.latent_dim, self.param_size])  # [L, A]
 
+    def _policy_std(self, params) -> tf.Tensor:
+        """The policy density's std [B, A]: sqrt(latent^2 @ std^2 + 1e-6), latent not differentiated."""
+        _, latent, log_std = params
+        return tf.sqrt(tf.matmul(tf.square(tf.stop_gradient(latent)), tf.square(self._std(log_std))) + 1e-6)
+
     def distribution(self, params):
-        mean, latent, log_std = params
-        variance = tf.matmul(tf.square(tf.stop_gradient(latent)), tf.square(self._std(log_std)))
-        return tfd.Independent(tfd.Normal(mean, tf.sqrt(variance + 1e-6)), reinterpreted_batch_ndims=1)
+        return tfd.Independent(tfd.Normal(params[0], self._policy_std(params)), reinterpreted_batch_ndims=1)
 
     def noise_shape(self, num_envs: int) -> list[int]:
         return [num_envs, self.latent_dim, self.param_size]
 
     def new_noise(self, params, key, num_envs):
-        return tf.random.stateless_normal(self.noise_shape(num_envs), seed=key) * self._std(params[2])
+        return counter_rng.normal(key, self.noise_shape(num_envs)) * self._std(params[2])
 
     def sample(self, params, key, noise=None):
-        if noise is None:
-            return super().sample(params, key)
         mean, latent, _ = params
+        if noise is None:
+            return mean + self._policy_std(params) * counter_rng.normal(key, tf.shape(mean))
         return mean + tf.einsum("bl,bla->ba", latent, noise)
 
     def _std_np(self, log_std: np.ndarray) -> np.ndarray:
@@ -323,8 +341,8 @@ class MultiCategorical(ActionDistribution):
 
     def sample(self, params, key, noise=None):
         del noise
-        keys = tf.unstack(tf.random.experimental.stateless_split(key, len(self.sizes)))
-        return tf.stack([d.sample(seed=k) for d, k in zip(self._parts(params), keys)], axis=-1)
+        keys = tf.unstack(counter_rng.split(key, len(self.sizes)))
+        return tf.stack([_gumbel_max(p, k) for p, k in zip(tf.split(params, self.sizes, axis=-1), keys)], axis=-1)
 
     def log_prob(self, params, action):
         parts = zip(self._parts(params), tf.unstack(action, axis=-1))
@@ -390,6 +408,10 @@ class Bernoulli(ActionDistribution):
 
     def mode(self, params):
         return tf.cast(params > 0, tf.int32)
+
+    def sample(self, params, key, noise=None):
+        del noise
+        return tf.cast(counter_rng.uniform(key, tf.shape(params)) < tf.sigmoid(params), tf.int32)
 
     def to_env(self, action):
         return action

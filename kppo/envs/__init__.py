@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.tasks.acrobot import Acrobot
 from kppo.envs.base import StepResult, Task, VecEnv
 from kppo.envs.tasks.cartpole import CartPole, CartPoleNoVel
@@ -126,6 +127,7 @@ __all__ = [
     "Task",
     "TimeLimitAutoReset",
     "VecEnv",
+    "counter_rng",
     "make",
     "resolve_name",
     "wrap",

@@ -14,8 +14,11 @@ An *environment* (what `train` consumes) adds the episode bookkeeping and follow
 Auto-reset happens on the same step: where `terminated | truncated`, `obs` is the first observation of the
 next episode and `final_obs` the last observation of the finished one (used to bootstrap truncated
 episodes, see `kppo.core.gae`). Everything is a `tf.Tensor` or a NamedTuple of them, so an environment runs
-eagerly, inside `tf.function` and under XLA. `key` is a stateless-RNG seed, an int32 tensor of shape [2]; the same
-key gives the same samples within one execution mode (XLA and non-XLA kernels draw different streams on CPU).
+eagerly, inside `tf.function` and under XLA. `key` is a stateless-RNG seed, an int32 tensor of shape [2]. Draw from it
+with `kppo.envs.counter_rng` (`uniform`, `uniform_int`, `normal`, `split`), as the built-in tasks do: the same key then
+gives the same numbers eagerly, in `tf.function` and under XLA. TensorFlow's own `tf.random.stateless_*` ops draw other
+numbers under XLA than in TF kernels, so with them a run repeats only under the same jit flags, and a population
+member (compiled by XLA) matches its single run only in distribution.
 
 `observation_space` / `action_space` are gymnasium spaces (metadata only: they describe one environment).
 Actions arrive in env units: float [num_envs, act_dim] for Box, int32 [num_envs] for Discrete.

@@ -8,6 +8,7 @@ import math
 from typing import Any, NamedTuple
 
 from kppo.core import normalization
+from kppo.core import counter_rng
 from kppo._tf import tf
 from kppo.agent.agent import Agent, act_step, initial_memory, value_after
 from kppo.envs.base import VecEnv
@@ -108,7 +109,7 @@ def env_step(
     state and (transition, normalized final obs); the transition's `final_value` is filled in after the loop, in
     one batched critic call."""
     key, t = inputs
-    key_action, key_env = tf.unstack(tf.random.experimental.stateless_split(key, 2))
+    key_action, key_env = tf.unstack(counter_rng.split(key, 2))
     obs = network_input(state.obs_stats, state.obs, settings.normalize_obs, settings.norm)
     num_envs = state.discounted_return.shape[0]
     mask = current_mask(env, agent, state.env_state, num_envs, settings.action_masks)
@@ -160,7 +161,7 @@ def collect_rollout(
     Returns:
         (state after the rollout, Rollout: trajectory [T, B], advantages [T, B], returns [T, B]).
     """
-    keys = tf.random.experimental.stateless_split(key, settings.num_steps)
+    keys = counter_rng.split(key, settings.num_steps)
     state, (traj, final_obs) = scan(
         lambda s, x: env_step(env, agent, settings, s, x), state, (keys, tf.range(settings.num_steps))
     )
@@ -249,7 +250,7 @@ def evaluation_episodes(
 
 def evaluation_start(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int) -> tuple[_EvalCarry, tf.Tensor]:
     """The evaluation's envs reset from `key`, and its steps' keys [steps, 2]."""
-    key_reset, key_steps = tf.unstack(tf.random.experimental.stateless_split(key, 2))
+    key_reset, key_steps = tf.unstack(counter_rng.split(key, 2))
     env_state, obs = env.reset(key_reset, num_envs)
     carry = _EvalCarry(
         env_state,
@@ -259,7 +260,7 @@ def evaluation_start(env: VecEnv, agent: Agent, key: tf.Tensor, num_envs: int) -
         tf.zeros([num_envs], tf.int32),
         initial_memory(agent, num_envs),
     )
-    return carry, tf.random.experimental.stateless_split(key_steps, min(env.max_episode_steps, EVAL_STEP_CAP))
+    return carry, counter_rng.split(key_steps, min(env.max_episode_steps, EVAL_STEP_CAP))
 
 
 def evaluation_over(carry: _EvalCarry) -> tf.Tensor:

@@ -26,6 +26,7 @@ import yaml
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.config.options import SWEEPABLE, Config
 from kppo.config.spellings import translate
 from kppo.envs.base import VecEnv
@@ -63,7 +64,7 @@ def copy_member(runner: Any, state: Any, loser: int, donor: int, salt: int) -> A
     for variable in [*weights.params, *weights.m, *weights.v, weights.steps]:
         variable.assign(_row(tf.convert_to_tensor(variable), loser, donor))
     state = tf.nest.map_structure(lambda x: _row(x, loser, donor), state)
-    key = tf.random.experimental.stateless_fold_in(state.key[donor], salt)
+    key = counter_rng.fold_in(state.key[donor], salt)
     return state._replace(key=tf.where(tf.equal(tf.range(tf.shape(state.key)[0]), loser)[:, None], key, state.key))
 
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.core.types import Diagnostics, Rollout, RunnerState
 from kppo.update.diagnostics import rollout_diagnostics, with_update
 from kppo.update.ppo import UpdateStats
@@ -49,7 +50,7 @@ def make_iteration(begin: Callable[[Any], Begun], update: Callable[[Any, Any], t
 
 def iteration_keys(key: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """An iteration's keys from the runner's: (the next iteration's, the rollout's, the update's)."""
-    key, key_rollout, key_update = tf.unstack(tf.random.experimental.stateless_split(key, 3))
+    key, key_rollout, key_update = tf.unstack(counter_rng.split(key, 3))
     return key, key_rollout, key_update
 
 

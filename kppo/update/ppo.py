@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo.core import losses
+from kppo.core import counter_rng
 from kppo._tf import tf
 from kppo.agent.agent import Agent, actor_critic, with_weights
 from kppo.core.distribute import clip_and_scale, minibatch_moments
@@ -88,7 +89,7 @@ def minibatch_indices(
 
 def shuffle_noise(key: tf.Tensor, size: int, num_epochs: int) -> tf.Tensor:
     """float32 [num_epochs, size]: the uniform draws whose argsort is each epoch's permutation."""
-    return tf.random.stateless_uniform([num_epochs, size], seed=key)
+    return counter_rng.uniform(key, [num_epochs, size])
 
 
 def shuffled_rows(noise: tf.Tensor, num_minibatches: int, network: bool = False) -> tf.Tensor:

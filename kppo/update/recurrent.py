@@ -5,6 +5,7 @@ and their replay through the agent's LSTM from the stored memory (`replay_sequen
 from __future__ import annotations
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.agent.agent import Agent, merge_steps, replay
 from kppo.core.tf_loops import merge_leading, swap_leading
 from kppo.core.types import Batch, Rollout
@@ -63,7 +64,7 @@ def rows(rollout: Rollout) -> Batch:
 def rotated_indices(key: tf.Tensor, size: int, num_epochs: int, num_minibatches: int) -> tf.Tensor:
     """int32 [num_epochs * num_minibatches, size // num_minibatches]: sb3-contrib's `RecurrentRolloutBuffer.get`, per
     epoch the rows rotated by a random offset and cut, in order, into windows of consecutive rows."""
-    offsets = tf.random.stateless_uniform([num_epochs, 1], seed=key, minval=0, maxval=size, dtype=tf.int32)
+    offsets = counter_rng.uniform_int(key, [num_epochs, 1], 0, size)
     rotated = (offsets + tf.range(size)[None]) % size
     return tf.reshape(rotated, [num_epochs * num_minibatches, size // num_minibatches])
 

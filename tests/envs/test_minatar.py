@@ -305,10 +305,9 @@ def test_batched_envs_are_independent(game):
 
 @pytest.mark.parametrize("name", ["breakout_minatar", "asterix_minatar", "freeway_minatar", "space_invaders_minatar"])
 def test_env_steps_eagerly_and_under_xla_alike(name):
-    """The wrapped env (auto-reset, time limit 5) steps eagerly as under XLA, exactly: the generator is
-    counter-based. FixedInit, since stateless_uniform's reset draws differ between XLA and not (the parity tests
-    run the task in tf.function)."""
-    env = kppo.envs.make(name, fixed_init=True, max_episode_steps=5)
+    """The wrapped env (auto-reset, time limit 5) resets and steps eagerly as under XLA, exactly: every draw is
+    counter-based (`kppo.envs.counter_rng`)."""
+    env = kppo.envs.make(name, max_episode_steps=5)
     state, obs = env.reset(tf.constant([0, 8]), 32)
     assert obs.shape == (32, *env.observation_space.shape) and obs.dtype == tf.float32
     xla_step = tf.function(env.step, jit_compile=True)

@@ -126,7 +126,7 @@ def _assert_every_rule_was_reached(events: Counter) -> None:
 
 def test_matches_minatar_frame_by_frame():
     """minatar's defaults (sticky actions, difficulty ramping): 16 envs x 400 frames, compared exactly."""
-    events = _run_parity(Seaquest(), 400)
+    events = _run_parity(Seaquest(), 400, seed=1)  # a seed whose 400 frames reach every rule at least 5 times
     assert events["episodes"] >= 100 and events["ramps"] >= 20
     _assert_every_rule_was_reached(events)
     assert 0.05 < events["sticky"] / (NUM_ENVS * 400) < 0.1  # repeats of another action: 0.1 * (1 - sum(p**2))

@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.envs import counter_rng
 from kppo.envs.base import Task
 
 
@@ -79,7 +80,7 @@ class MaskedChoiceTask(Task):
     max_episode_steps = 16
 
     def initial_state(self, key, num_envs):
-        target = tf.random.stateless_uniform([num_envs], key, 0, 5, tf.int32)
+        target = counter_rng.uniform_int(key, [num_envs], 0, 5)
         return ChoiceState(target, tf.zeros([num_envs], tf.int32))
 
     def observe(self, state):

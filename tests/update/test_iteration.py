@@ -3,6 +3,7 @@
 import pytest
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.core.types import LossInfo, Rollout, RunnerState, Trajectory
 from kppo.rollout.gymnasium import RolloutStopped
 from kppo.update.ppo import UpdateStats
@@ -63,7 +64,7 @@ def test_iteration_step_splits_keys_schedules_collects_updates_and_counts():
         return Schedules(learning_rate=step * 1e-4, clip_range=step * 0.01, ent_coef=step * 0.001)
 
     new_state, diag = iteration_step(schedule_fn, collect, update, state)
-    key, key_rollout, key_update = tf.random.experimental.stateless_split(tf.constant([1, 2]), 3).numpy().tolist()
+    key, key_rollout, key_update = counter_rng.split(tf.constant([1, 2]), 3).numpy().tolist()
     assert seen == {"collect_key": key_rollout, "update_key": key_update, "clip_range": pytest.approx(0.05)}
     assert new_state.key.numpy().tolist() == key and int(new_state.iteration) == 6 and int(new_state.rollout) == 1
     assert float(diag.learning_rate) == pytest.approx(5e-4)

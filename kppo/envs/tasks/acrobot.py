@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.base import Task
 
 
@@ -53,7 +54,7 @@ class Acrobot(Task):
 
     def initial_state(self, key: tf.Tensor, num_envs: int) -> AcrobotState:
         """Every state variable uniform in [-0.1, 0.1), rounded to float32 as gymnasium does."""
-        values = tf.random.stateless_uniform([num_envs, 4], seed=key, minval=-0.1, maxval=0.1, dtype=tf.float32)
+        values = counter_rng.uniform(key, [num_envs, 4], -0.1, 0.1)
         return AcrobotState(*tf.unstack(tf.cast(values, self.dtype), axis=1))
 
     def observe(self, state: AcrobotState) -> tf.Tensor:

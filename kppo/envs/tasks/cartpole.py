@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.base import Task
 
 
@@ -45,7 +46,7 @@ class CartPole(Task):
 
     def initial_state(self, key: tf.Tensor, num_envs: int) -> CartPoleState:
         """Every state variable uniform in [-0.05, 0.05)."""
-        values = tf.random.stateless_uniform([num_envs, 4], seed=key, minval=-0.05, maxval=0.05, dtype=self.dtype)
+        values = counter_rng.uniform(key, [num_envs, 4], -0.05, 0.05, self.dtype)
         return CartPoleState(*tf.unstack(values, axis=1))
 
     def observe(self, state: CartPoleState) -> tf.Tensor:

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.base import Task
 
 #: `max_episode_steps` of the MinAtar tasks: int32's largest value, which the step counter of
@@ -48,7 +49,7 @@ def _mix(x: tf.Tensor) -> tf.Tensor:
 
 def initial_rng(key: tf.Tensor, num_envs: int) -> tf.Tensor:
     """int32 [num_envs, 2]: each env's (stream key, counter), the key drawn from the stateless seed `key`."""
-    stream = tf.random.stateless_uniform([num_envs], seed=key, minval=None, maxval=None, dtype=tf.int32)
+    stream = counter_rng.uniform_int(key, [num_envs])
     return tf.stack([stream, tf.zeros_like(stream)], axis=1)
 
 

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.tasks.minatar import (
     GRID,
     GYMNAX_MAX_EPISODE_STEPS,
@@ -61,8 +62,8 @@ class Breakout(MinAtarTask):
 
     def initial_state(self, key: tf.Tensor, num_envs: int) -> BreakoutState:
         """The ball at row 3, at column 0 heading down-right or column 9 heading down-left, with equal odds."""
-        key_start, key_rng = tf.unstack(tf.random.experimental.stateless_split(key, 2))
-        start = tf.random.stateless_uniform([num_envs], seed=key_start, minval=0, maxval=2, dtype=tf.int32)
+        key_start, key_rng = tf.unstack(counter_rng.split(key, 2))
+        start = counter_rng.uniform_int(key_start, [num_envs], 0, 2)
         ball_x, zeros = start * (GRID - 1), tf.zeros_like(start)
         return BreakoutState(
             ball_x=ball_x,

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.tasks.minatar import (
     GRID,
     GYMNAX_MAX_EPISODE_STEPS,
@@ -69,10 +70,8 @@ class Freeway(MinAtarTask):
 
     def initial_state(self, key: tf.Tensor, num_envs: int) -> FreewayState:
         """minatar's `reset`: cars at column 0 with random speeds and directions, the chicken at the bottom."""
-        key_cars, key_rng = tf.unstack(tf.random.experimental.stateless_split(key, 2))
-        draws = tf.random.stateless_uniform(
-            [num_envs, 2 * NUM_CARS], seed=key_cars, minval=0, maxval=2**24, dtype=tf.int32
-        )
+        key_cars, key_rng = tf.unstack(counter_rng.split(key, 2))
+        draws = counter_rng.uniform_int(key_cars, [num_envs, 2 * NUM_CARS], 0, 2**24)
         speed = _car_speeds(draws[:, :NUM_CARS], draws[:, NUM_CARS:])
         zeros = tf.zeros([num_envs], tf.int32)
         return FreewayState(

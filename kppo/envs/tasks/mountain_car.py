@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.base import Task
 
 
@@ -33,7 +34,7 @@ class _MountainCarBase(Task):
 
     def initial_state(self, key: tf.Tensor, num_envs: int) -> MountainCarState:
         """Position uniform in [-0.6, -0.4), velocity 0."""
-        position = tf.random.stateless_uniform([num_envs], seed=key, minval=-0.6, maxval=-0.4, dtype=self.dtype)
+        position = counter_rng.uniform(key, [num_envs], -0.6, -0.4, self.dtype)
         return MountainCarState(position, tf.zeros_like(position))
 
     def observe(self, state: MountainCarState) -> tf.Tensor:

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.envs.base import Task
 
 
@@ -44,7 +45,7 @@ class Pendulum(Task):
 
     def initial_state(self, key: tf.Tensor, num_envs: int) -> PendulumState:
         """Angle uniform in [-π, π), angular velocity uniform in [-1, 1)."""
-        unit = tf.random.stateless_uniform([num_envs, 2], seed=key, minval=-1.0, maxval=1.0, dtype=self.dtype)
+        unit = counter_rng.uniform(key, [num_envs, 2], -1.0, 1.0, self.dtype)
         return PendulumState(theta=math.pi * unit[:, 0], theta_dot=unit[:, 1])
 
     def observe(self, state: PendulumState) -> tf.Tensor:

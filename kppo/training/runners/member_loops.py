@@ -7,8 +7,9 @@ its own weights, keys, statistics and values (`kppo.training.runners.population`
 minibatches and the evaluation's steps, run outside it with a vectorized body (`every_member`), so XLA compiles them as
 plain loops whose buffers update in place: pfor converts a loop into a loop around a conditional that copies
 everything the loop carries, at every step (`docs/benchmarks/populations.md`, "Measurements behind the defaults").
-The shuffle's sort runs outside too. The stateless
-RNG ops, which pfor cannot vectorize for per-member keys, run as small loops over the members.
+The shuffle's sort runs outside too. Every
+draw comes from `kppo.core.counter_rng`, integer arithmetic that pfor vectorizes over the members' keys and that gives
+each member the numbers its single run draws.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.agent.agent import Agent, with_weights
 from kppo.config.options import Config
 from kppo.core.normalization import Constants
@@ -153,7 +155,7 @@ def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerS
     steps = config.num_steps
 
     def member_keys(key):  # the rollout's key of `start_iteration`, split as `collect_rollout` splits it
-        return tf.random.experimental.stateless_split(iteration_keys(key)[1], steps)
+        return counter_rng.split(iteration_keys(key)[1], steps)
 
     keys = swap_leading(tf.vectorized_map(member_keys, state.key))  # [T, M, 2]
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import Config
 from kppo.envs.base import VecEnv
@@ -132,7 +133,7 @@ class NativeRunner(Runner):
         return Iterations(state, diag, n)
 
     def evaluation_episodes(self, obs_stats, round_index):  # on the first replica's statistics
-        return self.evaluation_fn(obs_stats, tf.random.experimental.stateless_fold_in(self.parts.key_eval, round_index))
+        return self.evaluation_fn(obs_stats, counter_rng.fold_in(self.parts.key_eval, round_index))
 
     def warmup(self) -> None:
         self.evaluation_round(self.view(self.parts.state).rollout.obs_stats, 0, 0, zero_diagnostics())
@@ -142,7 +143,7 @@ class NativeRunner(Runner):
         if trace is not None:
             trace(self.state, tf.constant(1))
         evaluation: Any = self.evaluation_fn  # a tf.function
-        key = tf.random.experimental.stateless_fold_in(self.parts.key_eval, 0)
+        key = counter_rng.fold_in(self.parts.key_eval, 0)
         evaluation.get_concrete_function(self.view(self.parts.state).rollout.obs_stats, key)
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from kppo import envs as envs_lib
 from kppo._tf import tf
+from kppo.core import counter_rng
 from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import SWEEPABLE, Config
 from kppo.config.population import check_members
@@ -241,7 +242,7 @@ class PopulationRunner(Runner):
         return Iterations(state, diag, n)
 
     def _eval_keys(self, round_index: int) -> tf.Tensor:
-        return tf.stack([tf.random.experimental.stateless_fold_in(k, round_index) for k in self.population.key_eval])
+        return tf.stack([counter_rng.fold_in(k, round_index) for k in self.population.key_eval])
 
     def evaluation_episodes(self, obs_stats, round_index) -> tuple[EvalResult, None]:
         return self.evaluation_fn(self.population.weights.arguments(), obs_stats, self._eval_keys(round_index)), None

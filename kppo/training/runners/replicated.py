@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from kppo.core import losses, normalization
+from kppo.core import counter_rng
 from kppo._tf import tf
 from kppo.agent.agent import Agent, build_agent
 from kppo.config.options import Config
@@ -76,7 +77,7 @@ def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts
 
     def replica_state(context):
         replica = context.replica_id_in_sync_group
-        fold = tf.random.experimental.stateless_fold_in
+        fold = counter_rng.fold_in
         rollout = initial_rollout_state(train_env, agent, fold(key_reset, replica), shard, config.normalize_obs)
         return RunnerState(rollout, fold(key_train, replica), tf.constant(0, tf.int32))
 
@@ -248,7 +249,7 @@ def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
         replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
         columns = tf.range(shard) + replica * shard
         batch = update_batch(config, tf.nest.map_structure(lambda x: tf.gather(x, columns, axis=1), rollout))
-        key = tf.random.experimental.stateless_fold_in(key, replica)
+        key = counter_rng.fold_in(key, replica)
         return batch, update_indices(upd, batch.obs.shape[0], key)
 
     shard_call = tf.function(lambda *args: strategy.run(replica_shard, args=args), autograph=False)

@@ -9,6 +9,7 @@ from kppo._tf import tf
 from kppo.config.options import Config
 from kppo.config.schedules import SCHEDULED
 from kppo.core import normalization
+from kppo.core import counter_rng
 from kppo.core.types import Batch, Rollout
 from kppo.rollout.native import RolloutSettings
 from kppo.update.ppo import UpdateSettings, flatten
@@ -64,7 +65,7 @@ def update_settings(config: Config) -> UpdateSettings:
 
 def root_keys(seed: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """(reset, train, eval) keys derived from the seed."""
-    return tuple(tf.unstack(tf.random.experimental.stateless_split(tf.constant([seed, 0], tf.int32), 3)))
+    return tuple(tf.unstack(counter_rng.split(tf.constant([seed, 0], tf.int32), 3)))
 
 
 #: Gradient steps per iteration from which the host path compiles the update with XLA when `Config.jit_update` is None:
