@@ -4,6 +4,7 @@ docs/benchmarks/zoo.md).
 
 python benchmarks/zoo.py run --file tests/fixtures/zoo/ppo.yml --envs Acrobot-v1 --seeds 0 1 2 3 4
 python benchmarks/zoo.py report --envs CartPole-v1 Acrobot-v1 --plots docs/benchmarks/zoo
+python benchmarks/zoo.py start --envs Pendulum-v1 Hopper-v4 CarRacing-v2
 
 `run` trains each (env, seed) not yet on disk and writes one JSON per run as it completes
 (`benchmarks/results/zoo/<env>/seed<k>.json`: the final evaluation, the learning curve, timings, the machine).
@@ -12,13 +13,19 @@ defaults under the entry) and trained at its own `n_timesteps`, evaluated in `--
 deterministic episodes (one per evaluation env), the normalization statistics frozen and raw rewards; the last
 round, after the last update, is the run's result. `report` reads the JSONs back: kppo's mean over seeds with the
 percentile bootstrap 95% interval, beside the zoo's row, and a PNG per env of the curve (mean, the seeds' range) with
-the zoo's final value as a line. `--env-id` trains an entry on another registered id (an id gymnasium retired).
+the zoo's final value as a line. `start` runs `kppo train FILE --env KEY --set n_timesteps=1 --no-export` for each
+entry in a fresh process (one whole rollout, as SB3 counts `n_timesteps`) and tabulates what each trained or why it
+was refused. `--env-id` trains an entry on another registered id (an id gymnasium retired).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -146,7 +153,7 @@ def report(args: argparse.Namespace) -> None:
                 f"{runs[0]['steps']:,}",
                 len(runs),
                 f"{finals.mean():.1f}",
-                f"[{low:.1f}, {high:.1f}]",
+                f"[{low:.1f}, {high:.1f}]" if len(runs) > 1 else "— (1 seed)",
                 " / ".join(f"{f:.1f}" for f in finals),
                 f"{zoo_mean:.1f} ± {zoo_std:.1f} ({budget})",
                 {True: "yes", False: "no", None: "n/a"}[within],
@@ -174,6 +181,28 @@ def report(args: argparse.Namespace) -> None:
         )
 
 
+def start_row(path: str, key: str, workdir: str) -> list:
+    """One entry's row: the env trained, one rollout's steps and evaluation, the wall with start-up; or the refusal."""
+    kppo_cli = Path(sys.executable).with_name("kppo")
+    command = [str(kppo_cli), "train", path, "--env", key, "--set", "n_timesteps=1", "--no-export"]
+    begin = time.perf_counter()
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=900)
+    wall = f"{time.perf_counter() - begin:.0f}"
+    found = re.search(r"(\S+): final eval (\S+) \+- \S+ after ([\d,]+) steps", done.stdout + done.stderr)
+    if done.returncode == 0 and found:
+        return [key, found.group(1), found.group(3), found.group(2), wall]
+    error = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+    error = error.split(f"{key}.", 1)[-1]  # from the entry's key on: `env_wrapper: expected ...`
+    return [key, "—", f"refused (rc {done.returncode})", f"`{error[:90]}`", wall]
+
+
+def start(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as workdir:
+        rows = [start_row(args.file, key, workdir) for key in args.envs]
+    header = ["entry", "env trained", "steps (one rollout)", "eval after it", "wall s (with start-up)"]
+    print(harness.markdown_table(header, rows, align="llrrr"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -187,10 +216,13 @@ def main() -> None:
     summary = sub.add_parser("report", help="the table (and --plots) from the JSONs on disk")
     summary.add_argument("--envs", nargs="+", required=True)
     summary.add_argument("--plots", help="write <env>.png here")
+    first = sub.add_parser("start", help="one rollout of each entry, through the CLI in a fresh process")
+    first.add_argument("--file", default=str(ROOT / "tests" / "fixtures" / "zoo" / "ppo.yml"))
+    first.add_argument("--envs", nargs="+", required=True, help="the file's entries (keys)")
     args = parser.parse_args()
     print(harness.machine_header())
     print()
-    run(args) if args.mode == "run" else report(args)
+    {"run": run, "report": report, "start": start}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,8 @@ def load_config(spec: Any, overrides: list[str], seed: int | None, env: str | No
     Config) with --set and --seed; a gymnasium env id is checked to be registered. An RL-Zoo entry evaluates as
     rl-zoo3's train.py does, or as its search does with `search`."""
     from kppo.config.options import Config
-    from kppo.tuning.zoo import zoo_config
+    from kppo.config.values import coerce
+    from kppo.tuning.zoo import whole_rollouts, zoo_config
 
     zoo = zoo_entry_of(spec, env, search)
     if isinstance(spec, Config):
@@ -112,7 +113,10 @@ def load_config(spec: Any, overrides: list[str], seed: int | None, env: str | No
         changes[key.strip()] = parse_value(f"--set {printable(key)}", value)
     if seed is not None:
         changes["seed"] = seed
+    budget = [changes.pop(name) for name in ("n_timesteps", "total_timesteps") if zoo is not None and name in changes]
     config = config.replace(**changes) if changes else config
+    if budget:  # `--set n_timesteps=N` on an RL-Zoo entry counts steps as the entry's own value does
+        config = whole_rollouts(config, coerce("--set n_timesteps", "int", budget[-1]))
     if config.env_backend != "native":  # said now, not by the first trial or member that builds it
         gym_id(config.env, "env")
     return config

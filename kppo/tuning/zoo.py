@@ -62,12 +62,17 @@ def zoo_config(entry: ZooEntry) -> Config:
     key = printable(entry.key)
     try:
         base = Config.from_dict({**entry.base, **_policy_fields(entry.policy, entry.policy_kwargs, key)})
-        config = base.replace(**entry.changes)
-        # SB3's learn collects whole rollouts until n_timesteps is reached; a Config rounds its budget down
-        rollouts = -(-config.total_timesteps // config.rollout_size)
-        return config.replace(total_timesteps=rollouts * config.rollout_size)
+        return whole_rollouts(base.replace(**entry.changes))
     except ValueError as err:
         raise ValueError(f"{entry.source}: {zoo_key_message(str(err), key, entry.settings)}") from None
+
+
+def whole_rollouts(config: Config, steps: int | None = None) -> Config:
+    """`config` with a budget of `steps` (its own by default) rounded up to whole rollouts: SB3's `learn` collects
+    rollouts until `n_timesteps` is reached (`n_timesteps=1` trains one rollout), where a Config rounds down."""
+    steps = config.total_timesteps if steps is None else steps
+    rollouts = max(1, -(-steps // config.rollout_size))
+    return config.replace(total_timesteps=rollouts * config.rollout_size)
 
 
 def read_zoo(

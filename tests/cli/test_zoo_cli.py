@@ -82,3 +82,12 @@ def test_a_population_from_a_config_writes_no_zoo_yaml(tmp_path):
     args = ["train", "cartpole", "--seeds", "0-1", "--set", "total_timesteps=4096", "--out", str(run)]
     assert main([*args, "--quiet", "--no-export"]) == 0
     assert not list(run.rglob("zoo.yaml")) and (run / "members" / "seed0" / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize(("name", "steps", "trained"), [("n_timesteps", 1, 256), ("total_timesteps", 300, 512)])
+def test_set_n_timesteps_on_a_zoo_entry_counts_whole_rollouts_as_sb3_learn(name, steps, trained):
+    # rl-zoo3's `-n 1` and SB3's learn(total_timesteps=1) train one whole rollout (CartPole's entry: 8 envs x 32 steps)
+    config = load_config(str(ZOO), [f"{name}={steps}"], None, env="CartPole-v1")
+    assert (config.rollout_size, config.total_timesteps) == (256, trained)
+    with pytest.raises(ValueError, match=r"--set n_timesteps: .*int"):
+        load_config(str(ZOO), ["n_timesteps=many"], None, env="CartPole-v1")
