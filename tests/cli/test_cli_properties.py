@@ -484,7 +484,9 @@ def option_pairs(draw, command: str) -> list[str]:
         "--out": st.sampled_from(PATHS),
         "--resume": st.sampled_from(PATHS),
     }
-    if option in ("--quiet", "--no-export", "--pbt", "--accept-degraded") or (option == "--resume" and command == "tune"):
+    if option in ("--quiet", "--no-export", "--pbt", "--accept-degraded") or (
+        option == "--resume" and command == "tune"
+    ):
         return [option]
     return [option, draw(pools.get(option, st.one_of(st.sampled_from(NUMBERS), VALUES)))]
 

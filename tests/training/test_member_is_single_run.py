@@ -1,6 +1,7 @@
 """A population member is its own single run at default settings (XLA on, every agent kind, TF-native and gymnasium
 envs): member i of `kppo.train(env, config, seed=[0, 1])` ends the whole run with the weights of
-`kppo.train(env, config, seed=i)`.
+`kppo.train(env, config, seed=i)`. The default suite compares member 1, whose keys a member index that leaked into
+them (or a member 0 standing in for every member) would change; `-m slow` compares both.
 
 Every random number comes from `kppo.core.counter_rng`, so the population's XLA program and the single run's mix of
 XLA and TF kernels draw the same numbers; what remains is float32 rounding, where XLA fuses and vectorizes the same
@@ -34,7 +35,8 @@ def _largest_difference(first, second) -> float:
 def test_each_member_ends_the_run_with_its_single_runs_weights(env, agent):
     config = cell_config(env, "population", agent)
     population = kppo.train(cell_env(env, agent), config, seed=[0, 1])
-    for member in population.members:
+    members = population.members[1:] if (env, agent) in FAST else population.members
+    for member in members:
         single = kppo.train(cell_env(env, agent), config, seed=member.config.seed)
         difference = _largest_difference(member, single)
         assert difference <= TOLERANCE, f"seed {member.config.seed}: weights differ by {difference:.3g}"
