@@ -185,6 +185,11 @@ class ConfigFields:
     norm_epsilon: float = _f(
         1e-8, "Added to the variances under the square roots of both normalizations (VecNormalize's epsilon)."
     )
+    norm_gamma: float | None = _f(
+        None,
+        "normalize_reward: the discount of the running return whose std scales the rewards (VecNormalize's gamma); "
+        "null: gamma.",
+    )
     fixed_init: bool = _f(False, "Each training env restarts from its own once-sampled initial state.")
     offset_step: bool = _f(False, "Stagger env step counters so time-limit truncations do not coincide.")
     atari_wrapper: bool = _f(

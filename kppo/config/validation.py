@@ -93,6 +93,7 @@ def validate(c: ConfigFields) -> None:
     for name in SCHEDULED.values():
         check(getattr(c, name) in SCHEDULES, name, f"one of {tuple(SCHEDULES)}", getattr(c, name))
     check(0 <= c.gamma <= 1, "gamma", "a number in [0, 1]", c.gamma)
+    check(c.norm_gamma is None or 0 <= c.norm_gamma <= 1, "norm_gamma", "null or a number in [0, 1]", c.norm_gamma)
     check(0 <= c.gae_lambda <= 1, "gae_lambda", "a number in [0, 1]", c.gae_lambda)
     check(c.clip_range > 0, "clip_range", "a positive number", c.clip_range)
     for name in ("clip_obs", "clip_reward", "norm_epsilon"):

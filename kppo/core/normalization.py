@@ -26,16 +26,19 @@ INITIAL_COUNT = 1e-4
 
 
 class Constants(NamedTuple):
-    """VecNormalize's constants: the observation and reward clips and the epsilon under the square roots."""
+    """VecNormalize's constants: the observation and reward clips, the epsilon under the square roots and the
+    discount of the reward scaling's running return (None: the run's gamma)."""
 
     clip_obs: float = CLIP
     clip_reward: float = CLIP
     epsilon: float = EPSILON
+    gamma: float | None = None
 
     @classmethod
     def of(cls, config: Any) -> Constants:
-        """A Config's `clip_obs`, `clip_reward` and `norm_epsilon`."""
-        return cls(float(config.clip_obs), float(config.clip_reward), float(config.norm_epsilon))
+        """A Config's `clip_obs`, `clip_reward`, `norm_epsilon` and `norm_gamma`."""
+        gamma = None if config.norm_gamma is None else float(config.norm_gamma)
+        return cls(float(config.clip_obs), float(config.clip_reward), float(config.norm_epsilon), gamma)
 
 
 DEFAULTS = Constants()  # SB3's VecNormalize defaults
@@ -140,14 +143,15 @@ def scale_reward(
         discounted_return: float32 [B], running discounted return before this step.
         reward: [B] raw reward of this step.
         done: bool [B], episode ended at this step (the running return restarts at 0).
-        gamma: discount of the running return.
-        constants: the reward clip and the epsilon under the square root.
+        gamma: the run's discount, that of the running return unless `constants.gamma` sets another.
+        constants: the reward clip, the epsilon under the square root and the running return's discount.
 
     Returns:
         (scaled reward [B], new discounted return [B], new stats).
     """
     reward = tf.cast(reward, tf.float32)
-    discounted_return = discounted_return * gamma + reward
+    discount = gamma if constants.gamma is None else constants.gamma
+    discounted_return = discounted_return * discount + reward
     stats = update_moments(stats, discounted_return)
     clip = constants.clip_reward
     scaled = tf.clip_by_value(reward / tf.sqrt(stats.var + constants.epsilon), -clip, clip)

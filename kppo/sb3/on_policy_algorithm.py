@@ -66,12 +66,10 @@ def host_schedules(learning_rate: float, clip_range: float, ent_coef: float, cli
     return Schedules(**{k: None if x is None else tf.constant(float(x), tf.float32) for k, x in values.items()})
 
 
-def normalization_fields(env: Any, gamma: float, trained: Config | None) -> dict[str, Any]:
-    """Config's normalize_obs, normalize_reward and normalize_obs_keys: a VecNormalize's settings (rewards are scaled
-    with PPO's `gamma`); else the `trained` model's; else off."""
+def normalization_fields(env: Any, trained: Config | None) -> dict[str, Any]:
+    """Config's normalization fields: a VecNormalize's settings (its `gamma` the reward scaling's, PPO's `gamma` the
+    advantages'); else the `trained` model's; else off."""
     if isinstance(env, VecNormalize):
-        if env.norm_reward and env.gamma != gamma:
-            raise ValueError(f"VecNormalize.gamma: kppo scales rewards with PPO's gamma ({gamma}), got {env.gamma}")
         return env.config_fields()
     if trained is not None:
         return {name: getattr(trained, name) for name in NORMALIZATION_FIELDS}
@@ -244,7 +242,7 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
                     f"env: expected spaces {observation_space} / {action_space} (those of the model), got "
                     f"{vec_env.observation_space} / {vec_env.action_space}"
                 )
-            normalize = normalization_fields(env, self.gamma, self.config if self.agent is not None else None)
+            normalize = normalization_fields(env, self.config if self.agent is not None else None)
             fields = self._network_fields(vec_env.observation_space)
             self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize, fields)
             normalized_columns(vec_env.observation_space, self.config.normalize_obs_keys)  # its one-line errors now

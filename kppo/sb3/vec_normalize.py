@@ -53,7 +53,15 @@ def _positive(name: str, value: Any) -> float:
 
 
 #: The Config fields a VecNormalize sets on the model that takes it (`VecNormalize.config_fields`).
-CONFIG_FIELDS = ("normalize_obs", "normalize_reward", "normalize_obs_keys", "clip_obs", "clip_reward", "norm_epsilon")
+CONFIG_FIELDS = (
+    "normalize_obs",
+    "normalize_reward",
+    "normalize_obs_keys",
+    "clip_obs",
+    "clip_reward",
+    "norm_epsilon",
+    "norm_gamma",
+)
 
 
 def settings_fields(settings: dict[str, Any]) -> dict[str, Any]:
@@ -106,10 +114,10 @@ class VecNormalize(VecEnvWrapper):
 
     `clip_obs`, `clip_reward` and `epsilon` become the model's `Config.clip_obs`, `clip_reward` and `norm_epsilon`
     when a model takes this env (set them before; once a model uses the env they read the model's and cannot change:
-    they are constants of its compiled program). Rewards are scaled with PPO's `gamma`: another value is a one-line
-    ValueError rather than a silent difference. A Dict's `norm_obs_keys` are normalized (SB3's
-    default, None, is every key; kppo's is every key but the images: SB3 would turn a normalized image into a float
-    Box that its CombinedExtractor flattens instead of convolving).
+    they are constants of its compiled program); `gamma` becomes `Config.norm_gamma` alike, the discount of the
+    running return that scales the rewards, apart from PPO's `gamma` as in SB3. A Dict's `norm_obs_keys` are
+    normalized (SB3's default, None, is every key; kppo's is every key but the images: SB3 would turn a normalized
+    image into a float Box that its CombinedExtractor flattens instead of convolving).
     """
 
     def __init__(
@@ -138,6 +146,7 @@ class VecNormalize(VecEnvWrapper):
             )
         super().__init__(venv)
         self.training, self.norm_obs, self.norm_reward = bool(training), bool(norm_obs), bool(norm_reward)
+        self.model: Any = None  # the kppo.PPO using this env (set by PPO): it holds the statistics from then on
         self.gamma = gamma
         self._constants = normalization.Constants(
             _positive("clip_obs", clip_obs), _positive("clip_reward", clip_reward), _positive("epsilon", epsilon)
@@ -147,7 +156,6 @@ class VecNormalize(VecEnvWrapper):
         #: The wrapper's own (obs_rms, ret_rms) while no model holds them: those `load` read, those
         #: `sync_envs_normalization` copied, or those its own resets and steps gathered; None while fresh.
         self.loaded: tuple[Any, Any] | None = None
-        self.model: Any = None  # the kppo.PPO using this env (set by PPO): it holds the statistics from then on
         self.returns = np.zeros(self.num_envs)  # SB3's running discounted return of each env (its own steps)
         self.old_obs: Any = None  # the last raw observations and rewards stepped through SB3's API (SB3's names)
         self.old_reward: np.ndarray | None = None
@@ -185,6 +193,24 @@ class VecNormalize(VecEnvWrapper):
             )
         self._constants = self._constants._replace(**{name: value})
 
+    @property
+    def gamma(self) -> float:
+        """SB3's `gamma`, the discount of the running return that scales the rewards: the wrapper's own until a model
+        takes the env, then the model's `Config.norm_gamma`, which only the same value may be assigned to."""
+        built = self.model.config.norm_gamma if self.model is not None and self.model.config is not None else None
+        return self._gamma if built is None else float(built)
+
+    @gamma.setter
+    def gamma(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ValueError(f"gamma: expected a number in [0, 1], got {value!r}")
+        if self.model is not None and self.model.config is not None and float(value) != self.gamma:
+            raise ValueError(
+                f"gamma: the model using this env was built with {self.gamma:g}, got {value!r} (set it before the "
+                f"model takes the env: VecNormalize(..., gamma=...) or env.gamma = ... then set_env)"
+            )
+        self._gamma = float(value)
+
     clip_obs = _constant_property("clip_obs")
     clip_reward = _constant_property("clip_reward")
     epsilon = _constant_property("epsilon")
@@ -192,7 +218,7 @@ class VecNormalize(VecEnvWrapper):
     def config_fields(self) -> dict[str, Any]:
         """The Config fields this wrapper sets on a model that takes it: SB3's settings under kppo's names."""
         settings = dict(norm_obs=self.norm_obs, norm_reward=self.norm_reward, **self._constants._asdict())
-        return {**settings_fields(settings), "normalize_obs_keys": self.norm_obs_keys}
+        return {**settings_fields(settings), "normalize_obs_keys": self.norm_obs_keys, "norm_gamma": self.gamma}
 
     def _model_holds(self) -> bool:
         """Whether a model with networks uses this env, and so holds the statistics."""

@@ -58,13 +58,20 @@ def test_normalize_takes_vecnormalizes_clip_and_epsilon():
 
 
 @pytest.mark.parametrize(
-    "constants", [normalization.DEFAULTS, normalization.Constants(clip_reward=0.4, epsilon=0.05)], ids=["sb3", "set"]
+    "constants",
+    [
+        normalization.DEFAULTS,
+        normalization.Constants(clip_reward=0.4, epsilon=0.05),
+        normalization.Constants(gamma=0.5),  # VecNormalize's own gamma, not the run's (0.99 below)
+    ],
+    ids=["sb3", "set", "own gamma"],
 )
 def test_reward_scaling_matches_sb3_loop(constants):
     rng = np.random.default_rng(2)
     rewards = rng.normal(size=(50, 4)).astype(np.float32)
     dones = rng.random((50, 4)) < 0.1
-    gamma = 0.9
+    run_gamma = 0.9 if constants.gamma is None else 0.99
+    gamma = run_gamma if constants.gamma is None else constants.gamma  # the running return's discount
     # SB3 VecNormalize in numpy: returns = returns * gamma + r; update with returns; r / sqrt(var + eps); reset on done
     mean, var, count = 0.0, 1.0, 1e-4
     running = np.zeros(4)
@@ -83,7 +90,9 @@ def test_reward_scaling_matches_sb3_loop(constants):
     stats, disc = normalization.initial_stats(()), tf.zeros([4])
     got = []
     for r, d in zip(rewards, dones):
-        scaled, disc, stats = normalization.scale_reward(stats, disc, tf.constant(r), tf.constant(d), gamma, constants)
+        scaled, disc, stats = normalization.scale_reward(
+            stats, disc, tf.constant(r), tf.constant(d), run_gamma, constants
+        )
         got.append(scaled.numpy())
     np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-4, atol=1e-5)
     assert (np.abs(np.array(want)) == constants.clip_reward).any() == (constants.clip_reward < 1)  # the clip binds

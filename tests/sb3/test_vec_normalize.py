@@ -108,8 +108,8 @@ def test_settings_kppo_does_not_support_are_named(kwargs, message):
 def test_bad_inputs_are_one_line_errors(tmp_path):
     with pytest.raises(ValueError, match=r"^venv: expected a VecEnv .* or a gymnasium VectorEnv, got str$"):
         VecNormalize("Pendulum-v1")
-    with pytest.raises(ValueError, match=r"VecNormalize.gamma: kppo scales rewards with PPO's gamma \(0.99\), got 0.9"):
-        PPO("MlpPolicy", VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), gamma=0.9), **FAST)
+    with pytest.raises(ValueError, match=r"^gamma: expected a number in \[0, 1\], got 1.5$"):
+        VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), gamma=1.5)
     bad = tmp_path / "stats.pkl"
     bad.write_bytes(b"\x80\x04not json")  # a pickle's first bytes: read as SB3's vec_normalize.pkl, refused as one
     with pytest.raises(ValueError, match=r"stats.pkl': expected a complete pickle, got bytes that are not one"):
@@ -222,3 +222,45 @@ def test_a_normalized_image_key_is_a_float32_box_as_sb3s_vecnormalize():
     assert untouched.observation_space["img"].dtype == np.uint8
     frozen = VecNormalize(make_vec_env(_ImageDictEnv, n_envs=1), norm_obs=False, norm_obs_keys=["img"])
     assert frozen.observation_space["img"].dtype == np.uint8
+
+
+def _sb3_return_variance(episode_starts: np.ndarray, gamma: float) -> tuple[float, float]:
+    """(ret_rms.var, ret_rms.count) after SB3's VecNormalize steps a rollout of reward 1 at every step
+    (`returns = returns * gamma + reward`, `ret_rms.update(returns)`, `returns[dones] = 0`), in float64."""
+    returns = np.zeros(episode_starts.shape[1])
+    mean, var, count = 0.0, 1.0, 1e-4
+    for t in range(episode_starts.shape[0]):
+        returns = returns * gamma + 1.0
+        batch_mean, batch_var, n = returns.mean(), returns.var(), returns.size
+        delta, total = batch_mean - mean, count + n
+        var = (var * count + batch_var * n + delta**2 * count * n / total) / total
+        mean, count = mean + delta * n / total, total
+        if t + 1 < episode_starts.shape[0]:
+            returns[episode_starts[t + 1]] = 0.0
+    return var, count
+
+
+def test_the_reward_scaling_discounts_with_the_vec_normalizes_gamma_not_ppos():
+    # SB3 keeps the two apart: PPO's gamma for the advantages, the wrapper's for the return whose std scales rewards
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0), norm_obs=False, gamma=0.9)
+    model = PPO("MlpPolicy", env, gamma=0.999, **{**FAST, "n_steps": 64, "batch_size": 64})
+    model.learn(64)  # one rollout: the return statistics are those of its 64 steps
+    assert (model.config.gamma, model.config.norm_gamma) == (0.999, 0.9)
+    starts = model.rollout_buffer.episode_starts.astype(bool)
+    assert starts[1:].any()  # episodes end inside the rollout, where the running return restarts
+    var, count = _sb3_return_variance(starts, 0.9)
+    assert float(env.ret_rms.count) == pytest.approx(count)
+    np.testing.assert_allclose(env.ret_rms.var, var, rtol=1e-5)
+    assert not np.isclose(_sb3_return_variance(starts, 0.999)[0], var, rtol=1e-2)  # the test tells the two apart
+    env.close()
+
+
+def test_gamma_is_the_models_once_a_model_takes_the_env():
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=0), gamma=0.9)
+    env.gamma = 0.95  # before a model: the wrapper's own
+    model = PPO("MlpPolicy", env, **FAST)
+    assert env.gamma == model.config.norm_gamma == 0.95
+    env.gamma = 0.95
+    with pytest.raises(ValueError, match=r"^gamma: the model using this env was built with 0.95, got 0.5 \(set it"):
+        env.gamma = 0.5
+    env.close()
