@@ -23,7 +23,7 @@ import gymnasium as gym
 import keras
 import numpy as np
 from gymnasium.vector import AsyncVectorEnv
-from gymnasium.utils.env_checker import check_reset_return_type, check_space_limit
+from gymnasium.utils.env_checker import check_space_limit
 
 from kppo.core.errors import ArgumentError, ArgumentTypeError
 from kppo.gym_envs.action_masks import METHOD
@@ -197,6 +197,76 @@ def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
         here, there = here.venv, there.venv
 
 
+def _check_array_obs(obs: np.ndarray, space: gym.spaces.Space, method: str) -> None:
+    """SB3's detail for an array observation: the shape, the dtype, then every index outside a Box's bounds."""
+    where = f"The observation returned by the `{method}()` method does not match the"
+    if obs.shape != space.shape:
+        raise ArgumentError(
+            f"{where} shape of the given observation space {space}. Expected: {space.shape}, actual shape: {obs.shape}"
+        )
+    if not np.can_cast(obs.dtype, cast(Any, space.dtype)):
+        raise ArgumentError(
+            f"{where} data type (cannot cast) of the given observation space {space}. Expected: {space.dtype}, "
+            f"actual dtype: {obs.dtype}"
+        )
+    if isinstance(space, gym.spaces.Box):
+        outside = np.argwhere((obs < space.low) | (obs > space.high))
+        if len(outside):
+            lines = [f"{where} bounds of the given observation space {space}. ", f"{len(outside)} invalid indices: "]
+            for index in map(tuple, outside):
+                lines.append(
+                    f"Expected: {space.low[index]} <= obs[{','.join(map(str, index))}] <= {space.high[index]}, "
+                    f"actual value: {obs[index]} "
+                )
+            raise ArgumentError("\n".join(lines))
+
+
+def _check_obs(obs: Any, space: gym.spaces.Space, method: str) -> None:
+    """SB3's `_check_obs`: one observation of `reset` or `step` against its space, an AssertionError in SB3's words
+    naming what differs (a Dict's key first: `Error while checking key=...`)."""
+    if isinstance(space, gym.spaces.Dict):
+        if not isinstance(obs, dict):
+            raise ArgumentError(f"The observation returned by `{method}()` must be a dictionary")
+        if obs.keys() != space.spaces.keys():
+            raise ArgumentError(
+                f"The observation keys returned by `{method}()` must match the observation space keys: "
+                f"{obs.keys()} != {space.spaces.keys()}"
+            )
+        for key, sub in space.spaces.items():
+            try:
+                _check_obs(obs[key], sub, method)
+            except AssertionError as err:
+                raise ArgumentError(f"Error while checking key={key}: {err}") from err
+        return
+    if not isinstance(space, gym.spaces.Tuple) and isinstance(obs, tuple):
+        raise ArgumentError(
+            f"The observation returned by the `{method}()` method should be a single value, not a tuple"
+        )
+    if isinstance(space, gym.spaces.Discrete) and not np.issubdtype(type(obs), np.integer):
+        raise ArgumentError(f"The observation returned by `{method}()` method must be an int")
+    if not isinstance(space, (gym.spaces.Discrete, gym.spaces.Tuple)) and not isinstance(obs, np.ndarray):
+        raise ArgumentError(f"The observation returned by `{method}()` method must be a numpy array")
+    if isinstance(obs, np.ndarray):
+        _check_array_obs(obs, space, method)
+    if not space.contains(obs):
+        raise ArgumentError(
+            f"The observation returned by the `{method}()` method does not match the given observation space {space}"
+        )
+
+
+def _check_reset(env: gym.Env) -> None:
+    """SB3's checks of one `reset()`: a tuple (obs, info), info a dict, the observation in the space."""
+    data = env.reset()
+    if not isinstance(data, tuple):
+        raise ArgumentError("`reset()` must return a tuple (obs, info)")
+    if len(data) != 2:
+        raise ArgumentError(f"`reset()` must return a tuple of size 2 (obs, info), not {len(data)}")
+    obs, info = data
+    if not isinstance(info, dict):
+        raise ArgumentError(f"The second element of the tuple return by `reset()` must be a dictionary not {info}")
+    _check_obs(obs, env.observation_space, "reset")
+
+
 def _check_step(env: gym.Env) -> None:
     """SB3's `_check_returned_values` of one `step`: gymnasium's 5-tuple with a number reward, bool flags and a dict
     info, the observation in the space (AssertionErrors with SB3's words)."""
@@ -207,8 +277,7 @@ def _check_step(env: gym.Env) -> None:
             f"{len(data) if isinstance(data, tuple) else type(data).__name__} values returned."
         )
     obs, reward, terminated, truncated, info = data
-    if obs not in env.observation_space:
-        raise ArgumentError("The observation returned by the `step()` method does not match the observation space")
+    _check_obs(obs, env.observation_space, "step")
     if not isinstance(reward, (float, int, np.floating, np.integer)):
         raise ArgumentError("The reward returned by `step()` must be a float")
     if not isinstance(terminated, (bool, np.bool_)) or not isinstance(truncated, (bool, np.bool_)):
@@ -233,7 +302,7 @@ def check_env(env: gym.Env, warn: bool = True, skip_render_check: bool = True) -
     if warn:
         check_space_limit(env.observation_space, "observation")
         check_space_limit(env.action_space, "action")
-    check_reset_return_type(env)
+    _check_reset(env)
     _check_step(env)
     if not skip_render_check and env.render_mode is not None:
         env.render()

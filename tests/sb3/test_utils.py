@@ -164,3 +164,62 @@ def test_hparam_goes_to_tensorboard_only(tmp_path, capsys):
     assert "_hparams_/session_start_info" in tags and "rollout/ep_rew_mean" in tags and "train/loss" in tags
     with pytest.raises(AssertionError, match="metric_dict: expected at least one metric"):
         kppo.HParam({"gamma": 0.99}, {})
+
+
+#: SB3 2.9's `test_check_env_detailed_error` cases (tests/test_env_checker.py): a space, an observation outside it
+#: and the detail SB3's `_check_obs` gives
+DETAILED = [
+    (
+        gym.spaces.Box(0.0, 1.0, (3,), np.float32),
+        np.array([0.5, 1.5, 0.5], np.float32),
+        r"Expected: 0\.0 <= obs\[1] <= 1\.0, actual value: 1\.5",
+    ),
+    (
+        gym.spaces.Box(0.0, 2.0, (3,), np.float32),
+        np.array([-1.0, 1.5, 0.5], np.float32),
+        r"Expected: 0\.0 <= obs\[0] <= 2\.0, actual value: -1\.0",
+    ),
+    (
+        gym.spaces.Box(-1.0, 2.0, (2, 3, 3, 1), np.float32),
+        -2 * np.ones((2, 3, 3, 1), np.float32),
+        r"18 invalid indices:",
+    ),
+    (
+        gym.spaces.Box(-1.0, 2.0, (3,), np.float32),
+        np.array([1.0, 1.5, 0.5], np.float64),
+        r"Expected: float32, actual dtype: float64",
+    ),
+    (
+        gym.spaces.Box(-1.0, 2.0, (3,), np.float32),
+        np.ones((2, 3), np.float32),
+        r"Expected: \(3,\), actual shape: \(2, 3\)",
+    ),
+    (
+        gym.spaces.Dict({"obs": gym.spaces.Box(-1.0, 2.0, (3,), np.float32)}),
+        {"obs": np.ones((2, 3), np.float32)},
+        r"Error while checking key=obs.*Expected: \(3,\), actual shape: \(2, 3\)",
+    ),
+    (gym.spaces.MultiDiscrete([3, 3]), np.array([[2, 0]]), r"Expected: \(2,\), actual shape: \(1, 2\)"),
+    (gym.spaces.MultiBinary(3), np.array([[1, 0, 0]]), r"Expected: \(3,\), actual shape: \(1, 3\)"),
+    (gym.spaces.Discrete(3), np.array([1]), r"must be an int"),
+]
+
+
+@pytest.mark.parametrize("method", ["reset", "step"])
+@pytest.mark.parametrize(("space", "wrong", "detail"), DETAILED)
+def test_check_env_names_what_differs_in_an_observation_as_sb3s_checker(space, wrong, detail, method):
+    good = space.sample()
+
+    class Checked(gym.Env):
+        observation_space = space
+        action_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+
+        def reset(self, *, seed=None, options=None):
+            return wrong if method == "reset" else good, {}
+
+        def step(self, action):
+            return wrong if method == "step" else good, 0.0, True, False, {}
+
+    with pytest.raises(AssertionError, match=detail) as raised:
+        kppo.check_env(Checked(), warn=False)
+    assert f"`{method}()`" in str(raised.value)
