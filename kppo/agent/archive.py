@@ -148,7 +148,8 @@ def _extract(source: str | Path | IO[bytes], into: Path, name: str) -> None:
         archive = zipfile.ZipFile(source)
     except ZIP_ERRORS as err:
         raise ValueError(
-            f"path: expected a kppo agent directory or zip file, got {name} (not a zip file: {_reason(err)})"
+            f"path: expected a kppo agent directory or zip file, got {name} (the file wasn't a zip-file: "
+            f"{_reason(err)})"
         ) from None
     with archive:
         for info in checked_members(archive, name):

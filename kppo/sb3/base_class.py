@@ -16,6 +16,7 @@ from typing import IO, Any, TypeVar, cast
 import gymnasium as gym
 import numpy as np
 
+from kppo.core.errors import ArgumentError
 from kppo.agent.agent import Agent, load_agent, make_policy
 from kppo.agent.archive import agent_dir
 from kppo.agent.policy import Policy, PredictKeys
@@ -145,8 +146,21 @@ class BaseAlgorithm:
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise). As
         SB3's, nothing is reset here (a VecNormalize's statistics stay as they are): the next `learn` resets the env
-        first (`force_reset=False` too: kppo's rollout starts from a reset of the env it is given)."""
+        first (`force_reset=False` too: kppo's rollout starts from a reset of the env it is given). As SB3 asserts, the
+        number of envs must be the model's (`load(path, env)` takes another)."""
         del force_reset
+        given = getattr(env, "num_envs", 1)
+        if self.agent is not None and self.config is not None and given != self.config.num_envs:
+            raise ArgumentError(
+                f"env: The number of environments to be set is different from the number of environments in the "
+                f"model: ({given} != {self.config.num_envs}), whereas `set_env` requires them to be the same. To load "
+                f"a model with a different number of environments, you must use `{type(self).__name__}.load(path, "
+                f"env)` instead"
+            )
+        self._use_env(env)
+
+    def _use_env(self, env: Any) -> None:
+        """`set_env` without SB3's check of the number of envs (a load takes any number)."""
         if self.agent is None:
             self._build(env, Start())
             return
@@ -363,4 +377,4 @@ class BaseAlgorithm:
         self.num_timesteps = timesteps
         self._current_lr = self.learning_rate
         if env is not None:
-            self.set_env(env)
+            self._use_env(env)

@@ -141,8 +141,13 @@ class VecNormalize(VecEnvWrapper):
             )
         if norm_obs_keys is not None and not isinstance(venv.observation_space, gym.spaces.Dict):
             raise ValueError(
-                f"norm_obs_keys: expected None for a {type(venv.observation_space).__name__} observation space (keys "
-                f"are a Dict's), got {norm_obs_keys!r}"
+                f"norm_obs_keys: expected None for a {type(venv.observation_space).__name__} observation space (the "
+                f"param is applicable only with Dict observation spaces), got {norm_obs_keys!r}"
+            )
+        if norm_obs and not isinstance(venv.observation_space, (gym.spaces.Box, gym.spaces.Dict)):
+            raise ValueError(
+                f"norm_obs: VecNormalize only supports Box and Dict observation spaces, got {venv.observation_space} "
+                f"(norm_obs=False normalizes the rewards alone)"
             )
         super().__init__(venv)
         self.training, self.norm_obs, self.norm_reward = bool(training), bool(norm_obs), bool(norm_reward)

@@ -110,7 +110,10 @@ def test_what_sb3_asserts_raises_an_assertion_error_too():
     catch AssertionError catch kppo's one-line errors (ValueErrors too)."""
     with pytest.raises(AssertionError, match=r"^clip_range_vf: expected a positive number"):
         PPO("MlpPolicy", _cartpole(), clip_range_vf=-0.2)
-    with pytest.raises(AssertionError, match=r"^action_masks: expected a Discrete, MultiDiscrete or MultiBinary"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^action_masks: expected a Discrete, MultiDiscrete or MultiBinary.* \(The algorithm only supports",
+    ):
         kppo.MaskablePPO("MlpPolicy", "Pendulum-v1", n_steps=32, batch_size=32)
 
 
@@ -421,3 +424,12 @@ def test_use_expln_is_sb3s_gsde_option():
     assert float(logp_expln[0]) > float(logp_exp[0])  # a narrower Gaussian: a higher density near the mean
     expln.learn(32)
     assert np.isfinite(expln.agent.actor.sde_log_std.numpy()).all()
+
+
+def test_set_env_with_another_number_of_envs_is_sb3s_assertion():
+    model = PPO("MlpPolicy", kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0), n_steps=16, batch_size=32)
+    with pytest.raises(AssertionError, match=r"^env: The number of environments to be set is different .*\(4 != 2\)"):
+        model.set_env(kppo.make_vec_env("CartPole-v1", n_envs=4, seed=0))
+    assert model.n_envs == 2  # the model keeps its env
+    model.set_env(kppo.make_vec_env("CartPole-v1", n_envs=2, seed=1))
+    model.get_env().close()

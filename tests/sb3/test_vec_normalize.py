@@ -97,7 +97,10 @@ def test_exports_bake_the_statistics_in(tmp_path):
         (dict(clip_reward="1"), "^clip_reward: expected a positive finite number, got '1'$"),
         (dict(epsilon=float("nan")), "^epsilon: expected a positive finite number, got nan$"),
         (dict(clip_obs=True), "^clip_obs: expected a positive finite number, got True$"),
-        (dict(norm_obs_keys=["a"]), r"^norm_obs_keys: expected None for a Box observation space \(keys are a Dict's\)"),
+        (
+            dict(norm_obs_keys=["a"]),
+            r"^norm_obs_keys: expected None for a Box observation space \(the param is applicable only with Dict",
+        ),
     ],
 )
 def test_settings_kppo_does_not_support_are_named(kwargs, message):
@@ -263,4 +266,16 @@ def test_gamma_is_the_models_once_a_model_takes_the_env():
     env.gamma = 0.95
     with pytest.raises(ValueError, match=r"^gamma: the model using this env was built with 0.95, got 0.5 \(set it"):
         env.gamma = 0.5
+    env.close()
+
+
+def test_a_discrete_observation_is_refused_for_norm_obs_and_steps_with_rewards_alone():
+    # SB3's test_discrete_obs: its ValueError says VecNormalize "only supports" Box and Dict; norm_obs=False runs
+    with pytest.raises(ValueError, match=r"^norm_obs: VecNormalize only supports Box and Dict observation spaces, got"):
+        VecNormalize(make_vec_env("CliffWalking-v1", n_envs=1, seed=0))
+    env = VecNormalize(make_vec_env("CliffWalking-v1", n_envs=2, seed=0), norm_obs=False)
+    obs = env.reset()
+    for _ in range(3):
+        obs, reward, _, _ = env.step(np.array([0, 1]))
+    assert obs.shape == (2,) and reward.shape == (2,) and np.all(np.abs(reward) <= env.clip_reward)
     env.close()
