@@ -30,7 +30,15 @@ from kppo._tf import tf
 from kppo.core import normalization
 from kppo.core.types import Moments
 from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
-from kppo.gym_envs.spaces import flat_dim, is_image_space, space_shape
+from kppo.gym_envs.spaces import (
+    encode_rows,
+    flat_dim,
+    input_rows,
+    is_encoded,
+    is_image_space,
+    layout,
+    space_shape,
+)
 from kppo.sb3.saves.vec_normalize_pickle import is_pickle, read_vec_normalize
 
 FORMAT = "kppo.VecNormalize/1"
@@ -144,6 +152,18 @@ class VecNormalize(VecEnvWrapper):
                 f"norm_obs_keys: expected None for a {type(venv.observation_space).__name__} observation space (the "
                 f"param is applicable only with Dict observation spaces), got {norm_obs_keys!r}"
             )
+        space = venv.observation_space
+        if norm_obs and isinstance(space, gym.spaces.Dict):
+            keys = (
+                norm_obs_keys if norm_obs_keys is not None else [k for k, v in space.items() if not is_image_space(v)]
+            )
+            other = [key for key in keys if key in space.spaces and not isinstance(space[key], gym.spaces.Box)]
+            if other:
+                raise ValueError(
+                    f"norm_obs_keys: VecNormalize only supports Box observation spaces but {other[0]} is of type "
+                    f"{space[other[0]]}; explicitly pass the observation keys that should be normalized via the "
+                    f"`norm_obs_keys` parameter"
+                )
         if norm_obs and not isinstance(venv.observation_space, (gym.spaces.Box, gym.spaces.Dict)):
             raise ValueError(
                 f"norm_obs: VecNormalize only supports Box and Dict observation spaces, got {venv.observation_space} "
@@ -270,13 +290,15 @@ class VecNormalize(VecEnvWrapper):
             arrays = {key: np.asarray(obs[key]) for key in keys}
             single = arrays[keys[0]].ndim == len(space_shape(space[keys[0]]))
             n = 1 if single else len(arrays[keys[0]])
-            rows = np.concatenate([arrays[key].reshape(n, -1) for key in keys], axis=1).astype(np.float64)
-            out, mapped, at = dict(obs), fn(rows), 0
-            for key in keys:
-                size = int(np.prod(space_shape(space[key])))
-                if key in chosen:
-                    out[key] = mapped[:, at : at + size].reshape(arrays[key].shape).astype(np.float32)
-                at += size
+            if is_encoded(space):  # the statistics' layout is the networks' rows: a Discrete key one-hot
+                batch = {key: array.reshape(n, *space_shape(space[key])) for key, array in arrays.items()}
+                rows = encode_rows(space, input_rows(space, batch)).astype(np.float64)
+            else:
+                rows = np.concatenate([arrays[key].reshape(n, -1) for key in keys], axis=1).astype(np.float64)
+            out, mapped = dict(obs), fn(rows)
+            for part in layout(space):
+                if part.key in chosen:
+                    out[part.key] = mapped[:, part.encoded].reshape(arrays[part.key].shape).astype(np.float32)
             return out
         array = np.asarray(obs)
         return fn(array.reshape(-1, flat_dim(space)).astype(np.float64)).reshape(array.shape).astype(np.float32)

@@ -279,3 +279,34 @@ def test_a_discrete_observation_is_refused_for_norm_obs_and_steps_with_rewards_a
         obs, reward, _, _ = env.step(np.array([0, 1]))
     assert obs.shape == (2,) and reward.shape == (2,) and np.all(np.abs(reward) <= env.clip_reward)
     env.close()
+
+
+class _MixedDict(gym.Env):
+    observation_space = gym.spaces.Dict(
+        {"position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(3)}
+    )
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+def test_a_dict_with_a_key_that_is_no_box_asks_for_norm_obs_keys_as_sb3():
+    # SB3's test_non_dict_obs_keys: its ValueError asks to "explicitly pass the observation keys"
+    with pytest.raises(ValueError, match=r"^norm_obs_keys: .*but mode is of type Discrete\(3\); explicitly pass the"):
+        VecNormalize(kppo.DummyVecEnv([_MixedDict]))
+    for kwargs in (dict(norm_obs_keys=["position"]), dict(norm_obs=False)):
+        env = VecNormalize(kppo.DummyVecEnv([_MixedDict]), **kwargs)
+        first = env.reset()
+        obs = env.step(np.array([1]))[0]
+        raw = env.get_original_obs()
+        assert obs["mode"] == raw["mode"] and first["mode"].shape == (1,)  # the Discrete key as it is
+        if env.norm_obs:  # the Box key standardized by its own columns (gymnasium sorts the keys: the one-hot first)
+            mean, var = env.obs_rms.mean[3:], env.obs_rms.var[3:]
+            np.testing.assert_allclose(obs["position"], (raw["position"] - mean) / np.sqrt(var + 1e-8), rtol=1e-5)
+            assert env.obs_rms.mean.shape == (5,)
+        env.close()
