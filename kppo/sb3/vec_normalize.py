@@ -152,18 +152,6 @@ class VecNormalize(VecEnvWrapper):
                 f"norm_obs_keys: expected None for a {type(venv.observation_space).__name__} observation space (the "
                 f"param is applicable only with Dict observation spaces), got {norm_obs_keys!r}"
             )
-        space = venv.observation_space
-        if norm_obs and isinstance(space, gym.spaces.Dict):
-            keys = (
-                norm_obs_keys if norm_obs_keys is not None else [k for k, v in space.items() if not is_image_space(v)]
-            )
-            other = [key for key in keys if key in space.spaces and not isinstance(space[key], gym.spaces.Box)]
-            if other:
-                raise ValueError(
-                    f"norm_obs_keys: VecNormalize only supports Box observation spaces but {other[0]} is of type "
-                    f"{space[other[0]]}; explicitly pass the observation keys that should be normalized via the "
-                    f"`norm_obs_keys` parameter"
-                )
         if norm_obs and not isinstance(venv.observation_space, (gym.spaces.Box, gym.spaces.Dict)):
             raise ValueError(
                 f"norm_obs: VecNormalize only supports Box and Dict observation spaces, got {venv.observation_space} "
@@ -297,7 +285,7 @@ class VecNormalize(VecEnvWrapper):
                 rows = np.concatenate([arrays[key].reshape(n, -1) for key in keys], axis=1).astype(np.float64)
             out, mapped = dict(obs), fn(rows)
             for part in layout(space):
-                if part.key in chosen:
+                if part.key in chosen and part.kind == "Box":  # an integer key stays as it is (counted one-hot)
                     out[part.key] = mapped[:, part.encoded].reshape(arrays[part.key].shape).astype(np.float32)
             return out
         array = np.asarray(obs)

@@ -295,11 +295,10 @@ class _MixedDict(gym.Env):
         return self.observation_space.sample(), 1.0, False, False, {}
 
 
-def test_a_dict_with_a_key_that_is_no_box_asks_for_norm_obs_keys_as_sb3():
-    # SB3's test_non_dict_obs_keys: its ValueError asks to "explicitly pass the observation keys"
-    with pytest.raises(ValueError, match=r"^norm_obs_keys: .*but mode is of type Discrete\(3\); explicitly pass the"):
-        VecNormalize(kppo.DummyVecEnv([_MixedDict]))
-    for kwargs in (dict(norm_obs_keys=["position"]), dict(norm_obs=False)):
+def test_a_dict_with_a_discrete_key_steps_with_statistics_in_the_networks_layout():
+    # kppo's default normalizes every key but the images, a Discrete key's one-hot columns too (SB3 asks for
+    # norm_obs_keys instead); the wrapper's rows are laid out as the networks' (one-hot) to match its statistics
+    for kwargs in (dict(), dict(norm_obs_keys=["position"]), dict(norm_obs=False)):
         env = VecNormalize(kppo.DummyVecEnv([_MixedDict]), **kwargs)
         first = env.reset()
         obs = env.step(np.array([1]))[0]
