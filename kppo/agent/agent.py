@@ -210,7 +210,7 @@ def make_agent(
     if config.action_masks and not dist.mask_size:  # sb3-contrib's MaskablePPO asserts its supported spaces
         raise ArgumentError(
             f"action_masks: expected a Discrete, MultiDiscrete or MultiBinary action space, got {action_space} (The "
-            f"algorithm only supports those as action spaces, sb3-contrib's words)"
+            f"algorithm only supports those as action spaces)"
         )
     actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases, extractors)
     optimizer = make_optimizer(config.adam_style, config.learning_rate, optimizer_spec(config))

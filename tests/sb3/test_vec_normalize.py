@@ -200,18 +200,29 @@ def test_the_env_side_api_of_sb3s_vecnormalize():
     np.testing.assert_array_equal(env.normalize_reward(rewards), rewards)
 
 
-class _ImageDictEnv(gym.Env):
-    observation_space = gym.spaces.Dict(
+def _sampling_env(observation_space: gym.spaces.Space, reward: float) -> type[gym.Env]:
+    """An env class whose observations are samples of `observation_space` and whose reward is always `reward`."""
+
+    class Sampling(gym.Env):
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), reward, False, False, {}
+
+    Sampling.observation_space = observation_space
+    return Sampling
+
+
+_ImageDictEnv = _sampling_env(
+    gym.spaces.Dict(
         {"img": gym.spaces.Box(0, 255, (12, 12, 1), np.uint8), "vec": gym.spaces.Box(-1, 1, (3,), np.float32)}
-    )
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        return self.observation_space.sample(), 0.0, False, False, {}
+    ),
+    0.0,
+)
 
 
 def test_a_normalized_image_key_is_a_float32_box_as_sb3s_vecnormalize():
@@ -281,18 +292,9 @@ def test_a_discrete_observation_is_refused_for_norm_obs_and_steps_with_rewards_a
     env.close()
 
 
-class _MixedDict(gym.Env):
-    observation_space = gym.spaces.Dict(
-        {"position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(3)}
-    )
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        return self.observation_space.sample(), 1.0, False, False, {}
+_MixedDict = _sampling_env(
+    gym.spaces.Dict({"position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32), "mode": gym.spaces.Discrete(3)}), 1.0
+)
 
 
 def test_a_dict_with_a_discrete_key_steps_with_statistics_in_the_networks_layout():
