@@ -374,6 +374,7 @@ def test_space_files_load_or_refuse_in_one_line(folder, data):
     check_space_file(folder, data)
 
 
+@example(case=("train", b'env:\n  "\\x1E": null\n'))  # an RL-Zoo key whose name is a line break
 @given(
     st.one_of(
         st.tuples(st.just("train"), CONFIG_FILES),
@@ -409,6 +410,7 @@ def test_space_files_at_scale(folder, data):
 
 
 @pytest.mark.slow
+@example(case=("train", b'env:\n  "\\x1E": null\n'))  # an RL-Zoo key whose name is a line break
 @given(
     st.one_of(
         st.tuples(st.just("train"), CONFIG_FILES),
