@@ -215,7 +215,7 @@ def cells(row: dict) -> list[str]:
 
 
 def train_export(run: Path, out: Path) -> None:
-    from kppo.agent.agent import load_agent
+    from kppo.training.agents import load_agent
     from kppo.exporter.deploy import export_checked
 
     source = load_agent(run / "agent")

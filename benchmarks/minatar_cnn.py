@@ -13,7 +13,7 @@ actor and critic head, 128 envs x 128 steps, 4 epochs of 8 minibatches, Adam 5e-
 clip 0.2, gamma 0.99, lambda 0.95: purejaxrl's MinAtar PPO settings, with the CNN. gymnax reports 28 for its PPO on
 Breakout-MinAtar at 10M steps (an MLP). Steps/s counts training calls after the first (compilation excluded); the
 evaluation is the last round's 64 deterministic episodes per seed. `--save DIR` writes each seed's agent to
-DIR/seed<N> (`kppo.agent.agent.load_agent` reads it back); `--json` is rewritten after every seed (the per-round
+DIR/seed<N> (`kppo.training.agents.load_agent` reads it back); `--json` is rewritten after every seed (the per-round
 evaluation, training-return and entropy curves, wall time, steps/s and load average of each); each evaluation round
 prints one line. `--set KEY=VALUE ...` changes scalar fields of SETTING (e.g. gymnax-blines' `gamma=0.999`), recorded
 in the JSON as `changes`. Results: docs/benchmarks/minatar.md.
@@ -162,7 +162,7 @@ def main() -> None:
                 stats = member.runner_state.rollout
                 folder = checkpoint.save(
                     args.save / f"seed{seed}",
-                    member.config,
+                    member.config.to_yaml(),
                     member.agent,
                     stats.obs_stats,
                     stats.return_stats,

@@ -46,6 +46,7 @@ KIT = """
 import json, sys
 for name in ("tensorflow", "keras", "kppo"):
     sys.modules[name] = None
+from kppo.training.agents import agent_spec, read_metadata
 from kppo_runtime.latency import measure
 from kppo_runtime.micro_check import check
 from kppo_runtime.runtime import Controller
@@ -98,7 +99,8 @@ def load_trained(path: Path):
     """The trained agent's policy (float grids, as trained). Agents whose observation statistics were saved in the
     frame's shape (kppo's TF-native image runs keep them so; `load_agent` restores [obs_dim]) are restored in it."""
     from kppo.agent import checkpoint
-    from kppo.agent.agent import load_agent, make_agent, make_policy
+    from kppo.agent.agent import make_agent, make_policy
+    from kppo.training.agents import agent_spec, load_agent, read_metadata
     from kppo.gym_envs.spaces import flat_dim
 
     try:
@@ -107,10 +109,10 @@ def load_trained(path: Path):
     except ValueError as err:
         if "incompatible tensor" not in str(err):
             raise
-    config, _, obs_space, act_space = checkpoint.read_metadata(path)
-    agent = make_agent(config, flat_dim(obs_space), act_space, observation_space=obs_space)
+    config, _, obs_space, act_space = read_metadata(path)
+    agent = make_agent(agent_spec(config), flat_dim(obs_space), act_space, observation_space=obs_space)
     obs_stats, _ = checkpoint.restore(path, agent, list(obs_space.shape or ()))
-    policy = make_policy(agent, obs_stats, config.normalize_obs, obs_space, act_space, config.action_masks)
+    policy = make_policy(agent, obs_stats, agent_spec(config), obs_space, act_space)
     return config, agent, policy
 
 
@@ -119,10 +121,13 @@ def byte_twin(config, agent, policy):
     from kppo._tf import tf
     from kppo.agent.agent import make_agent, make_policy
     from kppo.core.types import Moments
+    from kppo.training.agents import agent_spec
 
     space = BreakoutBytes().observation_space
     dim = int(np.prod(space.shape))
-    twin = make_agent(config.replace(normalize_images=True), dim, policy.action_space, observation_space=space)
+    twin = make_agent(
+        agent_spec(config.replace(normalize_images=True)), dim, policy.action_space, observation_space=space
+    )
     twin.actor.set_weights(agent.actor.get_weights())
     scaling = policy.obs_scaling  # unused without normalize_obs; carried over flat, as `load_agent` reads them
     stats = Moments(
@@ -130,7 +135,7 @@ def byte_twin(config, agent, policy):
         tf.reshape(tf.constant(scaling.var, tf.float32), [dim]),
         tf.constant(1.0),
     )
-    return make_policy(twin, stats, config.normalize_obs, space, policy.action_space, config.action_masks)
+    return make_policy(twin, stats, agent_spec(config), space, policy.action_space)
 
 
 def play(

@@ -453,10 +453,20 @@ def test_the_shared_core_is_written_once():
     assert all(counts.get(name) == 1 for name in runners)
 
 
-def test_below_the_agent_nothing_takes_the_config():
-    """core/, the envs, rollout/ and update/ take the few resolved values they need (`RolloutSettings`,
-    `UpdateSettings`, `ScheduleSpec`), never a Config: only config/'s tables of names and choices."""
-    below = ("core", "envs", "gym_envs", "vec_envs", "rollout", "update")
+def test_below_training_nothing_takes_the_config():
+    """core/, the envs, the agent, rollout/, update/ and the callbacks take the few resolved values they need
+    (`AgentSpec`, `RolloutSettings`, `UpdateSettings`, `ScheduleSpec`, `normalization.Constants`), never a Config:
+    they import only config/'s tables of names and choices, and no function of theirs has a `config` parameter
+    (a Config passed in untyped)."""
+    below = ("core", "envs", "gym_envs", "vec_envs", "agent", "rollout", "update", "callbacks")
     graph = import_graph()
     takes = sorted(m for m in graph if folder(m) in below and "kppo.config.options" in graph[m])
-    assert takes == []
+    untyped = sorted(
+        f"{name}.{node.name}"
+        for name, path in MODULES.items()
+        if folder(name) in below
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and "config" in [arg.arg for arg in node.args.args + node.args.kwonlyargs]
+    )
+    assert takes == [] and untyped == []

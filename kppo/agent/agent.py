@@ -1,4 +1,4 @@
-"""The agent: action distribution, actor, critic and Adam built from a `Config`; its policy; loading a saved one.
+"""The agent: action distribution, actor, critic and Adam built from an `AgentSpec`; its policy; reading a saved one.
 
 Everything that needs networks (the runners, the update, checkpoints, export, the SB3 facade) gets them from here, so
 none of them depends on how a run is driven.
@@ -7,7 +7,6 @@ none of them depends on how a run is driven.
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 from typing import Any, NamedTuple
 from collections.abc import Callable
 
@@ -15,19 +14,18 @@ import gymnasium as gym
 import keras
 import numpy as np
 
-from kppo.agent import checkpoint
-from kppo.config.options import Config
 from kppo.core.distributions import ActionDistribution, make_distribution
 from kppo.core.errors import ArgumentError
 from kppo.gym_envs.spaces import flat_dim, normalized_columns
 from kppo._tf import tf
 from kppo.core.tf_loops import merge_leading, scan
-from kppo.agent.extractors import config_extractor
+from kppo.agent.extractors import spec_extractor
 from kppo.agent.features import features_dim
 from kppo.agent.lstm import LSTMCells
 from kppo.agent.networks import Actor, Critic, make_extractors, make_networks
-from kppo.core.optimizers import AdamState, OptimizerSpec, adam_state_of, assign_adam_state, make_optimizer
+from kppo.core.optimizers import AdamState, adam_state_of, assign_adam_state, make_optimizer
 from kppo.agent.policy import ObsScaling, Policy
+from kppo.agent.spec import AgentSpec
 from kppo.core.types import Moments
 
 
@@ -150,24 +148,8 @@ def replay(
     return outputs
 
 
-def optimizer_spec(config: Config) -> OptimizerSpec:
-    """The optimizer fields of `config` (`kppo.core.optimizers.OptimizerSpec`)."""
-    return OptimizerSpec(
-        config.optimizer,
-        config.optimizer_eps,
-        config.adam_beta_1,
-        config.adam_beta_2,
-        config.rmsprop_alpha,
-        config.optimizer_momentum,
-        config.rmsprop_centered,
-        config.sgd_dampening,
-        config.sgd_nesterov,
-        config.weight_decay,
-    )
-
-
 def make_agent(
-    config: Config,
+    spec: AgentSpec,
     observation_dim: int,
     action_space: gym.spaces.Space,
     lstm_biases: int = 2,
@@ -175,45 +157,41 @@ def make_agent(
     share_features_extractor: bool | None = None,
     observation_space: gym.spaces.Space | None = None,
 ) -> Agent:
-    """Networks for flat observations of `observation_dim` and `action_space`, initialized from `config.seed`, and
-    the optimizer `config` names (default Adam, epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update,
-    `config.adam_style`) with its slots built. `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of
-    agents saved before (`load_agent`). `features_extractor`: a zero-argument factory of a Keras layer the networks
-    read the observations through (a user's Keras layer, `kppo.agent.extractors.extractor_factory`); without it, the
-    one `config.features_extractor` names for `observation_space` (needed then). One layer for both networks when
-    `share_features_extractor` (default `config.share_features_extractor`)."""
+    """Networks for flat observations of `observation_dim` and `action_space`, initialized from `spec.seed`, and
+    the optimizer `spec` names (default Adam, epsilon 1e-5, as SB3 and purejaxrl; Keras' or torch's update,
+    `spec.adam_style`) with its slots built. `lstm_biases=1`: a recurrent agent's cells in the one-bias layout of
+    agents saved before (`read_any_cells`). `features_extractor`: a zero-argument factory of a Keras layer the
+    networks read the observations through (a user's Keras layer, `kppo.agent.extractors.extractor_factory`);
+    without it, the one `spec.features_extractor` names for `observation_space` (needed then). One layer for both
+    networks when `share_features_extractor` (default `spec.share_features_extractor`)."""
     if features_extractor is None and observation_space is not None:
-        features_extractor = config_extractor(config, observation_space)
-    elif features_extractor is None and config.features_extractor != "flatten":
+        features_extractor = spec_extractor(spec, observation_space)
+    elif features_extractor is None and spec.features_extractor != "flatten":
         raise ValueError(
-            f"observation_space: expected the observation space for features_extractor={config.features_extractor!r}, "
+            f"observation_space: expected the observation space for features_extractor={spec.features_extractor!r}, "
             f"got None"
         )
-    share = config.share_features_extractor if share_features_extractor is None else share_features_extractor
+    share = spec.share_features_extractor if share_features_extractor is None else share_features_extractor
     extractors = make_extractors(features_extractor, share)
     input_dim = observation_dim if extractors[0] is None else features_dim(extractors[0], observation_dim)
-    widths = (
-        config.actor_hidden_units
-        if config.actor_hidden_units is not None
-        else [config.num_hidden_units] * config.num_hidden_layers
-    )
-    latent_dim = widths[-1] if widths else (config.lstm_hidden_size if config.recurrent else input_dim)
+    widths = spec.actor_widths
+    latent_dim = widths[-1] if widths else (spec.lstm_hidden_size if spec.recurrent else input_dim)
     dist = make_distribution(
         action_space,
-        config.squash,
-        config.use_sde,
+        spec.squash,
+        spec.use_sde,
         latent_dim,
-        config.full_std,
-        config.box_actions == "rescale",
-        config.use_expln,
+        spec.full_std,
+        spec.box_actions == "rescale",
+        spec.use_expln,
     )
-    if config.action_masks and not dist.mask_size:  # sb3-contrib's MaskablePPO asserts its supported spaces
+    if spec.action_masks and not dist.mask_size:  # sb3-contrib's MaskablePPO asserts its supported spaces
         raise ArgumentError(
             f"action_masks: expected a Discrete, MultiDiscrete or MultiBinary action space, got {action_space} (The "
             f"algorithm only supports those as action spaces)"
         )
-    actor, critic, memory = make_networks(config, observation_dim, dist, config.seed, lstm_biases, extractors)
-    optimizer = make_optimizer(config.adam_style, config.learning_rate, optimizer_spec(config))
+    actor, critic, memory = make_networks(spec, observation_dim, dist, spec.seed, lstm_biases, extractors)
+    optimizer = make_optimizer(spec.adam_style, spec.learning_rate, spec.optimizer)
     agent = Agent(dist, actor, critic, optimizer, memory)
     optimizer.build(agent.variables)
     return agent
@@ -230,44 +208,28 @@ def with_weights(agent: Agent, params: list, fn: Callable[[], Any]) -> Any:
 def make_policy(
     agent: Agent,
     obs_stats: Moments,
-    config: Config,
+    spec: AgentSpec,
     observation_space: gym.spaces.Space,
     action_space: gym.spaces.Space,
 ) -> Policy:
     """The agent's actor with frozen observation statistics (numpy copies: later training does not change it),
-    normalized as `config` trained it (`normalize_obs`, its keys, `clip_obs`, `norm_epsilon`); trained with
-    `config.action_masks`, its artifacts take a mask."""
-    columns = normalized_columns(observation_space, config.normalize_obs_keys)
+    normalized as `spec` trained it (`normalize_obs`, its keys, `clip_obs`, `norm_epsilon`); trained with
+    `spec.action_masks`, its artifacts take a mask."""
+    columns = normalized_columns(observation_space, spec.normalize_obs_keys)
     scaling = ObsScaling(
         np.asarray(obs_stats.mean),
         np.asarray(obs_stats.var),
-        config.normalize_obs,
-        float(config.clip_obs),
-        float(config.norm_epsilon),
+        spec.normalize_obs,
+        float(spec.clip_obs),
+        float(spec.norm_epsilon),
         columns,
     )
     lstm = agent.lstm.actor_lstm() if agent.lstm is not None else None
-    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, config.action_masks, lstm)
-
-
-class SavedAgent(NamedTuple):
-    """An agent directory read back (`load_agent`)."""
-
-    config: Config
-    agent: Agent
-    obs_stats: Moments
-    return_stats: Moments
-    observation_space: gym.spaces.Space
-    action_space: gym.spaces.Space
-    metadata: dict[str, Any]
-
-    @property
-    def policy(self) -> Policy:
-        return make_policy(self.agent, self.obs_stats, self.config, self.observation_space, self.action_space)
+    return Policy(agent.actor, agent.dist, scaling, observation_space, action_space, spec.action_masks, lstm)
 
 
 def build_agent(
-    config: Config,
+    spec: AgentSpec,
     observation_space: gym.spaces.Space,
     action_space: gym.spaces.Space,
     features_extractor: Callable[[], keras.layers.Layer] | None = None,
@@ -275,10 +237,10 @@ def build_agent(
 ) -> Agent:
     """The one builder of a run's agent (every runner, population member, `kppo.PPO`, SB3 saves and `load_agent`):
     `make_agent` for `observation_space` read flat (`gym_envs.spaces.flat_dim`) and `action_space`, initial weights
-    from `config.seed`; with a tf.distribute `strategy`, its variables created in the strategy's scope (mirrored)."""
+    from `spec.seed`; with a tf.distribute `strategy`, its variables created in the strategy's scope (mirrored)."""
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         return make_agent(
-            config,
+            spec,
             flat_dim(observation_space),
             action_space,
             features_extractor=features_extractor,
@@ -286,22 +248,7 @@ def build_agent(
         )
 
 
-def load_agent(path: str | Path, user_extractor: Callable | None = None) -> SavedAgent:
-    """Rebuilds the agent saved by `kppo.agent.checkpoint.save` at `path` (YAML, JSON and TF checkpoint files only;
-    nothing in them is executed). One-line ValueErrors for a directory that is not an agent or does not fit its
-    config. `user_extractor(config, observation_space)`: the factory of a user's features extractor (None: the one
-    the config names), which a config cannot name."""
-    config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
-    observation_dim = flat_dim(observation_space)
-    factory = None if user_extractor is None else user_extractor(config, observation_space)
-    agent = build_agent(config, observation_space, action_space, features_extractor=factory)
-    obs_stats, return_stats = read_any_cells(
-        lambda into: checkpoint.restore(path, into, [observation_dim]), agent, config, action_space
-    )
-    return SavedAgent(config, agent, obs_stats, return_stats, observation_space, action_space, metadata)
-
-
-def read_any_cells(read: Callable[[Agent], Any], agent: Agent, config: Config, action_space: gym.spaces.Space) -> Any:
+def read_any_cells(read: Callable[[Agent], Any], agent: Agent, spec: AgentSpec, action_space: gym.spaces.Space) -> Any:
     """`read(agent)` (a restore into `agent`); for a recurrent agent whose files hold one bias per LSTM cell (kppo
     before its two-bias, torch-like cells), `read` into a one-bias twin, moved into `agent` (`move_one_bias_cells`).
     A file that fits neither layout raises the two-bias layout's ValueError."""
@@ -310,7 +257,7 @@ def read_any_cells(read: Callable[[Agent], Any], agent: Agent, config: Config, a
     except ValueError as err:
         if agent.lstm is None or agent.lstm.num_layers > 1:  # one-bias cells were one layer deep
             raise
-        twin = make_agent(config, int(agent.lstm.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
+        twin = make_agent(spec, int(agent.lstm.cells[0].kernel.shape[0]), action_space, lstm_biases=1)
         try:
             result = read(twin)
         except ValueError:

@@ -2,7 +2,7 @@
 
 Layout of a saved agent directory:
 
-    config.yaml      the resolved `kppo.Config`
+    config.yaml      the run's `kppo.Config` (`kppo.training.agents` reads it)
     metadata.json    kppo version, observation/action spaces, step counters, extra fields of the saver
     weights/         tf.train.Checkpoint: actor, critic, optimizer, observation and return statistics
 
@@ -14,20 +14,19 @@ refused before any network is built, so a file cannot make the loader allocate m
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.archive import agent_dir, source_name
-from kppo.config.options import Config
+from kppo.agent.spec import AgentSpec
 from kppo.core.errors import reason
 from kppo.core.normalization import MomentVariables, initial_stats
 from kppo.core.types import Moments
@@ -109,7 +108,7 @@ def _trackable(agent: Any, obs_stats: Moments, return_stats: Moments):
 
 def save(
     path: str | Path,
-    config: Config,
+    config_yaml: str,
     agent: Any,
     obs_stats: Moments,
     return_stats: Moments,
@@ -117,12 +116,13 @@ def save(
     action_space: gym.spaces.Space,
     extra: dict[str, Any] | None = None,
 ) -> Path:
-    """Writes the agent directory atomically (to a temporary sibling, then renamed over `path`)."""
+    """Writes the agent directory atomically (to a temporary sibling, then renamed over `path`); `config_yaml`: the
+    run's Config as YAML (`kppo.Config.to_yaml`)."""
     path, staging = Path(path), None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        config.to_yaml(staging / "config.yaml")
+        (staging / "config.yaml").write_text(config_yaml)
         metadata = {
             "format": FORMAT_VERSION,
             "kppo_version": __version__,
@@ -162,10 +162,20 @@ def _swap_in(staging: Path, path: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.Space, gym.spaces.Space]:
-    """(config, metadata, observation_space, action_space) of a saved agent (a directory, a zip of one, or a name
-    saved as `name.zip`: `kppo.agent.archive.agent_dir`); one-line errors naming it for foreign input, and for a
-    config whose networks cannot fit in its weights (`_check_fits`)."""
+class AgentFiles(NamedTuple):
+    """A saved agent's files, read: the directory (unzipped; its `config.yaml`, a Config's, is the training layer's to
+    parse), the name errors give it, its metadata and spaces."""
+
+    path: Path
+    source: str
+    metadata: dict[str, Any]
+    observation_space: gym.spaces.Space
+    action_space: gym.spaces.Space
+
+
+def read_files(path: str | Path) -> AgentFiles:
+    """The files of a saved agent (a directory, a zip of one, or a name saved as `name.zip`:
+    `kppo.agent.archive.agent_dir`); one-line errors naming it for foreign input."""
     path = agent_dir(path)
     source = source_name(path)
     if not (path / "metadata.json").is_file() or not (path / "config.yaml").is_file():
@@ -177,15 +187,10 @@ def read_metadata(path: str | Path) -> tuple[Config, dict[str, Any], gym.spaces.
         raise ValueError(
             f"{source}: metadata.json: extra: expected a JSON object, got {type(metadata['extra']).__name__}"
         )
-    try:
-        config = Config.from_yaml(path / "config.yaml")
-    except ValueError as err:
-        raise ValueError(f"{source}: config.yaml: {err}" if source != repr(str(path)) else str(err)) from None
     observation_space, action_space = (
         _read_space(metadata, key, source) for key in ("observation_space", "action_space")
     )
-    _check_fits(config, observation_space, path, source)
-    return config, metadata, observation_space, action_space
+    return AgentFiles(path, source, metadata, observation_space, action_space)
 
 
 def _read_json(file: Path, source: str) -> dict[str, Any]:
@@ -200,26 +205,13 @@ def _read_json(file: Path, source: str) -> dict[str, Any]:
     return metadata
 
 
-def least_weights(config: Config, observation_dim: int = 0) -> int:
-    """A lower bound on the numbers a checkpoint of `config`'s agent holds: the observation statistics' mean (of
-    `observation_dim` values), the hidden layers' biases and the kernels between them in both towers, a recurrent
-    agent's LSTM recurrent kernel (4 h x h a layer). Each is a float32 in the checkpoint's data files; the networks'
-    part (`observation_dim=0`) is in every SB3 state_dict of them too (`kppo.sb3.saves.from_sb3`)."""
-    total = observation_dim
-    for given in (config.actor_hidden_units, config.critic_hidden_units):
-        widths = list(given) if given is not None else [config.num_hidden_units] * config.num_hidden_layers
-        total += sum(widths) + sum(a * b for a, b in itertools.pairwise(widths))
-    if config.recurrent:
-        total += 4 * config.n_lstm_layers * config.lstm_hidden_size**2
-    return total
-
-
-def _check_fits(config: Config, observation_space: gym.spaces.Space, path: Path, source: str) -> None:
-    """A one-line ValueError when the networks `config` describes hold more numbers than the checkpoint's data files
+def check_fits(spec: AgentSpec, files: AgentFiles) -> None:
+    """A one-line ValueError when the networks `spec` describes hold more numbers than the checkpoint's data files
     have bytes for: the config was changed after the weights were saved (e.g. `num_hidden_units: 1000000000`, which
     building would try to allocate), or the weights are missing or cut."""
+    path, source = files.path, files.source
     held = sum(f.stat().st_size for f in (path / "weights").glob("ckpt.data-*") if f.is_file())
-    least = least_weights(config, gym.spaces.flatdim(observation_space))
+    least = spec.least_weights(gym.spaces.flatdim(files.observation_space))
     if 4 * least > held:
         raise ValueError(
             f"{source}: weights: expected the weights of config.yaml's networks (at least {4 * least:,} bytes of "
@@ -229,7 +221,7 @@ def _check_fits(config: Config, observation_space: gym.spaces.Space, path: Path,
 
 def restore(path: str | Path, agent: Any, obs_shape: list[int]) -> tuple[Moments, Moments]:
     """Restores weights, optimizer and statistics into `agent` (a `kppo.agent.agent.Agent` built for the saved config
-    and spaces; `kppo.agent.agent.load_agent` does both).
+    and spaces; `kppo.training.agents.load_agent` does both).
 
     Returns:
         (observation statistics, return statistics).

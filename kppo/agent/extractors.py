@@ -27,6 +27,7 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.networks import HIDDEN_GAIN, make_initializer
+from kppo.agent.spec import AgentSpec
 from kppo.config.choices import FEATURES_EXTRACTORS
 from kppo.core.errors import ArgumentError, ArgumentTypeError
 from kppo.gym_envs.spaces import flat_dim, has_image, is_channels_first, is_image_space, space_shape
@@ -286,24 +287,24 @@ def _builtin(
     return lambda: build(space_shape(space), **options, **tower)
 
 
-def config_extractor(config, observation_space: gym.spaces.Space) -> Callable[[], Preprocessed] | None:
-    """The factory of the extractor `config.features_extractor` names for `observation_space`, with `config`'s
+def spec_extractor(spec: AgentSpec, observation_space: gym.spaces.Space) -> Callable[[], Preprocessed] | None:
+    """The factory of the extractor `spec.features_extractor` names for `observation_space`, with `spec`'s
     features_dim, normalize_images and initialization; for 'flatten', None (the MLP reads the flat rows), or a
     `FlattenExtractor` when the space holds images to divide by 255 (SB3's MlpPolicy on images)."""
-    if config.features_extractor == "flatten":
-        if not (config.normalize_images and has_image(observation_space)):
+    if spec.features_extractor == "flatten":
+        if not (spec.normalize_images and has_image(observation_space)):
             return None
         keys = list(observation_space.spaces) if isinstance(observation_space, gym.spaces.Dict) else None
         return lambda: Preprocessed(FlattenExtractor(keys), observation_space, True)  # SB3's MlpPolicy: images / 255
     kwargs = {}
-    if config.features_dim is not None:
-        kwargs["cnn_output_dim" if config.features_extractor == "combined" else "features_dim"] = config.features_dim
+    if spec.features_dim is not None:
+        kwargs["cnn_output_dim" if spec.features_extractor == "combined" else "features_dim"] = spec.features_dim
     return extractor_factory(
-        config.features_extractor,
+        spec.features_extractor,
         observation_space,
         kwargs,
-        config.normalize_images,
-        config.kernel_init,
-        config.bias_init,
-        config.seed * 1000 + 900,
+        spec.normalize_images,
+        spec.kernel_init,
+        spec.bias_init,
+        spec.seed * 1000 + 900,
     )

@@ -24,7 +24,7 @@ class TorchLSTMCell(keras.layers.Layer):
     Layer 0's weights are `kernel`, `recurrent_kernel`, `input_bias`, `recurrent_bias` (a one-layer cell is what it
     was); layer l's carry the suffix `_l` (`layer_weights`).
     `biases=1`: one `bias`, the layout of Keras' LSTMCell, which kppo used before; only for reading agents saved then
-    (`kppo.agent.agent.load_agent` moves them into a two-bias cell)."""
+    (`kppo.agent.agent.read_any_cells` moves them into a two-bias cell)."""
 
     def __init__(self, units: int, seed: int = 0, biases: int = 2, num_layers: int = 1, **kwargs: Any):
         super().__init__(**kwargs)

@@ -17,6 +17,7 @@ import keras
 from kppo._tf import tf
 from kppo.agent.features import extract, extract_shape
 from kppo.agent.lstm import LSTMCells
+from kppo.agent.spec import AgentSpec
 from kppo.core.tf_loops import vectorizing_now
 from kppo.core.vectorized import narrow_matmul
 
@@ -294,57 +295,57 @@ def make_extractors(
 
 
 def make_networks(
-    config,
+    spec: AgentSpec,
     obs_dim: int,
     dist,
     seed: int,
     lstm_biases: int = 2,
     extractors: tuple[keras.layers.Layer | None, keras.layers.Layer | None] = (None, None),
 ) -> tuple[Actor, Critic, LSTMCells | None]:
-    """Builds the actor and critic for `dist` from the network fields of a `kppo.Config`, and the LSTM cells they
-    read when `config.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`); `extractors`: the actor's and
+    """Builds the actor and critic for `dist` from the network fields of `spec`, and the LSTM cells they
+    read when `spec.recurrent` (else None; `lstm_biases`: see `TorchLSTMCell`); `extractors`: the actor's and
     critic's features extractors (`make_extractors`), which a recurrent agent's LSTM cells read instead (one, shared:
     sb3-contrib's CnnLstmPolicy; two with share_features_extractor=False: the critic's cell, or its MLP, reads its
     own)."""
     memory_extractors: tuple = (None, None)
-    if config.recurrent is not None and extractors != (None, None):
-        if extractors[0] is not extractors[1] and config.shared_lstm:  # sb3-contrib asserts it
+    if spec.recurrent is not None and extractors != (None, None):
+        if extractors[0] is not extractors[1] and spec.shared_lstm:  # sb3-contrib asserts it
             raise ValueError(
                 "share_features_extractor: expected True with shared_lstm=True (a shared LSTM reads one features "
                 "extractor), got False"
             )
         memory_extractors, extractors = extractors, (None, None)  # the cells read them (the critic's: its own)
-    common = dict(
-        num_hidden_layers=config.num_hidden_layers,
-        num_hidden_units=config.num_hidden_units,
-        activation=config.activation,
-        kernel_init=config.kernel_init,
-        bias_init=config.bias_init,
+    common: dict[str, Any] = dict(
+        num_hidden_layers=spec.num_hidden_layers,
+        num_hidden_units=spec.num_hidden_units,
+        activation=spec.activation,
+        kernel_init=spec.kernel_init,
+        bias_init=spec.bias_init,
     )
     actor = Actor(
         dist.param_size,
         gaussian=dist.has_log_std,
         state_dependent_noise=dist.state_dependent,
         full_std=getattr(dist, "full_std", True),
-        state_independent_std=config.state_independent_std,
-        log_std_init=config.log_std_init,
+        state_independent_std=spec.state_independent_std,
+        log_std_init=spec.log_std_init,
         seed=seed * 1000 + 1,
-        hidden_units=config.actor_hidden_units,
+        hidden_units=spec.actor_widths,
         extractor=extractors[0],
         name="actor",
         **common,
     )
     critic = Critic(
         seed=seed * 1000 + 500,
-        hidden_units=config.critic_hidden_units,
+        hidden_units=spec.critic_widths,
         extractor=extractors[1],
         name="critic",
         **common,
     )
     lstm = None
-    if config.recurrent is not None:  # named "memory": the name its checkpoints have
-        units, critic_cell = config.lstm_hidden_size, config.enable_critic_lstm
-        shared, layers = config.shared_lstm, config.n_lstm_layers
+    if spec.recurrent is not None:  # named "memory": the name its checkpoints have
+        units, critic_cell = spec.lstm_hidden_size, spec.enable_critic_lstm
+        shared, layers = spec.shared_lstm, spec.n_lstm_layers
         lstm = LSTMCells(
             units, critic_cell, seed * 1000 + 800, lstm_biases, shared, layers, *memory_extractors, name="memory"
         )

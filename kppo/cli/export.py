@@ -122,7 +122,7 @@ def _checked_flags(args) -> Any:
 
 def cmd_export(args) -> int:
     import kppo
-    from kppo.agent.checkpoint import read_metadata
+    from kppo.training.agents import read_metadata
     from kppo.cli.runs import writable_dir
 
     budget = _checked_flags(args)

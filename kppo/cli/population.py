@@ -166,7 +166,7 @@ def train_population(args: Any) -> int:
         stats = member.runner_state.rollout
         checkpoint.save(
             directory / "agent",
-            member.config,
+            member.config.to_yaml(),
             member.agent,
             stats.obs_stats,
             stats.return_stats,

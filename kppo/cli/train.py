@@ -102,7 +102,7 @@ def cmd_train(args) -> int:
     stats = result.runner_state.rollout
     checkpoint.save(
         out / "agent",
-        config,
+        config.to_yaml(),
         result.agent,
         stats.obs_stats,
         stats.return_stats,

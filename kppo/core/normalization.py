@@ -13,7 +13,7 @@ The host rollout keeps observation statistics in numpy (float32, the same arithm
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,12 +33,6 @@ class Constants(NamedTuple):
     clip_reward: float = CLIP
     epsilon: float = EPSILON
     gamma: float | None = None
-
-    @classmethod
-    def of(cls, config: Any) -> Constants:
-        """A Config's `clip_obs`, `clip_reward`, `norm_epsilon` and `norm_gamma`."""
-        gamma = None if config.norm_gamma is None else float(config.norm_gamma)
-        return cls(float(config.clip_obs), float(config.clip_reward), float(config.norm_epsilon), gamma)
 
 
 DEFAULTS = Constants()  # SB3's VecNormalize defaults

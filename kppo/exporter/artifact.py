@@ -42,7 +42,6 @@ import numpy as np
 
 from kppo.agent import checkpoint
 from kppo._tf import tf
-from kppo.agent.agent import load_agent
 from kppo.core.errors import system_reason
 from kppo.core.files import atomic_file
 from kppo.exporter.calibration import policy_env, record_observations
@@ -66,6 +65,7 @@ from kppo.exporter.onnx import OnnxRunner, onnx_versions, require_onnx, to_onnx,
 from kppo.exporter.runner import MASK_INPUT, STATE_INPUTS, TFLiteRunner
 from kppo.agent.policy import Policy
 from kppo.gym_envs.spaces import is_channels_first
+from kppo.training.agents import load_agent
 from kppo.version import __version__
 
 FORMATS = ("tflite", "saved_model", "onnx")

@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo.core.errors import ArgumentError
-from kppo.agent.agent import Agent, load_agent, make_policy
+from kppo.agent.agent import Agent, make_policy
 from kppo.agent.archive import agent_dir
 from kppo.agent.policy import Policy, PredictKeys
 from kppo.config.options import Config
@@ -36,6 +36,7 @@ from kppo.sb3.saves.from_sb3 import model_from_sb3
 from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
 from kppo.sb3.utils import maybe_transpose, set_random_seed, unwrap_vec_normalize
 from kppo.sb3.vec_normalize import VecNormalize, frozen_statistics
+from kppo.training.agents import agent_spec, load_agent
 from kppo.training.runners import Runner, Start
 from kppo.vec_envs.vec_env import VecEnv
 
@@ -267,7 +268,7 @@ class BaseAlgorithm:
         agent = self._require_agent("predict")
         if self._policy is None:
             assert self.config is not None  # set with the agent
-            self._policy = make_policy(agent, self._statistics()[0], self.config, *self._model_spaces())
+            self._policy = make_policy(agent, self._statistics()[0], agent_spec(self.config), *self._model_spaces())
             self._policy.keys = self._predict_keys  # one count of predict calls across rebuilt policies
         self._predict_keys.seed = self.seed  # set_random_seed may have changed it
         return self._policy

@@ -23,6 +23,7 @@ import numpy as np
 from kppo._tf import tf
 from kppo.core import normalization
 from kppo.agent.agent import Agent, build_agent
+from kppo.training.agents import agent_spec
 from kppo.callbacks import make_callback
 from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.config.options import Config
@@ -81,7 +82,7 @@ def user_agent(policy_kwargs: dict, config: Config, vec_env: GymVecEnv) -> Agent
     factory = user_extractor_factory(policy_kwargs, config, vec_env.observation_space)
     if factory is None:
         return None
-    return build_agent(config, vec_env.observation_space, vec_env.action_space, features_extractor=factory)
+    return build_agent(agent_spec(config), vec_env.observation_space, vec_env.action_space, features_extractor=factory)
 
 
 def vec_normalize_start(env: Any, model: Any, start: Start) -> Start:
@@ -249,7 +250,9 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
             if start.agent is None:
                 agent = user_agent(self.policy_kwargs, self.config, vec_env)
                 with self._device_scope(), fits_in_memory([self.config]):
-                    agent = agent or build_agent(self.config, vec_env.observation_space, vec_env.action_space)
+                    agent = agent or build_agent(
+                        agent_spec(self.config), vec_env.observation_space, vec_env.action_space
+                    )
                 start = start._replace(agent=agent)
         except BaseException:
             vec_env.close()

@@ -11,9 +11,9 @@ from typing import Any
 
 
 from kppo.agent import checkpoint
-from kppo.agent.agent import load_agent
 from kppo.agent.archive import agent_dir, write_zip, zip_target
 from kppo.sb3.arguments import jsonable_policy_kwargs, saved_extractor
+from kppo.training.agents import load_agent, read_metadata
 
 #: The constructor arguments a save holds (in metadata.json's `extra.sb3`, with `num_timesteps`).
 SAVED_ARGUMENTS = (
@@ -59,7 +59,9 @@ def save_model(model: Any, path: str | Path | Any) -> None:
     spaces = (model.observation_space, model.action_space)
     with tempfile.TemporaryDirectory(prefix="kppo-save-") as staging:
         folder = Path(staging) / "model"
-        checkpoint.save(folder, model.config, model.agent, obs_stats, return_stats, *spaces, {"sb3": arguments})
+        checkpoint.save(
+            folder, model.config.to_yaml(), model.agent, obs_stats, return_stats, *spaces, {"sb3": arguments}
+        )
         write_zip(folder, zip_target(path) if isinstance(path, (str, Path)) else path)
 
 
@@ -93,7 +95,7 @@ def load_model(
     name the save."""
     source = path if isinstance(path, (str, Path)) else "the file object"
     path = agent_dir(path)
-    _, metadata, _, _ = checkpoint.read_metadata(path)
+    _, metadata, _, _ = read_metadata(path)
     saved = saved_arguments(metadata, str(source))
     saved["policy_kwargs"] = saved_extractor(saved["policy_kwargs"], custom_objects)
     args = {k: saved[k] for k in SAVED_ARGUMENTS if k not in ("policy", "policy_kwargs")}

@@ -40,6 +40,7 @@ from kppo.gym_envs.spaces import (
     space_shape,
 )
 from kppo.sb3.saves.vec_normalize_pickle import is_pickle, read_vec_normalize
+from kppo.training.runners.settings import norm_constants
 
 FORMAT = "kppo.VecNormalize/1"
 
@@ -194,7 +195,7 @@ class VecNormalize(VecEnvWrapper):
 
     def _constant(self, name: str) -> float:
         if self.model is not None and self.model.config is not None:
-            return float(getattr(normalization.Constants.of(self.model.config), name))
+            return float(getattr(norm_constants(self.model.config), name))
         return float(getattr(self._constants, name))
 
     def _set_constant(self, name: str, value: Any) -> None:

@@ -16,6 +16,7 @@ from kppo.agent.agent import Agent, make_policy
 from kppo.agent.policy import ObsScaling, Policy
 from kppo.config.options import Config, Sweep
 from kppo.core.types import RunnerState
+from kppo.training.agents import agent_spec
 from kppo.training.runners import Runner
 
 
@@ -52,7 +53,11 @@ class PPOResult:
     def policy(self) -> Policy:
         """The trained policy with the final statistics; SB3's `predict` makes it usable by `evaluate_policy`."""
         return make_policy(
-            self.agent, self.runner_state.rollout.obs_stats, self.config, self.observation_space, self.action_space
+            self.agent,
+            self.runner_state.rollout.obs_stats,
+            agent_spec(self.config),
+            self.observation_space,
+            self.action_space,
         )
 
     @property
@@ -111,7 +116,11 @@ class TrainingModel:
         if self._policy is None or self._policy_state is not self.runner_state:
             stats = self.runner.view(self.runner_state).rollout.obs_stats
             policy = make_policy(
-                self.runner.agent, stats, self.config, self.runner.observation_space, self.runner.action_space
+                self.runner.agent,
+                stats,
+                agent_spec(self.config),
+                self.runner.observation_space,
+                self.runner.action_space,
             )
             if self._policy is not None:  # the rebuilt policy keeps counting its predict calls
                 policy.keys = self._policy.keys
@@ -133,7 +142,7 @@ class TrainingModel:
         stats = self.runner.view(self.runner_state).rollout
         checkpoint.save(
             path,
-            self.config,
+            self.config.to_yaml(),
             self.runner.agent,
             stats.obs_stats,
             stats.return_stats,

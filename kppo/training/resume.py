@@ -7,7 +7,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from kppo.agent.agent import Agent, SavedAgent, read_any_cells
+from kppo.agent.agent import Agent, read_any_cells
+from kppo.training.agents import SavedAgent, agent_spec
 from kppo.training.checkpointer import Restored, RoundSoFar, TrainingCheckpointer
 from kppo.config.options import Config
 from kppo.training.runners import Runner, make_runner
@@ -65,7 +66,7 @@ def restore_run(
         )
         return restore_newest(reader, field, fits)
 
-    return read_any_cells(read, runner.agent, config, runner.action_space)
+    return read_any_cells(read, runner.agent, agent_spec(config), runner.action_space)
 
 
 def load_run_checkpoint(run_dir: str | Path) -> SavedAgent:

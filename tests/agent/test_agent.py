@@ -8,11 +8,13 @@ import keras
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.agent import checkpoint
 from kppo.core import normalization
 from kppo._tf import tf
-from kppo.agent.agent import load_agent, make_agent, make_policy
+from kppo.agent.agent import make_agent, make_policy
+from kppo.training.agents import load_agent
 from kppo.config.options import Config
 from kppo.core.optimizers import OptimizerSpec, make_optimizer
 
@@ -23,7 +25,11 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 def test_make_agent_is_a_function_of_the_config_seed():
     config = kppo.Config(num_hidden_units=8, seed=3)
-    a, b, c = make_agent(config, 3, ACT), make_agent(config, 3, ACT), make_agent(config.replace(seed=4), 3, ACT)
+    a, b, c = (
+        make_agent(agent_spec(config), 3, ACT),
+        make_agent(agent_spec(config), 3, ACT),
+        make_agent(agent_spec(config.replace(seed=4)), 3, ACT),
+    )
     assert all(np.array_equal(x.numpy(), y.numpy()) for x, y in zip(a.variables, b.variables))
     assert not all(np.array_equal(x.numpy(), y.numpy()) for x, y in zip(a.variables, c.variables))
     assert len(a.variables) == len(a.actor.trainable_variables) + len(a.critic.trainable_variables)
@@ -32,14 +38,14 @@ def test_make_agent_is_a_function_of_the_config_seed():
 
 def test_a_saved_agent_loads_with_its_statistics_and_acts_the_same(tmp_path):
     config = kppo.Config(num_hidden_units=8, normalize_obs=True)
-    agent = make_agent(config, 3, ACT)
+    agent = make_agent(agent_spec(config), 3, ACT)
     stats = normalization.update_moments(normalization.initial_stats([3]), tf.constant([[1.0, 2.0, 3.0], [0, 0, 1.0]]))
-    checkpoint.save(tmp_path / "agent", config, agent, stats, normalization.initial_stats(()), OBS, ACT)
+    checkpoint.save(tmp_path / "agent", config.to_yaml(), agent, stats, normalization.initial_stats(()), OBS, ACT)
     saved = load_agent(tmp_path / "agent")
     assert saved.config == config and saved.observation_space == OBS and saved.action_space == ACT
     np.testing.assert_allclose(saved.obs_stats.mean.numpy(), stats.mean.numpy())
     obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
-    want = make_policy(agent, stats, config, OBS, ACT).get_action(obs)
+    want = make_policy(agent, stats, agent_spec(config), OBS, ACT).get_action(obs)
     np.testing.assert_array_equal(saved.policy.get_action(obs), want)
 
 
@@ -109,7 +115,7 @@ class _Features(keras.layers.Layer):
 
 def test_an_empty_actor_head_reads_the_observations():
     config = Config(actor_hidden_units=(), critic_hidden_units=(8,), num_envs=2, num_steps=8)
-    agent = make_agent(config, 4, gym.spaces.Box(-1, 1, (2,), np.float32))
+    agent = make_agent(agent_spec(config), 4, gym.spaces.Box(-1, 1, (2,), np.float32))
     assert sorted(tuple(v.shape) for v in agent.actor.trainable_variables) == [(2,), (2,), (4, 2)]
     assert agent.critic(tf.zeros([3, 4])).shape == (3,)
 
@@ -117,7 +123,9 @@ def test_an_empty_actor_head_reads_the_observations():
 @pytest.mark.parametrize("share, weights", [(True, 2 + 4 + 4), (False, 2 + 4 + 2 + 4)])
 def test_a_features_extractor_is_shared_or_one_per_network(share, weights):
     config = Config(num_hidden_layers=1, num_hidden_units=8, num_envs=2, num_steps=8)
-    agent = make_agent(config, 4, gym.spaces.Discrete(3), features_extractor=_Features, share_features_extractor=share)
+    agent = make_agent(
+        agent_spec(config), 4, gym.spaces.Discrete(3), features_extractor=_Features, share_features_extractor=share
+    )
     assert (agent.actor.extractor is agent.critic.extractor) == share
     assert len(agent.variables) == weights  # a shared extractor's kernel and bias count once
     assert agent.actor(tf.zeros([2, 4])).shape == (2, 3)
@@ -126,7 +134,7 @@ def test_a_features_extractor_is_shared_or_one_per_network(share, weights):
 @pytest.mark.parametrize("name", ["rmsprop", "rmsprop_tf", "sgd"])
 def test_the_configured_optimizer_is_built_with_its_slots(name):
     config = Config(optimizer=name, optimizer_momentum=0.9, num_envs=2, num_steps=8, adam_style="torch")
-    agent = make_agent(config, 4, gym.spaces.Discrete(2))
+    agent = make_agent(agent_spec(config), 4, gym.spaces.Discrete(2))
     assert type(agent.optimizer).__name__ == ("TorchSGD" if name == "sgd" else "TorchRMSprop")
     assert agent.optimizer.momentum == 0.9 and getattr(agent.optimizer, "tf_like", False) == (name == "rmsprop_tf")
 

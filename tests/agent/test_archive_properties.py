@@ -551,6 +551,7 @@ def saved(tmp_path_factory) -> Saved:
     from kppo.agent import checkpoint
     from kppo.training.checkpointer import TrainingCheckpointer
     from kppo.training.runners import make_runner
+    from kppo.training.agents import read_metadata
 
     work = tmp_path_factory.mktemp("saved")
     model = kppo.PPO("MlpPolicy", "CartPole-v1", n_steps=8, batch_size=8, n_epochs=1, policy_kwargs={"net_arch": [4]})
@@ -563,9 +564,9 @@ def saved(tmp_path_factory) -> Saved:
     checkpointer.save(runner.state, [], 1)
     stats = runner.view(runner.state).rollout
     spaces = (runner.observation_space, runner.action_space)
-    checkpoint.save(work / "agent", config, runner.agent, stats.obs_stats, stats.return_stats, *spaces)
+    checkpoint.save(work / "agent", config.to_yaml(), runner.agent, stats.obs_stats, stats.return_stats, *spaces)
     kppo.PPO.load(work / "model.zip")  # every module a load imports, imported before `nothing_runs` guards
-    zip_config, _, *zip_spaces = checkpoint.read_metadata(work / "model.zip")
+    zip_config, _, *zip_spaces = read_metadata(work / "model.zip")
     return Saved(
         _with_config((work / "model.zip").read_bytes(), zip_config),
         Built(zip_config, tuple(zip_spaces), model.agent),
@@ -599,14 +600,13 @@ def check_zip(saved: Saved, mutation: tuple) -> None:
 def quick_load_agent(saved: Saved):
     """`kppo.sb3.save_util.load_agent` replaced while the block runs by the same steps (`read_metadata`, an agent of the
     config, `restore`), the agent of an unchanged config and spaces being the module's (`Built.restore`)."""
-    from kppo.agent import checkpoint
-    from kppo.agent.agent import SavedAgent
     from kppo.sb3 import save_util as ppo
+    from kppo.training.agents import SavedAgent, read_metadata
 
     real = ppo.load_agent
 
     def load_agent(path: Any, user_extractor: Any = None) -> SavedAgent:
-        config, metadata, observation_space, action_space = checkpoint.read_metadata(path)
+        config, metadata, observation_space, action_space = read_metadata(path)
         if not saved.zip_agent.fits(config, observation_space, action_space):
             return real(path, user_extractor)
         stats = saved.zip_agent.restore(path)
@@ -695,8 +695,7 @@ def check_agent(saved: Saved, mutation: tuple) -> None:
     """`load_agent` of the directory with `mutation` loads, or refuses it in one line naming it (its folder or a
     file of it). A directory whose config and spaces read back unchanged restores into the module's agent (what
     `load_agent` does after building an agent of that config: the build, ~50 ms, is skipped)."""
-    from kppo.agent import checkpoint
-    from kppo.agent.agent import load_agent
+    from kppo.training.agents import load_agent, read_metadata
 
     box = saved.sandbox
     folder = box.fresh()
@@ -704,7 +703,7 @@ def check_agent(saved: Saved, mutation: tuple) -> None:
     note(f"mutation: {mutation[0]} {sorted(saved.agent)[mutation[1] % len(saved.agent)]}")
 
     def load() -> None:
-        config, _, observation_space, action_space = checkpoint.read_metadata(folder)
+        config, _, observation_space, action_space = read_metadata(folder)
         if saved.dir_agent.fits(config, observation_space, action_space):
             saved.dir_agent.restore(folder)
         else:
@@ -890,7 +889,7 @@ def test_a_broken_metadata_json_is_refused_naming_it(saved, mutation):
     one that is a JSON list or `true` crashed with AttributeError, one without `action_space` with KeyError. The
     rest, written with the fix: a space gymnasium cannot build, arrays nested past Python's stack, an `extra` that
     is not an object."""
-    from kppo.agent.agent import load_agent
+    from kppo.training.agents import load_agent
 
     folder = saved.sandbox.fresh()
     write_files(saved.agent, mutation, folder)
@@ -909,7 +908,7 @@ def test_a_config_whose_networks_the_weights_cannot_hold_is_refused_before_build
     """Written with the fix, not found by Hypothesis (the edit is rare among its draws): config.yaml changed to
     `num_hidden_units: 2**40` made `load_agent` ask TensorFlow for a [4, 2**40] kernel, a ResourceExhaustedError
     after 10 s (smaller widths: gigabytes allocated, the example hung). It is refused before any network is built."""
-    from kppo.agent.agent import load_agent
+    from kppo.training.agents import load_agent
 
     folder = saved.sandbox.fresh()
     extra = {"recurrent": "lstm"} if field == "lstm_hidden_size" else {}

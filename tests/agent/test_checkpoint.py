@@ -6,6 +6,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import read_metadata
+from kppo.training.agents import agent_spec
 from kppo.agent import checkpoint
 from kppo.core import normalization
 from kppo._tf import tf
@@ -20,21 +22,21 @@ SMALL = Config(num_hidden_units=8)
 
 
 def _saved(tmp_path, config=SMALL):
-    agent = make_agent(config, 3, ACT)
+    agent = make_agent(agent_spec(config), 3, ACT)
     stats = normalization.update_moments(
         normalization.initial_stats([3]), tf.constant([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
     )
     ret = normalization.update_moments(normalization.initial_stats(()), tf.constant([4.0, 6.0]))
-    path = checkpoint.save(tmp_path / "agent", config, agent, stats, ret, OBS, ACT, {"note": 1})
+    path = checkpoint.save(tmp_path / "agent", config.to_yaml(), agent, stats, ret, OBS, ACT, {"note": 1})
     return path, agent, stats, ret
 
 
 def test_round_trip(tmp_path):
     path, agent, stats, ret = _saved(tmp_path)
-    config, metadata, obs_space, act_space = checkpoint.read_metadata(path)
+    config, metadata, obs_space, act_space = read_metadata(path)
     assert config == Config(num_hidden_units=8) and metadata["extra"] == {"note": 1}
     assert obs_space == OBS and act_space == ACT
-    fresh = make_agent(config.replace(seed=5), 3, act_space)
+    fresh = make_agent(agent_spec(config.replace(seed=5)), 3, act_space)
     obs_stats, ret_stats = checkpoint.restore(path, fresh, [3])
     for a, b in zip(agent.variables, fresh.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
@@ -45,7 +47,7 @@ def test_round_trip(tmp_path):
 
 def test_mismatched_network_is_a_one_line_error(tmp_path):
     path, *_ = _saved(tmp_path)
-    wider = make_agent(Config(num_hidden_units=16), 3, ACT)
+    wider = make_agent(agent_spec(Config(num_hidden_units=16)), 3, ACT)
     with pytest.raises(ValueError, match="weights: could not restore") as err:
         checkpoint.restore(path, wider, [3])
     assert "\n" not in str(err.value)
@@ -56,23 +58,23 @@ def test_corrupted_weights_are_a_clear_error(tmp_path):
     for data in path.glob("weights/ckpt.data-*"):
         data.write_bytes(data.read_bytes()[:100])
     with pytest.raises(ValueError, match="weights: could not restore"):
-        checkpoint.restore(path, make_agent(Config(num_hidden_units=8), 3, ACT), [3])
+        checkpoint.restore(path, make_agent(agent_spec(Config(num_hidden_units=8)), 3, ACT), [3])
 
 
 def test_foreign_directories_and_versions(tmp_path):
     with pytest.raises(ValueError, match="path: expected a kppo agent directory"):
-        checkpoint.read_metadata(tmp_path)
+        read_metadata(tmp_path)
     path, *_ = _saved(tmp_path)
     meta = json.loads((path / "metadata.json").read_text())
     meta["format"] = 99
     (path / "metadata.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"metadata.json: expected format 1, got 99"):
-        checkpoint.read_metadata(path)
+        read_metadata(path)
 
 
 def test_save_replaces_atomically(tmp_path):
     path, agent, stats, ret = _saved(tmp_path)
-    checkpoint.save(path, Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)
+    checkpoint.save(path, Config(num_hidden_units=8).to_yaml(), agent, stats, ret, OBS, ACT)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent"]  # no staging directories left behind
 
 
@@ -89,7 +91,7 @@ def test_a_failing_write_is_one_line_and_leaves_the_previous_agent_as_it_was(tmp
 
     monkeypatch.setattr(pathlib.Path, "write_text", full_disk)
     with pytest.raises(OSError) as raised:
-        checkpoint.save(path, Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)
+        checkpoint.save(path, Config(num_hidden_units=8).to_yaml(), agent, stats, ret, OBS, ACT)
     monkeypatch.undo()
     assert str(raised.value) == (
         f"path: could not write the agent to {str(path)!r} (No space left on device); nothing there was changed"
@@ -110,4 +112,4 @@ def test_a_read_only_folder_is_one_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "mkdtemp", read_only)
     with pytest.raises(OSError, match=r"path: could not write the agent to .*other' \(Permission denied\); nothing"):
-        checkpoint.save(tmp_path / "other", Config(num_hidden_units=8), agent, stats, ret, OBS, ACT)
+        checkpoint.save(tmp_path / "other", Config(num_hidden_units=8).to_yaml(), agent, stats, ret, OBS, ACT)

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
@@ -89,21 +90,21 @@ def test_combined_extractor_convolves_image_keys_and_flattens_the_rest_in_key_or
 def test_an_mlp_on_images_reads_them_divided_by_255_as_sb3s_mlp_policy():
     config = kppo.Config(num_envs=2, num_steps=8)
     space = gym.spaces.Box(0, 255, (4, 4, 1), np.uint8)
-    agent = make_agent(config, 16, gym.spaces.Discrete(2), observation_space=space)
+    agent = make_agent(agent_spec(config), 16, gym.spaces.Discrete(2), observation_space=space)
     assert isinstance(agent.actor.extractor, Preprocessed) and agent.actor.extractor.parts[0][2]
     assert agent.actor.hidden[0].kernel.shape == (16, 64)
 
 
 def test_a_config_names_the_extractor_so_a_saved_cnn_agent_is_rebuilt(tmp_path):
     from kppo.agent import checkpoint
-    from kppo.agent.agent import load_agent
+    from kppo.training.agents import load_agent
     from kppo.core.normalization import initial_stats
 
     config = kppo.Config(num_envs=2, num_steps=8, features_extractor="cnn", actor_hidden_units=(), seed=5)
     space = gym.spaces.Box(0, 255, (12, 12, 3), np.uint8)
-    agent = make_agent(config, 432, gym.spaces.Discrete(3), observation_space=space)
+    agent = make_agent(agent_spec(config), 432, gym.spaces.Discrete(3), observation_space=space)
     stats = initial_stats([432])
-    checkpoint.save(tmp_path, config, agent, stats, initial_stats([]), space, gym.spaces.Discrete(3))
+    checkpoint.save(tmp_path, config.to_yaml(), agent, stats, initial_stats([]), space, gym.spaces.Discrete(3))
     loaded = load_agent(tmp_path)
     obs = tf.constant(_images((12, 12, 3)).reshape(3, -1))
     np.testing.assert_array_equal(agent.actor(obs).numpy(), loaded.agent.actor(obs).numpy())

@@ -5,6 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.core import normalization
 from kppo.agent.agent import make_agent, make_policy
@@ -24,7 +25,7 @@ HEADS = {  # name: (action space, Config changes)
 
 def _agent(space, activation="tanh", **changes):
     config = kppo.Config(num_hidden_units=16, activation=activation, kernel_init="glorot_uniform", **changes)
-    agent = make_agent(config, 5, space)
+    agent = make_agent(agent_spec(config), 5, space)
     for variable in agent.actor.trainable_variables:  # non-zero biases and log-stds, so every term is checked
         variable.assign(variable + np.random.default_rng(1).normal(0, 0.3, variable.shape).astype(np.float32))
     return agent
@@ -59,7 +60,11 @@ def test_deterministic_actions_equal_the_policy_with_normalization(head):
     obs = np.random.default_rng(2).normal(3, 2, (16, 5)).astype(np.float32)
     stats = normalization.update_moments_np(normalization.to_numpy(normalization.initial_stats([5])), obs[:8])
     policy = make_policy(
-        agent, stats, kppo.Config(normalize_obs=True), gym.spaces.Box(-np.inf, np.inf, (5,), np.float32), space
+        agent,
+        stats,
+        agent_spec(kppo.Config(normalize_obs=True)),
+        gym.spaces.Box(-np.inf, np.inf, (5,), np.float32),
+        space,
     )
     want = policy.predict(obs, deterministic=True)[0]
     got, _ = make_numpy_actor(agent.actor, agent.dist, True).deterministic_env_action(stats, obs)

@@ -5,6 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.core import normalization
 from kppo._tf import tf
@@ -34,12 +35,12 @@ def _perturbed(agent):
 
 def _policy(space=DISCRETE, normalize=False, masks=False, **changes):
     config = kppo.Config(num_hidden_units=8, normalize_obs=normalize, action_masks=masks, **changes)
-    agent = _perturbed(make_agent(config, 4, space))
+    agent = _perturbed(make_agent(agent_spec(config), 4, space))
     stats = normalization.initial_stats([4])
     if normalize:
         obs = np.random.default_rng(3).normal(2, 3, (16, 4)).astype(np.float32)
         stats = normalization.update_moments_np(normalization.to_numpy(stats), obs)
-    return make_policy(agent, stats, config, OBS, space)
+    return make_policy(agent, stats, agent_spec(config), OBS, space)
 
 
 def _obs(n=64, seed=0):

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.agent.agent import build_agent
 from kppo.agent.checkpoint import save
@@ -118,11 +119,11 @@ def test_a_kppo_run_calibrates_on_its_own_env_by_default(tmp_path, capsys):
     config names Pendulum-v1: int8 runs its policy there, no flag needed."""
     config = kppo.Config(env="Pendulum-v1", squash=True, normalize_obs=True, num_hidden_units=16, seed=0)
     env = gym.make("Pendulum-v1")
-    agent = build_agent(config, env.observation_space, env.action_space)
+    agent = build_agent(agent_spec(config), env.observation_space, env.action_space)
     stats = Moments(np.float32([0.0, 0.0, 0.0]), np.float32([0.5, 0.5, 4.0]), np.float32(100.0))
     save(
         tmp_path / "run" / "agent",
-        config,
+        config.to_yaml(),
         agent,
         stats,
         Moments(0.0, 1.0, 1.0),

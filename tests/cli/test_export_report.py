@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.agent.agent import build_agent
 from kppo.agent.checkpoint import save
@@ -28,7 +29,7 @@ def controller(tmp_path_factory):
     """A run directory whose agent balances CartPole-v1 (500 in every episode)."""
     config = kppo.Config(env="CartPole-v1", num_hidden_units=16, seed=0)
     env = gym.make("CartPole-v1")
-    agent = build_agent(config, env.observation_space, env.action_space)
+    agent = build_agent(agent_spec(config), env.observation_space, env.action_space)
     actor = agent.actor
     first, second = actor.hidden
     k1 = np.zeros(first.kernel.shape, np.float32)
@@ -42,7 +43,7 @@ def controller(tmp_path_factory):
         layer.bias.assign(np.zeros(layer.bias.shape, np.float32))
     run = tmp_path_factory.mktemp("controller") / "run"
     stats = Moments(np.zeros(4, np.float32), np.ones(4, np.float32), np.float32(1.0))
-    save(run / "agent", config, agent, stats, Moments(0.0, 1.0, 1.0), env.observation_space, env.action_space)
+    save(run / "agent", config.to_yaml(), agent, stats, Moments(0.0, 1.0, 1.0), env.observation_space, env.action_space)
     return run
 
 

@@ -363,7 +363,7 @@ def test_a_cnn_trained_in_the_compiled_loop_saves_loads_and_exports(tmp_path):
     (they were kept in the frame's shape, which `load_agent` and `kppo.export` refused)."""
     import kppo
     from kppo.agent import checkpoint
-    from kppo.agent.agent import load_agent
+    from kppo.training.agents import load_agent
 
     config = kppo.Config(
         features_extractor="cnn",
@@ -382,7 +382,7 @@ def test_a_cnn_trained_in_the_compiled_loop_saves_loads_and_exports(tmp_path):
     path = tmp_path / "agent"
     checkpoint.save(
         path,
-        result.config,
+        result.config.to_yaml(),
         result.agent,
         stats,
         result.runner_state.rollout.return_stats,

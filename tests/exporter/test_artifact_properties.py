@@ -12,6 +12,7 @@ The mutations (`MODEL_MUTATIONS`, `METADATA_MUTATIONS`, `Pair`) are the kit's to
 
 from __future__ import annotations
 
+from kppo.training.agents import agent_spec
 import contextlib
 import copy
 import hashlib
@@ -66,10 +67,10 @@ def untrained(env_id: str):
 
     config = kppo.Config(env=env_id, num_hidden_units=4)
     env = gym.make(env_id)
-    agent = build_agent(config, env.observation_space, env.action_space)
+    agent = build_agent(agent_spec(config), env.observation_space, env.action_space)
     dim = int(np.prod(env.observation_space.shape))
     stats = Moments(np.zeros(dim, np.float32), np.ones(dim, np.float32), np.float32(1.0))
-    policy = make_policy(agent, stats, config, env.observation_space, env.action_space)
+    policy = make_policy(agent, stats, agent_spec(config), env.observation_space, env.action_space)
     return types.SimpleNamespace(policy=policy, agent=agent, config=config)
 
 

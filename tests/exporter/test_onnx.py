@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo._tf import tf
 from kppo.agent.agent import build_agent, make_policy
@@ -41,9 +42,9 @@ def _runner(path, policy) -> OnnxRunner:
 def squashed():
     """A squashed Box policy whose normalization binds: statistics far from 0/1 and clip_obs=3."""
     config = kppo.Config(squash=True, normalize_obs=True, clip_obs=3.0, num_hidden_units=16, seed=0)
-    agent = build_agent(config, OBS, ACT)
+    agent = build_agent(agent_spec(config), OBS, ACT)
     stats = Moments(np.float32([1.0, -2.0, 0.5]), np.float32([0.25, 4.0, 0.01]), np.float32(100.0))
-    return make_policy(agent, stats, config, OBS, ACT)
+    return make_policy(agent, stats, agent_spec(config), OBS, ACT)
 
 
 def test_a_squashed_box_policy_has_its_normalization_clip_and_scaling_in_the_onnx_file(squashed, tmp_path):

@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo._tf import tf
 
@@ -46,10 +47,10 @@ def test_one_update_equals_the_single_device_update_with_clipping_and_advantage_
             tf.zeros([len(obs), 0], tf.bool),
         )
 
-    single = make_agent(config, 4, space)
+    single = make_agent(agent_spec(config), 4, space)
     strategy = make_strategy("mirrored", DEVICES)  # the one kppo runs use in this process
     with strategy.scope():
-        mirrored = make_agent(config, 4, space)
+        mirrored = make_agent(agent_spec(config), 4, space)
     for a, b in zip(mirrored.variables, single.variables):
         a.assign(b)
     full = batch(single)

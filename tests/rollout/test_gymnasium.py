@@ -4,6 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.core import normalization
 from kppo._tf import tf
@@ -35,7 +36,7 @@ def _parts(normalize_obs=False):
         num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, num_hidden_units=8, normalize_obs=normalize_obs
     )
     vec_env = gym_vec_env(lambda: gym.wrappers.TimeLimit(Counter(), 3), 2, seed=0)
-    agent = make_agent(config, 1, vec_env.action_space)
+    agent = make_agent(agent_spec(config), 1, vec_env.action_space)
     settings = rollout_settings(config)
     finish = lambda *a: finish_rollout(agent, settings, *a)  # noqa: E731
     obs = vec_env.reset(seed=0)
@@ -106,7 +107,7 @@ def test_the_first_minibatch_of_the_update_sees_a_probability_ratio_of_exactly_o
         num_envs=4, num_steps=32, total_timesteps=128, num_minibatches=4, normalize_obs=True, normalize_reward=True
     )
     vec_env = gym_vec_env("Pendulum-v1", 4, seed=0)
-    agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+    agent = make_agent(agent_spec(config), vec_env.flat_obs_dim, vec_env.action_space)
     settings = rollout_settings(config)
     finish = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=True, autograph=False)
     obs = vec_env.reset(seed=0)
@@ -144,7 +145,7 @@ def test_a_masked_rollout_stores_the_env_masks_acts_only_within_them_and_the_upd
         num_envs=3, num_steps=40, total_timesteps=120, num_minibatches=1, num_hidden_units=8, action_masks=True
     )
     vec_env = gym_vec_env(functools.partial(MaskedChoiceEnv, source=source, length=7), 3, seed=0)
-    agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+    agent = make_agent(agent_spec(config), vec_env.flat_obs_dim, vec_env.action_space)
     settings = rollout_settings(config)
     reader = MaskReader(vec_env.vec_env, vec_env.action_space)
     seen = []  # the masks of the sub-envs when each step's observations were returned
@@ -199,7 +200,7 @@ def test_a_cnn_agents_rollout_gives_the_update_tensorflows_log_probs_and_values_
     )
     vec_env = gym_vec_env(BrightHalfEnv, 2, seed=0)
     space = BrightHalfEnv().observation_space
-    agent = make_agent(config, 144, vec_env.action_space, observation_space=space)
+    agent = make_agent(agent_spec(config), 144, vec_env.action_space, observation_space=space)
     settings = rollout_settings(config)
     obs = vec_env.reset(seed=0)
     stats = normalization.to_numpy(normalization.initial_stats([144]))

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo import envs
 from kppo._tf import tf
@@ -13,7 +14,7 @@ from kppo.training.runners.settings import rollout_settings
 def _setup(**changes):
     config = kppo.Config(num_envs=3, num_steps=40, num_hidden_units=8, **changes)
     env = envs.make("CartPole-v1")
-    agent = make_agent(config, 4, env.action_space)
+    agent = make_agent(agent_spec(config), 4, env.action_space)
     state = initial_rollout_state(env, agent, tf.constant([0, 1]), config.num_envs, config.normalize_obs)
     return config, env, agent, state
 
@@ -62,7 +63,7 @@ def test_a_tf_native_task_with_action_masks_acts_within_them_and_evaluates_with_
 
     config = kppo.Config(num_envs=4, num_steps=40, num_hidden_units=8, action_masks=True, num_eval_envs=3)
     env = envs.wrap(MaskedChoiceTask())
-    agent = make_agent(config, 5, env.action_space)
+    agent = make_agent(agent_spec(config), 5, env.action_space)
     state = initial_rollout_state(env, agent, tf.constant([0, 1]), config.num_envs, config.normalize_obs)
     _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))
     traj = rollout.trajectory

@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
@@ -104,7 +105,7 @@ def test_one_update_of_kppo_recurrent_ppo_equals_sb3_contribs(fixture):
         np.testing.assert_allclose([float(getattr(i, field)) for i, _, _ in results], data[sb3], err_msg=field, **close)
     np.testing.assert_allclose([-float(i.entropy) for i, _, _ in results], data["entropy_loss"], **close)
     np.testing.assert_allclose([float(g) for _, g, _ in results], data["grad_norm"], rtol=5e-6)
-    want = make_agent(model.config, 2, model.action_space)
+    want = make_agent(agent_spec(model.config), 2, model.action_space)
     _set_weights(want, data, prefix="after_")
     for got, expected in zip(model.agent.variables, want.variables):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=1e-6, err_msg=got.path)

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo.core import normalization
 from kppo._tf import tf
@@ -60,7 +61,7 @@ def test_the_host_rollout_computes_what_sb3_computes(task):
         autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
     )
     vec_env = gym_vec_env(vector, num_envs)
-    agent = make_agent(config, vec_env.flat_obs_dim, vec_env.action_space)
+    agent = make_agent(agent_spec(config), vec_env.flat_obs_dim, vec_env.action_space)
     set_weights(agent, data)
     settings = rollout_settings(config)
     finish = tf.function(lambda *a: finish_rollout(agent, settings, *a), jit_compile=True, autograph=False)

@@ -7,6 +7,7 @@ kppo.PPO computes SB3's update: torch's Adam (`adam_style="torch"`) and the samp
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.training.runners.settings import update_settings
@@ -55,7 +56,7 @@ def test_one_update_of_kppo_ppo_equals_sb3s(task):
         np.testing.assert_allclose([float(getattr(i, field)) for i, _ in results], data[sb3], err_msg=field, **close)
     np.testing.assert_allclose([-float(i.entropy) for i, _ in results], data["entropy_loss"], **close)
     np.testing.assert_allclose([float(g) for _, g in results], data["grad_norm"], rtol=5e-6)
-    want = make_agent(model.config, data["obs"].shape[1], model.action_space)
+    want = make_agent(agent_spec(model.config), data["obs"].shape[1], model.action_space)
     set_weights(want, data, prefix="after_")
     for got, expected in zip(model.agent.variables, want.variables):
         np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=0, atol=5e-7, err_msg=got.path)  # seen: 1.2e-7
@@ -66,10 +67,10 @@ def test_keras_adam_or_the_population_std_do_not_give_sb3s_weights(changes):
     data = load("update_pendulum")
     model = update_model("pendulum", data)
     config = model.config.replace(**changes)
-    agent = make_agent(config, data["obs"].shape[1], model.action_space)
+    agent = make_agent(agent_spec(config), data["obs"].shape[1], model.action_space)
     set_weights(agent, data)
     _update(agent, config, data)
-    want = make_agent(config, data["obs"].shape[1], model.action_space)
+    want = make_agent(agent_spec(config), data["obs"].shape[1], model.action_space)
     set_weights(want, data, prefix="after_")
     error = max(np.abs(g.numpy() - w.numpy()).max() for g, w in zip(agent.variables, want.variables))
     assert error > 1e-5  # measured: 1.3e-3 (Keras' Adam), 1.7e-5 (population std), against 1.2e-7 above

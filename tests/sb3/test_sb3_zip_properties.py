@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import io
 import json
 import pickle
@@ -126,32 +127,13 @@ class SB3(NamedTuple):
         return "sb3"
 
 
-#: Config fields that shape the rollouts and the update, not the networks: agents built for configs that differ
-#: only in these (and in the initial weights' seed, which SB3's weights replace) are alike.
-NOT_NETWORK = {
-    "num_envs",
-    "num_steps",
-    "total_timesteps",
-    "num_epochs",
-    "num_minibatches",
-    "max_grad_norm",
-    "target_kl",
-    "gamma",
-    "gae_lambda",
-    "clip_range",
-    "clip_range_vf",
-    "normalize_advantage",
-    "ent_coef",
-    "vf_coef",
-    "sde_sample_freq",
-    "verbose",
-    "seed",
-    "learning_rate",
-}
+#: `AgentSpec` fields that SB3's weights replace (the initial weights' seed, the learning rate the load assigns):
+#: agents built for specs that differ only in these are alike.
+NOT_NETWORK = {"seed", "learning_rate"}
 
 
-def _network(config: Any) -> dict:
-    return {k: v for k, v in config.to_dict().items() if k not in NOT_NETWORK}
+def _network(spec: Any) -> dict:
+    return {k: v for k, v in dataclasses.asdict(spec).items() if k not in NOT_NETWORK}
 
 
 @contextlib.contextmanager
@@ -164,13 +146,13 @@ def built_once(sb3: SB3 | None, agents: list):
 
     real = from_sb3.build_agent
 
-    def build_agent(config: Any, observation_space: Any, action_space: Any, **kwargs: Any) -> Any:
+    def build_agent(spec: Any, observation_space: Any, action_space: Any, **kwargs: Any) -> Any:
         for known in agents:
-            if known[:3] == (_network(config), observation_space, action_space):
+            if known[:3] == (_network(spec), observation_space, action_space):
                 return known[3]
-        agent = real(config, observation_space, action_space, **kwargs)
+        agent = real(spec, observation_space, action_space, **kwargs)
         if sb3 is None:
-            agents.append((_network(config), observation_space, action_space, agent))
+            agents.append((_network(spec), observation_space, action_space, agent))
         return agent
 
     from_sb3.build_agent = build_agent

@@ -58,7 +58,7 @@ def trained():
 
 def test_saving_an_agent_past_the_limit_is_one_line_and_leaves_the_previous_save(tmp_path, trained):
     stats = trained.runner_state.rollout
-    args = (trained.config, trained.agent, stats.obs_stats, stats.return_stats)
+    args = (trained.config.to_yaml(), trained.agent, stats.obs_stats, stats.return_stats)
     spaces = (trained.observation_space, trained.action_space)
     checkpoint.save(tmp_path / "agent", *args, *spaces)
     before = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "agent").rglob("*") if p.is_file()}

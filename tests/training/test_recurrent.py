@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo import envs
 from kppo._tf import tf
@@ -27,7 +28,7 @@ def test_the_update_replays_the_rollout_exactly_and_the_memory_restarts_at_episo
     """Also with two stacked layers (`n_lstm_layers=2`): the memory holds both layers' states side by side."""
     config = kppo.Config(**SMALL, enable_critic_lstm=critic_lstm, n_lstm_layers=layers)
     env = envs.make("CartPole-v1")
-    agent = make_agent(config, 4, env.action_space)
+    agent = make_agent(agent_spec(config), 4, env.action_space)
     assert len(agent.lstm.cells) == (2 if critic_lstm else 1)
     state = initial_rollout_state(env, agent, tf.constant([0, 1]), 4, False)
     state, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))  # warm memory
@@ -65,7 +66,7 @@ def test_a_convolutional_lstm_on_a_tf_native_minatar_game_replays_its_rollout_ex
         **{**SMALL, "num_steps": 16}, features_extractor="small_cnn", features_dim=32, normalize_images=False
     )
     env = envs.make("breakout_minatar")
-    agent = make_agent(config, 400, env.action_space, observation_space=env.observation_space)
+    agent = make_agent(agent_spec(config), 400, env.action_space, observation_space=env.observation_space)
     assert agent.lstm.features_width == 32 and agent.lstm.cells[0].kernel.shape == (32, 64)
     convs = agent.lstm.extractor.trainable_variables
     assert convs and sum(v is convs[0] for v in agent.variables) == 1
@@ -84,7 +85,7 @@ def test_rotated_windows_replay_the_rollout_exactly_across_env_boundaries():
     than a rollout to float32 rounding, below)."""
     config = kppo.Config(**{**SMALL, "num_minibatches": 8}, lstm_batching="rotated")
     env = envs.make("CartPole-v1")
-    agent = make_agent(config, 4, env.action_space)
+    agent = make_agent(agent_spec(config), 4, env.action_space)
     state = initial_rollout_state(env, agent, tf.constant([0, 1]), 4, False)
     state, _ = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([2, 3]))  # warm memory
     _, rollout = collect_rollout(env, agent, rollout_settings(config), state, tf.constant([4, 5]))
@@ -192,7 +193,7 @@ def test_host_acting_in_numpy_is_the_lstm_the_update_replays_and_its_update_sees
     config = kppo.Config(**SMALL, n_lstm_layers=layers, **cnn)
     vec_env = gym_vec_env(env, 4, seed=0)
     dim = int(np.prod(vec_env.observation_space.shape))
-    agent = make_agent(config, dim, vec_env.action_space, observation_space=vec_env.observation_space)
+    agent = make_agent(agent_spec(config), dim, vec_env.action_space, observation_space=vec_env.observation_space)
     settings = rollout_settings(config)
     obs = vec_env.reset(seed=0)
     memory = tuple(m.numpy() for m in initial_memory(agent, 4))
@@ -298,7 +299,9 @@ def test_a_run_checkpointed_with_one_bias_lstm_cells_is_read_and_resumes(tmp_pat
     shutil.copytree(legacy / "one_bias_recurrent_run", run)
     saved = load_run_checkpoint(run)
     assert saved.metadata["iteration"] == int(recorded["iteration"])
-    policy = make_policy(saved.agent, saved.obs_stats, saved.config, saved.observation_space, saved.action_space)
+    policy = make_policy(
+        saved.agent, saved.obs_stats, agent_spec(saved.config), saved.observation_space, saved.action_space
+    )
     state = None
     for step, obs in enumerate(recorded["obs"]):
         action, state = policy.predict(obs, state=state, deterministic=True)

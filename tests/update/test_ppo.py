@@ -3,6 +3,7 @@ import keras
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 from kppo._tf import tf
 from kppo.config.options import Config
 from kppo.core.distributions import make_distribution
@@ -44,7 +45,7 @@ def test_a_populations_shuffle_sorted_outside_the_vectorized_map_is_each_members
 def _learner(seed=0, lr=1e-3):
     space = gym.spaces.Discrete(3)
     dist = make_distribution(space)
-    actor, critic, _ = make_networks(Config(num_hidden_units=16), 4, dist, seed)
+    actor, critic, _ = make_networks(agent_spec(Config(num_hidden_units=16)), 4, dist, seed)
     opt = keras.optimizers.Adam(learning_rate=lr, epsilon=1e-5)
     learner = Agent(dist, actor, critic, opt)
     opt.build(learner.variables)

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo.agent.agent import build_agent
-from kppo.agent.checkpoint import least_weights
+from kppo.training.agents import agent_spec
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
 from kppo.core.errors import NotSupportedError
 from kppo.core.normalization import initial_stats
@@ -163,7 +163,7 @@ def check_fits(saved: SB3Save, config: Any, observation_dim: int) -> None:
     would try to allocate."""
     held = sum(int(np.size(tensor)) for tensor in saved.state_dict.values())
     # the networks' weights, the observation statistics, the action head's biases
-    least = max(least_weights(config), observation_dim, _action_width(saved.action_space))
+    least = max(agent_spec(config).least_weights(), observation_dim, _action_width(saved.action_space))
     if least > held:
         raise ValueError(
             f"{saved.source}: policy.pth: expected the weights of the saved policy_kwargs and spaces (at least "
@@ -185,7 +185,7 @@ def model_from_sb3(cls: type, saved: SB3Save, env: Any, device: str, kwargs: dic
         obs_dim = flat_dim(observation_space)
         check_fits(saved, config, obs_dim)
         with model._device_scope():
-            agent = build_agent(config, observation_space, action_space)
+            agent = build_agent(agent_spec(config), observation_space, action_space)
             assign_sb3_weights(agent, saved.state_dict, f"{saved.source}: policy.pth")
     except ValueError as err:
         raise _naming(err, saved.source) from None

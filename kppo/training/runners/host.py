@@ -39,6 +39,7 @@ from kppo.update.ppo import ppo_update
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_step
 from kppo.update.schedules import ScheduleFn, config_schedules
+from kppo.training.agents import agent_spec
 
 
 class Start(NamedTuple):
@@ -72,7 +73,9 @@ def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
             f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {config.distribute!r}"
         )
     # under a strategy all env shards step on the host; the update runs on the replicas
-    return start.agent or build_agent(config, vec_env.observation_space, vec_env.action_space, strategy=strategy)
+    return start.agent or build_agent(
+        agent_spec(config), vec_env.observation_space, vec_env.action_space, strategy=strategy
+    )
 
 
 def _initial_state(

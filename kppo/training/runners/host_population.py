@@ -37,6 +37,7 @@ from kppo.training.runners.population import MemberValues, MemberWeights, member
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_keys
 from kppo.update.schedules import config_schedules
+from kppo.training.agents import agent_spec
 
 
 class FinishCarry(NamedTuple):
@@ -60,7 +61,7 @@ class HostPopulation(NamedTuple):
 
     def new_agent(self, config: Config) -> Agent:
         """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
-        return build_agent(config, self.vec_env.observation_space, self.vec_env.action_space)
+        return build_agent(agent_spec(config), self.vec_env.observation_space, self.vec_env.action_space)
 
 
 def _stacked(items: list) -> Any:
@@ -89,7 +90,7 @@ def build_host_population(env: Any, configs: list[Config]) -> HostPopulation:
     check_members(configs)
     config, count = configs[0], len(configs)
     vec_env = gym_vec_env(env, config.num_envs * count, vectorization=config.vectorization, verbose=config.verbose)
-    agents = [build_agent(c, vec_env.observation_space, vec_env.action_space) for c in configs]
+    agents = [build_agent(agent_spec(c), vec_env.observation_space, vec_env.action_space) for c in configs]
     masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
     state = _initial_state(vec_env, configs, agents[0], masks)
     return HostPopulation(configs, vec_env, agents[0], MemberWeights(agents), state, member_values(configs), masks)

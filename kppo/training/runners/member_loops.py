@@ -21,7 +21,6 @@ from kppo._tf import tf
 from kppo.core import counter_rng
 from kppo.agent.agent import Agent, with_weights
 from kppo.config.options import Config
-from kppo.core.normalization import Constants
 from kppo.core.tf_loops import scan, swap_leading, vectorizing
 from kppo.core.types import EvalResult, RunnerState
 from kppo.rollout.native import (
@@ -32,6 +31,7 @@ from kppo.rollout.native import (
     evaluation_start,
 )
 from kppo.training.runners.settings import (
+    norm_constants,
     population_jit,
     rollout_settings,
     schedule_spec,
@@ -174,7 +174,7 @@ def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerS
 def member_evaluation(env, agent: Agent, config: Config, params: list, stats: Any, keys: tf.Tensor) -> EvalResult:
     """One deterministic evaluation round of every member (`evaluation_episodes`' steps as a loop whose body steps
     every member, `every_member`; it stops when every member's episodes have ended): EvalResult [M, num_eval_envs]."""
-    norm = Constants.of(config)
+    norm = norm_constants(config)
     carry, step_keys = tf.vectorized_map(lambda key: evaluation_start(env, agent, key, config.num_eval_envs), keys)
 
     def member_step(member_stats, member_carry, key):

@@ -20,19 +20,20 @@ from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
 from kppo.training.runners.settings import (
     jit_update,
     maybe_compile,
+    norm_constants,
     rollout_settings,
     root_keys,
     update_batch,
     update_settings,
     schedule_spec,
 )
-from kppo.core.normalization import Constants
 from kppo.core.types import RunnerState
 from kppo.update.ppo import ppo_update
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_step
 from kppo.update.diagnostics import zero_diagnostics
 from kppo.update.schedules import config_schedules
+from kppo.training.agents import agent_spec
 
 
 def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]:
@@ -69,7 +70,7 @@ def build_native(env: str | VecEnv, config: Config) -> NativeParts:
     """Builds envs, distribution, networks, optimizer and the initial runner state from `config.seed`."""
     train_env, eval_env = make_native_envs(env, config)
     native_observation_dim(train_env.observation_space)  # a one-line error unless a Box
-    agent = build_agent(config, train_env.observation_space, train_env.action_space)
+    agent = build_agent(agent_spec(config), train_env.observation_space, train_env.action_space)
     key_reset, key_train, key_eval = root_keys(config.seed)
     state = RunnerState(
         initial_rollout_state(train_env, agent, key_reset, config.num_envs, config.normalize_obs),
@@ -103,7 +104,7 @@ def make_evaluation_fn(env: VecEnv, agent: Agent, config: Config) -> Callable:
     when `config.jit_eval` (None: not for one run; docs/benchmarks/speed.md, "jit flags")."""
 
     def run_eval(stats, key):
-        norm = Constants.of(config)
+        norm = norm_constants(config)
         return evaluation_episodes(
             env, agent, stats, key, config.num_eval_envs, config.normalize_obs, config.action_masks, norm
         )

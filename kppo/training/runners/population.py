@@ -33,6 +33,7 @@ from kppo.core.types import EvalResult, RunnerState
 from kppo.update.driver import drive
 from kppo.update.diagnostics import zero_diagnostics
 from kppo.update.schedules import config_schedules
+from kppo.training.agents import agent_spec
 
 
 class MemberValues(NamedTuple):
@@ -117,7 +118,9 @@ class Population(NamedTuple):
 
     def new_agent(self, config: Config) -> Agent:
         """A fresh single agent for `config` (its networks, before a member's weights are copied in)."""
-        return build_agent(config, self.template.train_env.observation_space, self.template.train_env.action_space)
+        return build_agent(
+            agent_spec(config), self.template.train_env.observation_space, self.template.train_env.action_space
+        )
 
 
 def _is_builtin(name: str) -> bool:

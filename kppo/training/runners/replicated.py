@@ -47,6 +47,7 @@ from kppo.update.driver import drive
 from kppo.update.diagnostics import rollout_diagnostics
 from kppo.update.iteration import Begun, make_iteration, start_iteration
 from kppo.update.schedules import Schedules, config_schedules, with_schedules
+from kppo.training.agents import agent_spec
 
 
 def shard_size(config: Config, strategy) -> int:
@@ -72,7 +73,7 @@ def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts
     shard = shard_size(config, strategy)
     train_env, eval_env = make_native_envs(env, config)
     obs_dim = native_observation_dim(train_env.observation_space)
-    agent = build_agent(config, train_env.observation_space, train_env.action_space, strategy=strategy)
+    agent = build_agent(agent_spec(config), train_env.observation_space, train_env.action_space, strategy=strategy)
     key_reset, key_train, key_eval = root_keys(config.seed)
 
     def replica_state(context):

@@ -16,6 +16,12 @@ from kppo.update.ppo import UpdateSettings, flatten
 from kppo.update.schedules import ScheduleSpec
 
 
+def norm_constants(config: Config) -> normalization.Constants:
+    """A Config's VecNormalize constants: `clip_obs`, `clip_reward`, `norm_epsilon` and `norm_gamma`."""
+    gamma = None if config.norm_gamma is None else float(config.norm_gamma)
+    return normalization.Constants(float(config.clip_obs), float(config.clip_reward), float(config.norm_epsilon), gamma)
+
+
 def rollout_settings(config: Config) -> RolloutSettings:
     return RolloutSettings(
         config.num_steps,
@@ -25,7 +31,7 @@ def rollout_settings(config: Config) -> RolloutSettings:
         config.normalize_reward,
         config.sde_sample_freq,
         config.action_masks,
-        norm=normalization.Constants.of(config),
+        norm=norm_constants(config),
     )
 
 

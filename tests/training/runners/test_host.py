@@ -4,6 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from kppo.training.agents import agent_spec
 import kppo
 from kppo._tf import tf
 from kppo.gym_envs.make import gym_vec_env
@@ -118,7 +119,7 @@ def test_truncated_episodes_bootstrap_from_the_final_observation():
         num_envs=2, num_steps=4, total_timesteps=8, eval_freq=1, gamma=0.5, gae_lambda=1.0, num_hidden_units=8
     )
     vec_env = gym_vec_env(lambda: gym.wrappers.TimeLimit(ConstantEnv(), 3), 2, seed=0)
-    agent = make_agent(config, 1, vec_env.action_space)
+    agent = make_agent(agent_spec(config), 1, vec_env.action_space)
     settings = rollout_settings(config)
 
     def finish(*a):
