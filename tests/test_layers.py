@@ -453,6 +453,26 @@ def test_the_shared_core_is_written_once():
     assert all(counts.get(name) == 1 for name in runners)
 
 
+MAX_MODULE_LINES = 500
+#: SB3's algorithm classes: the base, the on-policy one and the PPO family on it, each at most this long.
+ALGORITHM_CLASSES = ("BaseAlgorithm", "OnPolicyAlgorithm", "PPO", "RecurrentPPO", "MaskablePPO")
+MAX_ALGORITHM_LINES = 250
+
+
+def test_no_module_is_over_500_lines_and_no_sb3_algorithm_class_over_250():
+    long_modules = {
+        name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    classes = {
+        node.name: node.end_lineno - node.lineno + 1
+        for path in MODULES.values()
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.ClassDef) and node.name in ALGORITHM_CLASSES
+    }
+    assert long_modules == {} and sorted(classes) == sorted(ALGORITHM_CLASSES)
+    assert {name: n for name, n in classes.items() if n > MAX_ALGORITHM_LINES} == {}
+
+
 def test_below_training_nothing_takes_the_config():
     """core/, the envs, the agent, rollout/, update/ and the callbacks take the few resolved values they need
     (`AgentSpec`, `RolloutSettings`, `UpdateSettings`, `ScheduleSpec`, `normalization.Constants`), never a Config:

@@ -4,7 +4,8 @@ The constructor's common arguments (policy, learning rate, policy_kwargs, seed, 
 `get_env`, `set_env`, `get_vec_normalize_env`, `n_envs`, the spaces), `policy` and `predict` (the one predict:
 `kppo.Policy.predict`), `save` / `load` (`kppo.sb3.save_util`; Stable-Baselines3's own zips through
 `kppo.sb3.saves.from_sb3`), `get_parameters` / `set_parameters` as numpy, `set_random_seed`, the logger and
-`lr_schedule`. Training is `OnPolicyAlgorithm`'s (`kppo.sb3.on_policy_algorithm`).
+`lr_schedule`. The normalization statistics a model holds are `ModelStatistics`' (`kppo.sb3.model_statistics`);
+training is `OnPolicyAlgorithm`'s (`kppo.sb3.on_policy_algorithm`).
 """
 
 from __future__ import annotations
@@ -21,21 +22,20 @@ from kppo.agent.agent import Agent, make_policy
 from kppo.agent.archive import agent_dir
 from kppo.agent.policy import Policy, PredictKeys
 from kppo.config.options import Config
-from kppo.core.types import Moments
-from kppo.gym_envs.spaces import flat_dim
 from kppo.gym_envs.vector import GymVecEnv
 from kppo.sb3.arguments import Schedule, extractor_fields, policy_config, split_schedule
 from kppo.sb3.arguments import tf_device
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
 from kppo.sb3.contracts import check_predict, policy_hint
 from kppo.sb3.logger import Logger
+from kppo.sb3.model_statistics import ModelStatistics, Stats
 from kppo.sb3.parameters import PARAMETER_GROUPS, assign_parameters, get_parameters, numpy_parameters, parameters
 from kppo.sb3.policies import ActorCriticPolicy
 from kppo.sb3.save_util import load_model, save_model
 from kppo.sb3.saves.from_sb3 import model_from_sb3
 from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
 from kppo.sb3.utils import maybe_transpose, set_random_seed, unwrap_vec_normalize
-from kppo.sb3.vec_normalize import VecNormalize, frozen_statistics
+from kppo.sb3.vec_normalize import VecNormalize
 from kppo.training.agents import agent_spec, load_agent
 from kppo.training.runners import Runner, Start
 from kppo.vec_envs.vec_env import VecEnv
@@ -59,7 +59,6 @@ MIXED_API_HINT = (
 )
 _Model = TypeVar("_Model", bound="BaseAlgorithm")
 Spaces = tuple[gym.spaces.Space, gym.spaces.Space]  # (observation space, action space)
-Stats = tuple[Moments, Moments]  # (observation statistics, return statistics)
 
 
 def check_not_gym_tuple(observation: Any) -> None:
@@ -75,7 +74,7 @@ def _lstm_sizes(config: Config | None) -> tuple[int, int] | None:
     return config.n_lstm_layers, config.lstm_hidden_size
 
 
-class BaseAlgorithm:
+class BaseAlgorithm(ModelStatistics):
     """SB3's `BaseAlgorithm`: what a model is beside its training. Subclasses add the training (`_build` takes an env
     without resetting it, `OnPolicyAlgorithm`) and the arguments a save holds besides these
     (`_saved_hyperparameters`)."""
@@ -145,10 +144,9 @@ class BaseAlgorithm:
     env = property(get_env, doc="SB3's `model.env` (and lit_sb3's): the training env as a VecEnv, or None.")
 
     def set_env(self, env: Any, force_reset: bool = True) -> None:
-        """Uses `env` from now on; the spaces must match the trained networks' (a one-line error otherwise). As
-        SB3's, nothing is reset here (a VecNormalize's statistics stay as they are): the next `learn` resets the env
-        first (`force_reset=False` too: kppo's rollout starts from a reset of the env it is given). As SB3 asserts, the
-        number of envs must be the model's (`load(path, env)` takes another)."""
+        """Uses `env` from now on; its spaces and number of envs must be the model's (`load(path, env)` takes any
+        number), a one-line error otherwise. Nothing is reset here, as in SB3 (a VecNormalize's statistics stay as they
+        are): the next `learn` resets the env first, with `force_reset=False` too."""
         del force_reset
         given = getattr(env, "num_envs", 1)
         if self.agent is not None and self.config is not None and given != self.config.num_envs:
@@ -207,62 +205,11 @@ class BaseAlgorithm:
         """kppo's own policy (numpy acting, what `kppo.export` converts) with the current normalization statistics."""
         return self._get_policy()
 
-    def statistics(self) -> tuple[Moments, Moments] | None:
-        """(observation statistics, return statistics) of the running or loaded model (None before it has networks):
-        those `learn` updates, those it will start from (a model with an env before its first `learn`), or those a
-        load read."""
-        if self._runner is not None:
-            return self.runner_state.rollout.obs_stats, self.runner_state.rollout.return_stats
-        if self._pending is not None:
-            assert self._pending.obs_stats is not None and self._pending.return_stats is not None  # set by _build
-            return self._pending.obs_stats, self._pending.return_stats
-        return self._loaded_stats
-
-    def _set_statistics(self, obs_stats: Moments, return_stats: Moments) -> None:
-        """Replaces the statistics `statistics()` returns (a `VecNormalize` the model uses updates them through its
-        own resets and steps: one set of statistics for both)."""
-        if self._runner is not None:
-            rollout = self.runner_state.rollout._replace(obs_stats=obs_stats, return_stats=return_stats)
-            self.runner_state = self.runner_state._replace(rollout=rollout)
-            self._runner = self._runner.with_state(self.runner_state)
-        elif self._pending is not None:
-            self._pending = self._pending._replace(obs_stats=obs_stats, return_stats=return_stats)
-        else:
-            self._loaded_stats = (obs_stats, return_stats)
-        self._policy = None
-
     @property
     def _last_obs(self) -> Any:
         """SB3's `_last_obs`: the observations the next rollout step acts on, as the env returned them; set by the
         first `learn`'s reset (None before it, and again after `set_env`, as SB3's)."""
         return None if self._runner is None else self.runner_state.rollout.raw_obs
-
-    def _statistics(self) -> tuple[Moments, Moments]:
-        """`statistics()` of a model with networks (running or loaded)."""
-        stats = self.statistics()
-        assert stats is not None, "the model has no networks yet"
-        return stats
-
-    def use_vec_normalize(self, vec_normalize: VecNormalize | str | Path) -> None:
-        """kppo: freezes a VecNormalize's observation statistics into this model's policy without an env (what
-        `kppo export model.zip --vecnormalize vec_normalize.pkl` does): a wrapper `VecNormalize.load` returned, or
-        the file itself (kppo's JSON or SB3's `vec_normalize.pkl`, read as data). `predict` and `kppo.export` then
-        take raw observations. A model with an env takes `VecNormalize.load(path, venv)` as its env instead."""
-        if self._gym_env is not None:
-            raise ValueError(
-                "vec_normalize: expected a model without an env (this one has one: pass VecNormalize.load(path, "
-                "venv) to set_env instead)"
-            )
-        if self.agent is None or self.config is None:
-            raise ValueError("vec_normalize: the model has no networks yet; load() it first")
-        fields, obs_stats, ret_stats = frozen_statistics(vec_normalize, flat_dim(self._model_spaces()[0]))
-        self.config = self.config.replace(**fields)
-        old_obs, old_returns = self._statistics()
-        self._loaded_stats = (
-            old_obs if obs_stats is None else obs_stats,
-            old_returns if ret_stats is None else ret_stats,
-        )
-        self._policy = None
 
     def _get_policy(self) -> Policy:
         agent = self._require_agent("predict")
@@ -282,9 +229,8 @@ class BaseAlgorithm:
         action_masks: Any = None,
     ):
         """(action, state) for one raw observation or a batch (`kppo.Policy.predict`; an HWC image for a CHW policy
-        transposed first, as SB3's `maybe_transpose`): state None, or a recurrent
-        policy's, the actor's (h, c), each [n_lstm_layers, n, lstm_hidden_size] (None starts from zeros, as does
-        `episode_start` True); only among the actions `action_masks` allows when given (sb3-contrib's MaskablePPO)."""
+        transposed first, as SB3's `maybe_transpose`): state None (zeros, as `episode_start` True), or a recurrent
+        policy's (h, c), each [n_lstm_layers, n, lstm_hidden_size]; `action_masks`: sb3-contrib's MaskablePPO's."""
         check_not_gym_tuple(observation)
         if self._spaces is not None:  # SB3's maybe_transpose: an HWC frame for a CHW policy, then SB3's checks
             observation = maybe_transpose(observation, self._spaces[0])
@@ -359,11 +305,10 @@ class BaseAlgorithm:
         force_reset: bool = True,
         **kwargs: Any,
     ) -> _Model:
-        """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, or a kppo
-        agent directory; or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.saves.sb3_save`); `env`
-        (optional) must have the saved spaces. Nothing is unpickled: a model saved with a user's Keras
-        `features_extractor_class` needs it again as `custom_objects={"features_extractor_class": cls}` (its name is
-        all the file holds); `print_system_info` is accepted and ignored."""
+        """Rebuilds a saved model (a zip as `save` writes, `path` saved as `path.zip`, an open binary file, a kppo
+        agent directory, or a zip Stable-Baselines3 2.x saved, read without torch: `kppo.sb3.saves.sb3_save`); `env`
+        must have the saved spaces. Nothing is unpickled: a user's Keras `features_extractor_class` is given again as
+        `custom_objects={"features_extractor_class": cls}`; `print_system_info` is ignored."""
         del print_system_info, force_reset
         if is_sb3_save(path):  # a zip Stable-Baselines3 wrote: read without torch, nothing unpickled
             return model_from_sb3(cls, read_sb3_save(path), env, device, kwargs)

@@ -155,11 +155,24 @@ def sb3_row(
     return sb3_record(row)
 
 
+def _check_model_spaces(spaces: tuple[gym.spaces.Space, gym.spaces.Space], vec_env: GymVecEnv) -> None:
+    """A one-line error unless the env's (observation space, action space) are the model's `spaces`."""
+    if (vec_env.observation_space, vec_env.action_space) != spaces:
+        raise ValueError(
+            f"env: expected spaces {spaces[0]} / {spaces[1]} (those of the model), got "
+            f"{vec_env.observation_space} / {vec_env.action_space}"
+        )
+
+
+def _ended_episode_infos(record: StepRecord) -> list[dict[str, Any]]:
+    """The infos of the envs whose episode ended at this step (SB3 reads Monitor's statistics only there)."""
+    return [record.info(int(i)) for i in np.flatnonzero(record.step.terminated | record.step.truncated)]
+
+
 class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
     """SB3's `OnPolicyAlgorithm`: rollouts of `n_steps` per env, then an update, until `learn`'s timesteps are taken.
-    The subclass translates its arguments into a Config (`_make_config`) and sets the clip range and its schedules
-    (`_clip_start`, `_clip_vf_start`, `_clip_schedule`, `_clip_vf_schedule`), which the update reads with the
-    learning rate and the entropy coefficient (`_apply_schedules`)."""
+    The subclass translates its arguments into a Config (`_make_config`) and sets the clip ranges and their schedules
+    (`_clip_*`), which `_apply_schedules` evaluates before each rollout with the learning rate and entropy ones."""
 
     n_steps, gamma, gae_lambda = hyperparameter("n_steps"), hyperparameter("gamma"), hyperparameter("gae_lambda")
     ent_coef, vf_coef = hyperparameter("ent_coef"), hyperparameter("vf_coef")
@@ -205,8 +218,7 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
         self.ep_success_buffer: collections.deque = collections.deque(maxlen=self.stats_window_size)
 
     def _setup_model(self, env: Any) -> None:
-        """SB3's `_setup_model`, the constructor's last step: the global generators an env may draw from seeded
-        before any reset, then the runner of `env` when there is one."""
+        """SB3's `_setup_model`: the global generators seeded before any reset (an env may draw), then the runner."""
         if self._seed_given:
             set_random_seed(self.seed)
         if env is not None:
@@ -237,12 +249,8 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
         vec_env = _make_gym_vec_env(env, num_envs=1, seed=seed)
         try:
             check_policy_space(self.policy_class, vec_env.observation_space)  # SB3's refusals, its messages
-            if start.agent is not None and (vec_env.observation_space, vec_env.action_space) != self._spaces:
-                observation_space, action_space = self._model_spaces()
-                raise ValueError(
-                    f"env: expected spaces {observation_space} / {action_space} (those of the model), got "
-                    f"{vec_env.observation_space} / {vec_env.action_space}"
-                )
+            if start.agent is not None:
+                _check_model_spaces(self._model_spaces(), vec_env)
             normalize = normalization_fields(env, self.config if self.agent is not None else None)
             fields = self._network_fields(vec_env.observation_space)
             self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize, fields)
@@ -391,8 +399,7 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
 
     def _update_info_buffer(self, record: StepRecord) -> None:
         """SB3's `_update_info_buffer`: the Monitor statistics of every episode that ended at this step."""
-        for i in np.flatnonzero(record.step.terminated | record.step.truncated):  # SB3: only at an episode's end
-            info = record.info(int(i))
+        for info in _ended_episode_infos(record):
             self.ep_info_buffer.append(info["episode"])
             if info.get("is_success") is not None:
                 self.ep_success_buffer.append(info["is_success"])
