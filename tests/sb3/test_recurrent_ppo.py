@@ -217,9 +217,16 @@ def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whol
         assert micro["action_mismatch_vs_litert"] == 0.0 and micro["arena_bytes"] <= 16 * 1024
 
 
-def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps():
-    for batch_size, minibatches in ((16, 8), (128, 1), (96, 1)):  # 96 does not divide the 128 steps: one window
-        model = kppo.RecurrentPPO(
+def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps(model):
+    """The minibatching is set when the model is built. `model` learned with windows that divide its rollout; 96 does
+    not divide the 128 steps (one window, longer than an env's 64 steps) and learns here too."""
+    assert (model.config.lstm_batching, model.config.lstm_sequence_length, model.config.num_minibatches) == (
+        "rotated",
+        0,
+        4,
+    )
+    for batch_size, minibatches in ((16, 8), (128, 1), (96, 1)):
+        built = kppo.RecurrentPPO(
             "MlpLstmPolicy",
             kppo.make_vec_env("CartPole-v1", n_envs=2, seed=0),
             n_steps=64,
@@ -228,9 +235,10 @@ def test_minibatches_are_sb3_contribs_rotated_windows_of_batch_size_steps():
             seed=0,
             policy_kwargs=dict(lstm_hidden_size=8, net_arch=[8]),
         )
-        model.learn(128)
-        assert (model.config.lstm_batching, model.config.lstm_sequence_length) == ("rotated", 0)
-        assert model.config.num_minibatches == minibatches
+        assert (built.config.lstm_batching, built.config.lstm_sequence_length) == ("rotated", 0)
+        assert built.config.num_minibatches == minibatches
+    built.learn(128)
+    assert built.num_timesteps == 128
 
 
 def test_cnn_lstm_policy_reads_images_through_one_cnn_before_both_lstms_and_exports_frames_in(tmp_path):

@@ -11,7 +11,12 @@ CELLS = cells("single") + cells("population")
 #: CartPole populations through `kppo.train` and checks each member against its single run.
 #: The gymnasium MLP, CNN and masked populations: `slow` for the suite's budget; tests/training/runners/
 #: test_host_population.py trains each of them in the default suite and checks every member against its single run.
+#: The native masked population: `slow` for the suite's budget; covered in the default suite by tests/training/
+#: test_member_is_single_run.py::test_each_member_ends_the_run_with_its_single_runs_weights[native-masked] (the same
+#: cell trained, member 1 ending with its single run's weights and returns; the native-single masked cell here checks
+#: that policy's masks).
 SLOW = {
+    ("native", "population", "masked"),
     ("native", "population", "lstm"),
     ("gymnasium", "population", "lstm"),
     ("native", "population", "mlp"),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import types
 
 import keras
 import numpy as np
@@ -49,10 +50,34 @@ class Recorder(keras.callbacks.Callback):
         self.calls.append(("train_end", None))
 
 
-def test_keras_hooks_run_in_fits_order_with_one_epoch_per_iteration():
+@pytest.fixture(scope="module")
+def three_in_one_call(tmp_path_factory):
+    """3 iterations in one compiled call, trained once per module with a Recorder and Keras' TensorBoard (writing to
+    its own folder): the result, the recorder and the TensorBoard folder."""
+    recorder, log_dir = Recorder(), tmp_path_factory.mktemp("tensorboard")
+    callbacks = [recorder, keras.callbacks.TensorBoard(log_dir=str(log_dir))]
+    result = kppo.train("cartpole", tiny(3, iterations_per_call=3), callback=callbacks)
+    return types.SimpleNamespace(result=result, recorder=recorder, log_dir=log_dir)
+
+
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    """`PPO.learn` on gymnasium CartPole, 3 iterations of 32 steps, trained once per module with an SB3 callback, a
+    Recorder and Keras' CSVLogger in one list: the callbacks and the CSV's path."""
+
+    class Count(kppo.callbacks.BaseCallback):
+        def _on_step(self) -> bool:
+            return True
+
+    count, recorder, path = Count(), Recorder(), tmp_path_factory.mktemp("csv") / "log.csv"
+    model = kppo.PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    model.learn(32 * 3, callback=[count, recorder, keras.callbacks.CSVLogger(str(path))])
+    return types.SimpleNamespace(count=count, recorder=recorder, csv=path)
+
+
+def test_keras_hooks_run_in_fits_order_with_one_epoch_per_iteration(three_in_one_call):
     """Even with several iterations a compiled call, an epoch is one iteration; its logs are the iteration's."""
-    recorder = Recorder()
-    result = kppo.train("cartpole", tiny(3, iterations_per_call=3), callback=recorder)
+    result, recorder = three_in_one_call.result, three_in_one_call.recorder
     epoch = [("epoch_begin", 0), ("batch_begin", 0), ("batch_end", 0), ("epoch_end", 0)]
     expected = [("train_begin", None)]
     for e in range(3):
@@ -83,29 +108,20 @@ def test_early_stopping_stops_and_restores_the_best_iterations_weights():
     assert not all(np.array_equal(a, b) for a, b in zip(seen[0], seen[1]))  # epoch 1 did change them
 
 
-def test_csv_logger_writes_a_row_per_iteration_of_ppo_learn(tmp_path):
+def test_csv_logger_writes_a_row_per_iteration_of_ppo_learn(learned):
     """`PPO.learn` on a gymnasium env: the CSV has epochs 0..n-1 and kppo's metric names as columns."""
-    path = tmp_path / "log.csv"
-    model = kppo.PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32, n_epochs=1, seed=0)
-    model.learn(32 * 3, callback=keras.callbacks.CSVLogger(str(path)))
-    with open(path) as f:
+    with open(learned.csv) as f:
         rows = list(csv.DictReader(f))
     assert [row["epoch"] for row in rows] == ["0", "1", "2"]
     assert [float(row["train/total_steps"]) for row in rows] == [32.0, 64.0, 96.0]
     assert all(float(row["loss"]) == float(row["train/total_loss"]) for row in rows)
 
 
-def test_sb3_and_keras_callbacks_run_together_in_one_list():
-    class Count(kppo.callbacks.BaseCallback):
-        def _on_step(self) -> bool:
-            return True
-
-    count, recorder = Count(), Recorder()
-    model = kppo.PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, n_epochs=1, seed=0)
-    model.learn(16 * 2, callback=[count, recorder])
-    assert count.n_calls == 2 * 16 and [c for c in recorder.calls if c[0] == "epoch_end"] == [
+def test_sb3_and_keras_callbacks_run_together_in_one_list(learned):
+    assert learned.count.n_calls == 3 * 32 and [c for c in learned.recorder.calls if c[0] == "epoch_end"] == [
         ("epoch_end", 0),
         ("epoch_end", 1),
+        ("epoch_end", 2),
     ]
 
 
@@ -119,10 +135,10 @@ def test_terminate_on_nan_stops_cleanly_where_kppo_alone_raises():
     assert result.stopped and int(result.runner_state.iteration) == 1
 
 
-def test_tensorboard_writes_one_epoch_scalar_per_iteration(tmp_path):
-    kppo.train("cartpole", tiny(3), callback=keras.callbacks.TensorBoard(log_dir=str(tmp_path)))
+def test_tensorboard_writes_one_epoch_scalar_per_iteration(three_in_one_call):
+    """Also when the 3 iterations run in one compiled call."""
     steps = {}
-    for path in (tmp_path / "train").glob("events.out.tfevents.*"):
+    for path in (three_in_one_call.log_dir / "train").glob("events.out.tfevents.*"):
         for record in tf.data.TFRecordDataset(str(path)):
             event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:

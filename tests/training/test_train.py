@@ -67,8 +67,25 @@ def test_metrics_have_one_row_per_round():
     assert set(result.timings) == {"compile_s", "run_s", "total_s"}
 
 
-def test_same_seed_same_run_and_other_seed_differs():
-    a, b, c = _default_run(), _train(seed=0), _train(seed=1)
+def _eval_metrics_fn(total_steps, diagnostics, transitions):
+    return {
+        "eval/active_steps": tf.reduce_sum(tf.cast(transitions.active, tf.int32)),
+        "eval/steps_seen": total_steps,
+    }
+
+
+@pytest.fixture(scope="module")
+def hooked():
+    """`_train()` again (TINY, seed 0) with an eval_metrics_fn and an on_eval hook, trained once per module: the second
+    run of the same seed, and the hooks' run (they add eval metrics and change nothing else). The hook's rows too."""
+    seen = []
+    config = kppo.Config(**TINY)
+    result = kppo.train("CartPole-v1", config, seed=0, eval_metrics_fn=_eval_metrics_fn, on_eval=seen.append)
+    return types.SimpleNamespace(result=result, seen=seen)
+
+
+def test_same_seed_same_run_and_other_seed_differs(hooked):
+    a, b, c = _default_run(), hooked.result, _train(seed=1)
     for key, value in _comparable(a.metrics).items():
         np.testing.assert_array_equal(value, b.metrics[key], err_msg=key)
     for va, vb in zip(a.agent.variables, b.agent.variables):
@@ -93,16 +110,8 @@ def test_jit_eval_changes_only_how_the_evaluation_is_compiled():
         assert np.all(result.metrics["eval/mean_lengths"] >= 8)
 
 
-def test_hooks_are_called():
-    seen = []
-
-    def eval_metrics_fn(total_steps, diagnostics, transitions):
-        return {
-            "eval/active_steps": tf.reduce_sum(tf.cast(transitions.active, tf.int32)),
-            "eval/steps_seen": total_steps,
-        }
-
-    result = kppo.train("CartPole-v1", kppo.Config(**TINY), eval_metrics_fn=eval_metrics_fn, on_eval=seen.append)
+def test_hooks_are_called(hooked):
+    result, seen = hooked.result, hooked.seen
     assert len(seen) == 2 and seen[-1]["train/total_steps"] == 384
     np.testing.assert_array_equal(result.metrics["eval/steps_seen"], [192, 384])
     # every step of the first episodes was active: their lengths sum to the active steps
