@@ -57,15 +57,9 @@ def _kit(code: str) -> dict:
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_kit_reproduces_the_python_policy_without_tensorflow(env_id, request, tmp_path):
-    """CartPole: a policy trained on gymnasium envs; Pendulum: the module's squashed run with normalized
-    observations (`pendulum`)."""
-    if env_id == "Pendulum-v1":
-        result = request.getfixturevalue("pendulum")
-    else:
-        config = kppo.Config(
-            num_envs=8, num_steps=64, total_timesteps=8 * 64 * 8, eval_freq=1, num_eval_envs=2, env_backend="gymnasium"
-        )
-        result = kppo.train(env_id, config, seed=0)
+    """CartPole: the module's policy trained on gymnasium envs (`cartpole`); Pendulum: the module's squashed run with
+    normalized observations (`pendulum`)."""
+    result = request.getfixturevalue("pendulum") if env_id == "Pendulum-v1" else request.getfixturevalue("cartpole")[0]
     exported = kppo.export(result, tmp_path / "policy.tflite")
     seeds = [11, 12, 13]
     want = _python_returns(result.policy, env_id, seeds)
@@ -127,8 +121,12 @@ def _micro_check_cli(path, *args) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def cartpole(tmp_path_factory):
-    """TF-native CartPole (a short run: the network has the default 2 x 64 tanh shape) and its int8 export."""
-    result = kppo.train("CartPole-v1", kppo.Config(num_envs=4, num_steps=32, total_timesteps=4 * 32 * 4, eval_freq=1))
+    """CartPole trained on gymnasium envs (a short run: the network has the default 2 x 64 tanh shape) and its int8
+    export."""
+    config = kppo.Config(
+        num_envs=8, num_steps=64, total_timesteps=8 * 64 * 8, eval_freq=1, num_eval_envs=2, env_backend="gymnasium"
+    )
+    result = kppo.train("CartPole-v1", config, seed=0)
     return result, kppo.export(result, tmp_path_factory.mktemp("cartpole") / "policy_int8.tflite", quantize="int8")
 
 

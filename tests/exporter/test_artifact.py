@@ -18,12 +18,6 @@ from kppo.exporter.runner import TFLiteRunner
 TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, eval_freq=1, num_eval_envs=2, num_hidden_units=16)
 
 
-@functools.cache
-def _squashed_pendulum():
-    """A squashed Pendulum run, trained once per process for the tests that only export or read it."""
-    return kppo.train("Pendulum-v1", kppo.Config(**TINY, squash=True), seed=0)
-
-
 class Asymmetric(envs.Task):
     """A Box action space with asymmetric bounds: low [-3, 0], high [0.5, 4]."""
 
@@ -50,10 +44,22 @@ CASES = {
 }
 
 
+@functools.cache
+def _train_case(name):
+    """The run of `CASES[name]`, trained once per process: the parametrized tests and the ones that only export or
+    read a squashed Pendulum run ("box-squash") share it."""
+    env, changes = CASES[name]
+    return kppo.train(env, kppo.Config(**{**TINY, **changes}), seed=1)
+
+
+def _squashed_pendulum():
+    """A squashed Pendulum run with normalized observations (3 values in, a torque in [-2, 2] out)."""
+    return _train_case("box-squash")
+
+
 @pytest.fixture(scope="module", params=list(CASES))
 def trained(request):
-    env, changes = CASES[request.param]
-    return kppo.train(env, kppo.Config(**{**TINY, **changes}), seed=1)
+    return _train_case(request.param)
 
 
 @pytest.mark.parametrize("fmt", ["tflite", "saved_model"])
@@ -80,8 +86,21 @@ def test_float32_artifacts_match_the_policy_on_10000_observations(trained, fmt, 
         assert "FULLY_CONNECTED" in metadata["tflite_ops"] and "DELEGATE" not in metadata["tflite_ops"]
 
 
-@pytest.mark.parametrize("quantize", ["float16", "dynamic", "int8"])
-def test_quantized_artifacts_load_run_and_report_their_error(trained, quantize, tmp_path):
+# int8 on every case (its calibration source depends on the run); float16 and dynamic, whose conversion does not,
+# each on a discrete and a Box case, so that each action computation (argmax, squash, clip, asymmetric bounds) runs
+# quantized once outside int8 as well.
+@pytest.mark.parametrize(
+    "case, quantize",
+    [
+        *((case, "int8") for case in CASES),
+        ("discrete", "float16"),
+        ("box-clip", "float16"),
+        ("box-squash", "dynamic"),
+        ("asymmetric", "dynamic"),
+    ],
+)
+def test_quantized_artifacts_load_run_and_report_their_error(case, quantize, tmp_path):
+    trained = _train_case(case)
     named = trained.config.env != "CartPole-v1" or trained.action_space == gym.spaces.Discrete(2)
     statistics = quantize == "int8" and not named  # a Task trained without a name: nothing to roll out
     exported = export(trained, tmp_path / f"{quantize}.tflite", quantize=quantize, calibrate_on_statistics=statistics)
@@ -98,13 +117,16 @@ def test_quantized_artifacts_load_run_and_report_their_error(trained, quantize, 
         assert {"QUANTIZE", "DEQUANTIZE", "FULLY_CONNECTED", "SUB", "MUL"} <= set(exported.metadata["tflite_ops"])
 
 
-@pytest.mark.parametrize("env", ["Pendulum-v1", lambda: gym.make("Pendulum-v1")])
-def test_int8_calibrates_on_the_policys_own_episodes(env, tmp_path):
+def test_int8_calibrates_on_the_policys_own_episodes(tmp_path):
+    """calibration_env as a factory here; as a gymnasium id (the training config's) in
+    test_quantized_artifacts_load_run_and_report_their_error[box-squash-int8]. Both kinds record the same rows."""
     result = _squashed_pendulum()
-    exported = export(result, tmp_path / "p.tflite", quantize="int8", calibration_env=env)
+    factory = lambda: gym.make("Pendulum-v1")  # noqa: E731
+    exported = export(result, tmp_path / "p.tflite", quantize="int8", calibration_env=factory)
     assert exported.metadata["calibration"] == {"source": "policy rollouts in Pendulum-v1", "observations": 2000}
-    recorded = record_observations(result.policy, env, 300, seed=5)
+    recorded = record_observations(result.policy, factory, 300, seed=5)
     assert recorded.shape == (300, 3) and np.all(np.abs(recorded[:, :2]) <= 1.0)  # cos, sin of the angle
+    np.testing.assert_array_equal(record_observations(result.policy, "Pendulum-v1", 300, seed=5), recorded)
     assert record_observations(result.policy, "CartPole-v1", 10) is None  # other spaces
     assert record_observations(result.policy, "NoSuchEnv-v0", 10) is None
 
@@ -132,7 +154,7 @@ def test_an_artifact_without_weights_fails_the_parity_check(tmp_path):
     module = tf.Module()
     module.actor = policy.actor
     module.action = tf.function(
-        lambda obs: policy.dist.to_env(policy.dist.mode(policy.actor(obs))),
+        lambda obs: policy.dist.to_env(policy.dist.mode(policy.actor(policy.normalize(obs)))),
         input_signature=[tf.TensorSpec([1, 3], tf.float32)],
     )
     tf.saved_model.save(module, str(tmp_path / "broken"), signatures={"action": module.action})
