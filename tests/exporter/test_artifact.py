@@ -121,7 +121,7 @@ def test_int8_calibrates_on_the_policys_own_episodes(tmp_path):
     """calibration_env as a factory here; as a gymnasium id (the training config's) in
     test_quantized_artifacts_load_run_and_report_their_error[box-squash-int8]. Both kinds record the same rows."""
     result = _squashed_pendulum()
-    factory = lambda: gym.make("Pendulum-v1")  # noqa: E731
+    factory = functools.partial(gym.make, "Pendulum-v1")
     exported = export(result, tmp_path / "p.tflite", quantize="int8", calibration_env=factory)
     assert exported.metadata["calibration"] == {"source": "policy rollouts in Pendulum-v1", "observations": 2000}
     recorded = record_observations(result.policy, factory, 300, seed=5)
