@@ -1,4 +1,5 @@
-"""Every guide's Python blocks run, in order, in one process per guide (a guide builds on its earlier blocks), with
+"""Every guide's Python blocks run, in order, as one script per guide (a guide builds on its earlier blocks; the
+default suite's guides share one process, each with fresh globals in its own directory), with
 the short budgets the guide states; so do the CLI guide's short-run shell block and the SB3 argument table's source."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.docs.helpers import ROOT, code_blocks, run
+from tests.docs.scripts import check, run_scripts
 
 GUIDES = sorted((ROOT / "docs" / "guides").glob("*.md"))
+PYTHON_GUIDES = [g for g in GUIDES if "```python" in g.read_text()]
 #: Shell blocks of the guides that run here (the others need a cluster, a TPU or a finished 500k-step run).
 RUNNABLE_SHELL = {"cli.md": "kppo train cartpole --set total_timesteps=8192"}
 
@@ -38,16 +41,32 @@ GUIDE_FILES = {
 }
 
 
-@pytest.mark.parametrize(
-    "guide",
-    [pytest.param(g, marks=pytest.mark.slow) if g.stem in SLOW else g for g in GUIDES if "```python" in g.read_text()],
-    ids=lambda p: p.stem,
-)
-def test_guide_python_blocks_run(guide, tmp_path):
-    assert _script(guide).count("--- block") == guide.read_text().count("```python"), "a block was not extracted"
+def _workdir(guide: Path, tmp_path: Path) -> Path:
     for source, name in GUIDE_FILES.get(guide.stem, []):
         (tmp_path / name).write_bytes((ROOT / source).read_bytes())
-    run([sys.executable, "-c", _script(guide)], cwd=tmp_path, timeout=900)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def default_guides_ran(tmp_path_factory):
+    """The default suite's guides, each as its own script in its own directory, in one Python process."""
+    jobs = [
+        (g.stem, _workdir(g, tmp_path_factory.mktemp(g.stem)), _script(g)) for g in PYTHON_GUIDES if g.stem not in SLOW
+    ]
+    return run_scripts(jobs, tmp_path_factory.mktemp("runner"), timeout=900)
+
+
+@pytest.mark.parametrize(
+    "guide",
+    [pytest.param(g, marks=pytest.mark.slow) if g.stem in SLOW else g for g in PYTHON_GUIDES],
+    ids=lambda p: p.stem,
+)
+def test_guide_python_blocks_run(guide, tmp_path, request):
+    assert _script(guide).count("--- block") == guide.read_text().count("```python"), "a block was not extracted"
+    if guide.stem in SLOW:  # alone in its own process
+        run([sys.executable, "-c", _script(guide)], cwd=_workdir(guide, tmp_path), timeout=900)
+    else:
+        check(request.getfixturevalue("default_guides_ran")[guide.stem], guide.name)
 
 
 @pytest.mark.slow

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 
 import pytest
 
 from tests.docs.helpers import FENCED, ROOT, code_blocks, run
+from tests.docs.scripts import check, run_scripts
 
 README = ROOT / "README.md"
 BLOCKS = code_blocks(README)
@@ -54,9 +54,19 @@ def test_substitutes_are_current():
         assert line in lines, f"SUBSTITUTES names {line!r}, no longer a README command"
 
 
-@pytest.mark.parametrize("index", [i for i, (lang, _) in enumerate(BLOCKS) if lang == "python"])
-def test_python_block_runs(index, tmp_path):
-    run([sys.executable, "-c", BLOCKS[index][1]], cwd=tmp_path, timeout=600)
+PYTHON_BLOCKS = [i for i, (lang, _) in enumerate(BLOCKS) if lang == "python"]
+
+
+@pytest.fixture(scope="module")
+def python_blocks_ran(tmp_path_factory):
+    """Every Python block as its own script (fresh globals, its own empty directory), all in one Python process."""
+    jobs = [(f"block {i}", tmp_path_factory.mktemp(f"block{i}"), BLOCKS[i][1]) for i in PYTHON_BLOCKS]
+    return run_scripts(jobs, tmp_path_factory.mktemp("runner"), timeout=600)
+
+
+@pytest.mark.parametrize("index", PYTHON_BLOCKS)
+def test_python_block_runs(index, python_blocks_ran):
+    check(python_blocks_ran[f"block {index}"], f"README.md's Python block {index}")
 
 
 def test_shell_blocks_run_in_order(tmp_path):

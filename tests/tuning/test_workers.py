@@ -3,9 +3,9 @@ file; a fresh PostgreSQL database) each sample with their own seed, complete N t
 lost or run twice, every worker rc 0; and ten pairs of processes opening fresh SQLite storages at the same instant
 all succeed (the tables' creation is serialized: `kppo.tuning.storage.creation_lock`)."""
 
+import json
 import subprocess
 import sys
-import time
 import uuid
 
 import optuna
@@ -13,20 +13,42 @@ import pytest
 
 from tests.tuning.test_shared_study import _files
 
-WORKER = """\
-import sys, time
+#: Imports Optuna once, then forks a process per URL (in pairs) that waits for the same instant to open it: separate
+#: processes, each with its own connection, without an interpreter start (and Optuna's import) per process.
+PAIRS = """\
+import json, multiprocessing, sys, time
 from pathlib import Path
 import optuna
 from kppo.tuning.storage import creation_lock, open_storage
-url, start = sys.argv[1], float(sys.argv[2])
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-while time.time() < start:  # every process leaves the line at the same instant
-    time.sleep(0.001)
-with creation_lock(url):
-    storage, _ = open_storage(url, Path("."))
-    study = optuna.create_study(storage=storage, study_name="shared", load_if_exists=True, direction="maximize")
-trial = study.ask()
-study.tell(trial, 1.0)
+
+
+def open_and_tell(url, start, errors):
+    try:
+        while time.time() < start:  # every process leaves the line at the same instant
+            time.sleep(0.001)
+        with creation_lock(url):
+            storage, _ = open_storage(url, Path("."))
+            study = optuna.create_study(storage=storage, study_name="shared", load_if_exists=True, direction="maximize")
+        trial = study.ask()
+        study.tell(trial, 1.0)
+    except BaseException as error:
+        errors.put(f"{type(error).__name__}: {error}")
+        raise
+
+
+urls = json.loads(sys.argv[1])
+fork = multiprocessing.get_context("fork")
+errors = fork.Queue()
+start = time.time() + 1.0  # after every process has forked
+workers = [fork.Process(target=open_and_tell, args=(url, start, errors)) for url in urls for _ in range(2)]
+for worker in workers:
+    worker.start()
+for worker in workers:
+    worker.join(120)
+failures = [errors.get() for _ in range(errors.qsize())]
+failures += [f"rc {w.exitcode}" for w in workers if w.exitcode != 0 and not failures]
+print(json.dumps(failures))
 """
 
 
@@ -69,18 +91,11 @@ def test_two_workers_started_together_spread_over_one_fresh_study(tmp_path, back
 
 
 def test_ten_pairs_opening_fresh_sqlite_storages_at_one_instant_all_succeed(tmp_path):
-    start = time.time() + 4.0  # after every interpreter has started
     urls = [f"sqlite:///{tmp_path / f'pair{i}.db'}" for i in range(10)]
-    workers = [
-        subprocess.Popen([sys.executable, "-c", WORKER, url, str(start)], stderr=subprocess.PIPE, text=True)
-        for url in urls
-        for _ in range(2)
-    ]
-    failures = []
-    for worker in workers:
-        _, err = worker.communicate(timeout=120)
-        if worker.returncode != 0:
-            failures.append(err.strip().splitlines()[-1] if err.strip() else f"rc {worker.returncode}")
-    assert failures == []
+    out = subprocess.run(
+        [sys.executable, "-c", PAIRS, json.dumps(urls)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [], out.stderr[-3000:]
     for url in urls:
         assert len(optuna.load_study(study_name="shared", storage=url).get_trials()) == 2
