@@ -1,6 +1,6 @@
-"""Every guide's Python blocks run, in order, as one script per guide (a guide builds on its earlier blocks; the
-default suite's guides share one process, each with fresh globals in its own directory), with
-the short budgets the guide states; so do the CLI guide's short-run shell block and the SB3 argument table's source."""
+"""Every guide's Python blocks run, in order, as one script per guide (a guide builds on its earlier blocks), with
+the short budgets the guide states; so do the CLI guide's short-run shell block and the SB3 argument table's source.
+The default suite's guides share one Python process, each script with fresh globals in its own directory."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def default_guides_ran(tmp_path_factory):
     jobs = [
         (g.stem, _workdir(g, tmp_path_factory.mktemp(g.stem)), _script(g)) for g in PYTHON_GUIDES if g.stem not in SLOW
     ]
-    return run_scripts(jobs, tmp_path_factory.mktemp("runner"), timeout=900)
+    return run_scripts(jobs, tmp_path_factory.mktemp("runner"), timeout=900 * len(jobs))
 
 
 @pytest.mark.parametrize(

@@ -61,7 +61,7 @@ PYTHON_BLOCKS = [i for i, (lang, _) in enumerate(BLOCKS) if lang == "python"]
 def python_blocks_ran(tmp_path_factory):
     """Every Python block as its own script (fresh globals, its own empty directory), all in one Python process."""
     jobs = [(f"block {i}", tmp_path_factory.mktemp(f"block{i}"), BLOCKS[i][1]) for i in PYTHON_BLOCKS]
-    return run_scripts(jobs, tmp_path_factory.mktemp("runner"), timeout=600)
+    return run_scripts(jobs, tmp_path_factory.mktemp("runner"), timeout=600 * len(jobs))
 
 
 @pytest.mark.parametrize("index", PYTHON_BLOCKS)
