@@ -243,27 +243,24 @@ def test_an_interrupted_run_can_be_evaluated_and_exported(tmp_path, capsys):
     )
 
 
-def test_help_imports_no_tensorflow():
-    """`kppo --help` and each command's --help answer from the parser alone (argparse and the config fields)."""
+def test_help_imports_no_tensorflow_and_lists_every_field():
+    """`kppo --help` and each command's --help answer from the parser alone (argparse and the config fields), and
+    `python -m kppo.cli.main train --help` lists every config field: one fresh process for both."""
     code = (
-        "import sys\n"
+        "import contextlib, io, runpy, sys\n"
         "from kppo.cli.main import main\n"
         "for argv in ([], ['train'], ['eval'], ['export'], ['tune']):\n"
         "    try:\n"
-        "        main([*argv, '--help'])\n"
+        "        with contextlib.redirect_stdout(io.StringIO()):\n"
+        "            main([*argv, '--help'])\n"
         "    except SystemExit as exit:\n"
         "        assert exit.code == 0, (argv, exit.code)\n"
         "assert 'tensorflow' not in sys.modules, 'kppo --help imported TensorFlow'\n"
+        "sys.argv = ['kppo', 'train', '--help']\n"
+        "runpy.run_module('kppo.cli.main', run_name='__main__', alter_sys=True)  # what `python -m` runs\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-
-
-def test_console_script_help_lists_every_field():
-    out = subprocess.run(
-        [sys.executable, "-m", "kppo.cli.main", "train", "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0
     from kppo.config.options import Config
 
     for name in Config.field_docs():

@@ -64,6 +64,7 @@ def test_a_population_run_writes_ordinary_member_runs_and_resumes(tmp_path, caps
         "ent_coef=0.01-seed0",
         "ent_coef=0.01-seed1",
     }
+    assert not list(run.rglob("zoo.yaml"))  # from a config, not an RL-Zoo entry (tests/cli/test_zoo_cli.py's)
     member = run / "members" / "ent_coef=0.01-seed1"
     assert json.loads((member / "summary.json").read_text())["seed"] == 1
     assert Config.from_yaml(member / "config.yaml").ent_coef == 0.01

@@ -24,9 +24,17 @@ def _weights(agent) -> list[np.ndarray]:
     return [v.numpy() for v in agent.actor.variables + agent.critic.variables]
 
 
-def test_a_checkpoint_past_the_file_size_limit_is_one_line_keeps_the_previous_and_a_rerun_resumes(tmp_path):
-    config = kppo.Config(**TINY, iterations_per_call=1)
-    full = kppo.train("CartPole-v1", config)
+CONFIG = kppo.Config(**TINY, iterations_per_call=1)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """An uninterrupted run of CONFIG (4 iterations): the run a resume must repeat, and an agent to save and export."""
+    return kppo.train("CartPole-v1", CONFIG)
+
+
+def test_a_checkpoint_past_the_file_size_limit_is_one_line_keeps_the_previous_and_a_rerun_resumes(tmp_path, trained):
+    config, full = CONFIG, trained
     rounds = []
     limit = contextlib.ExitStack()
 
@@ -49,11 +57,6 @@ def test_a_checkpoint_past_the_file_size_limit_is_one_line_keeps_the_previous_an
     for name, values in full.metrics.items():
         if not name.startswith("time/"):
             np.testing.assert_array_equal(resumed.metrics[name], values, err_msg=name)
-
-
-@pytest.fixture(scope="module")
-def trained():
-    return kppo.train("CartPole-v1", kppo.Config(**{**TINY, "total_timesteps": 4 * 16}))
 
 
 def test_saving_an_agent_past_the_limit_is_one_line_and_leaves_the_previous_save(tmp_path, trained):

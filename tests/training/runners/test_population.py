@@ -27,10 +27,41 @@ def _close(a, b, rtol=1e-4, atol=1e-5):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol)
 
 
+CARTPOLE = dict(learning_rate=3e-3, lr_schedule="linear")
+#: the second member's values: every swept hyperparameter differs from the first member's
+SWEPT = dict(
+    learning_rate=1e-3, ent_coef=0.01, clip_range=0.1, gamma=0.95, gae_lambda=0.9, vf_coef=0.7, max_grad_norm=0.3
+)
+
+
+def _members(changes):
+    base = kppo.Config(**SMALL, **GRAPH, **changes)
+    return [base.replace(seed=3), base.replace(seed=5, **SWEPT)]
+
+
+@pytest.fixture(scope="module")
+def cartpole_population():
+    """A GRAPH CartPole population of `_members(CARTPOLE)`, built once per module and traced with the function bodies
+    tf.vectorized_map converts recorded (as conftest's `pfor_conversions`): its runner, its population, its first 3
+    iterations and the conversions of tracing them and an evaluation round."""
+    from tensorflow.python.ops.parallel_for import pfor
+
+    converted = []
+    convert = pfor._convert_function_call
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            pfor, "_convert_function_call", lambda func, *args: converted.append(func.name) or convert(func, *args)
+        )
+        runner, population = make_population_runner("cartpole", _members(CARTPOLE))
+        result = runner.run_iterations(runner.state, 3)
+        runner.evaluation_round(runner.state.rollout.obs_stats, 0, 0, None)
+    return runner, population, result, converted
+
+
 @pytest.mark.parametrize(
     "env, changes",
     [
-        ("cartpole", dict(learning_rate=3e-3, lr_schedule="linear")),
+        ("cartpole", CARTPOLE),
         (
             "pendulum",
             dict(
@@ -47,23 +78,13 @@ def _close(a, b, rtol=1e-4, atol=1e-5):
         ),
     ],
 )
-def test_every_member_computes_what_a_single_run_with_its_seed_and_values_computes(env, changes):
-    base = kppo.Config(**SMALL, **GRAPH, **changes)
-    configs = [
-        base.replace(seed=3),
-        base.replace(
-            seed=5,
-            learning_rate=1e-3,
-            ent_coef=0.01,
-            clip_range=0.1,
-            gamma=0.95,
-            gae_lambda=0.9,
-            vf_coef=0.7,
-            max_grad_norm=0.3,
-        ),
-    ]
-    runner, population = make_population_runner(env, configs)
-    result = runner.run_iterations(runner.state, 3)
+def test_every_member_computes_what_a_single_run_with_its_seed_and_values_computes(env, changes, request):
+    configs = _members(changes)
+    if env == "cartpole":  # the module's population of these members
+        _, population, result, _ = request.getfixturevalue("cartpole_population")
+    else:
+        runner, population = make_population_runner(env, configs)
+        result = runner.run_iterations(runner.state, 3)
     for index, config in enumerate(configs):
         single = make_native_runner(env, config)
         alone = single.run_iterations(single.state, 3)
@@ -81,41 +102,19 @@ def test_every_member_computes_what_a_single_run_with_its_seed_and_values_comput
         assert np.any(steps < 3 * 3 * 4)
 
 
-@pytest.fixture(scope="module")
-def seeds_1_and_2():
-    """A GRAPH population of seeds 1 and 2 (learning_rate 1e-3), built once per module and traced with the function
-    bodies tf.vectorized_map converts recorded (conftest's `pfor_conversions`): its runner, its population, its first
-    2 iterations and the conversions of tracing them and an evaluation round."""
-    from tensorflow.python.ops.parallel_for import pfor
-
-    converted = []
-    convert = pfor._convert_function_call
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(
-            pfor, "_convert_function_call", lambda func, *args: converted.append(func.name) or convert(func, *args)
-        )
-        base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
-        runner, population = make_population_runner("cartpole", [base.replace(seed=1), base.replace(seed=2)])
-        result = runner.run_iterations(runner.state, 2)
-        runner.evaluation_round(runner.state.rollout.obs_stats, 0, 0, None)
-    return runner, population, result, converted
-
-
-def test_tracing_a_population_converts_each_loop_once(seeds_1_and_2):
-    pfor_conversions = seeds_1_and_2[3]
+def test_tracing_a_population_converts_each_loop_once(cartpole_population):
+    pfor_conversions = cartpole_population[3]
     # GAE's loop: a condition and a body, converted once (not 3 times); the rollout's steps, the update's minibatches
     # and the evaluation's steps loop outside the vectorized map (`member_steps`, `member_updates`,
     # `make_member_evaluation`): not converted
     assert len(pfor_conversions) == 2 and len(set(pfor_conversions)) == 2, pfor_conversions
 
 
-def test_a_members_result_does_not_depend_on_another_members_values(seeds_1_and_2):
-    base = kppo.Config(**SMALL, **GRAPH, learning_rate=1e-3)
-    _, first_population, first_result, _ = seeds_1_and_2
-    second = make_population_runner(
-        "cartpole", [base.replace(seed=1), base.replace(seed=2, learning_rate=1e-2, ent_coef=0.1)]
-    )
-    results = [first_result, second[0].run_iterations(second[0].state, 2)]
+def test_a_members_result_does_not_depend_on_another_members_values(cartpole_population):
+    _, first_population, first_result, _ = cartpole_population
+    first, other = _members(CARTPOLE)
+    second = make_population_runner("cartpole", [first, other.replace(learning_rate=1e-2, ent_coef=0.1)])
+    results = [first_result, second[0].run_iterations(second[0].state, 3)]
     agents = [member_agent(population, 0) for population in (first_population, second[1])]
     for a, b in zip(agents[0].variables, agents[1].variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
