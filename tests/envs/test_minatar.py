@@ -111,7 +111,7 @@ def _run_parity(game: str, task, num_frames: int, seed: int = 0) -> tuple[int, f
         last_action = [full_actions.index(env.last_action) for env in envs]
         return task.from_minatar([env.env for env in envs], last_action, rng_state)
 
-    @tf.function
+    @tf.function(autograph=False)  # as kppo's runners trace the tasks
     def frame(state, actions):
         next_state, reward, terminated = task.transition(state, actions)
         return task.draws(state), next_state, reward, terminated, task.observe(next_state)
@@ -256,7 +256,7 @@ def test_sticky_actions_repeat_the_previous_action_at_their_rate(prob):
     """Asking for a different action than the last every frame, the last one is executed at rate `prob`."""
     task = Breakout(sticky_action_prob=prob)
     state = task.initial_state(tf.constant([0, 5]), 4096)
-    transition = tf.function(task.transition)
+    transition = tf.function(task.transition, autograph=False)
     repeats = trials = 0
     for _ in range(20):
         previous = state.last_action
@@ -270,7 +270,7 @@ def test_sticky_actions_repeat_the_previous_action_at_their_rate(prob):
 def test_draws_are_uniform_deterministic_and_independent_across_envs():
     rng = initial_rng(tf.constant([0, 6]), 1024)
     eager, next_rng = draw(rng, 8)
-    xla, xla_next_rng = tf.function(draw, jit_compile=True)(rng, 8)
+    xla, xla_next_rng = tf.function(draw, jit_compile=True, autograph=False)(rng, 8)
     np.testing.assert_array_equal(eager.numpy(), xla.numpy())
     np.testing.assert_array_equal(next_rng.numpy(), xla_next_rng.numpy())
     values = eager.numpy().reshape(-1) / 2**DRAW_BITS
@@ -292,7 +292,7 @@ def test_batched_envs_are_independent(game):
     task = GAMES[game][0]()
     state = task.initial_state(tf.constant([0, 7]), 4)
     actions = tf.constant(np.random.default_rng(0).integers(0, task.action_space.n, (25, 4)), tf.int32)
-    transition = tf.function(task.transition)
+    transition = tf.function(task.transition, autograph=False)
     batched = state
     for t in range(25):
         batched = transition(batched, actions[t])[0]
@@ -310,7 +310,7 @@ def test_env_steps_eagerly_and_under_xla_alike(name):
     env = kppo.envs.make(name, max_episode_steps=5)
     state, obs = env.reset(tf.constant([0, 8]), 32)
     assert obs.shape == (32, *env.observation_space.shape) and obs.dtype == tf.float32
-    xla_step = tf.function(env.step, jit_compile=True)
+    xla_step = tf.function(env.step, jit_compile=True, autograph=False)
     eager_state = xla_state = state
     rng = np.random.default_rng(0)
     num_done = 0
@@ -327,7 +327,9 @@ def test_env_steps_eagerly_and_under_xla_alike(name):
     assert num_done >= 32
     plain = kppo.envs.make(name)  # sampling its reset states, compiled
     state, _ = plain.reset(tf.constant([0, 8]), 32)
-    result = tf.function(plain.step, jit_compile=True)(state, tf.zeros([32], tf.int32), tf.constant([1, 2]))
+    result = tf.function(plain.step, jit_compile=True, autograph=False)(
+        state, tf.zeros([32], tf.int32), tf.constant([1, 2])
+    )
     assert result.obs.shape == (32, *plain.observation_space.shape)
 
 

@@ -166,10 +166,17 @@ def test_the_hparams_callback_reads_model_attributes():
     assert model.lr_schedule(0.5) == pytest.approx(3e-4) and model.get_vec_normalize_env() is None
 
 
-def test_saving_as_sb3_users_do(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(scope="module")
+def cartpole_model():
+    """A CartPole PPO (seed 0) after one rollout, shared by the tests that only read it."""
     model = PPO("MlpPolicy", "CartPole-v1", seed=0, **FAST)
     model.learn(32)
+    return model
+
+
+def test_saving_as_sb3_users_do(tmp_path, monkeypatch, cartpole_model):
+    monkeypatch.chdir(tmp_path)
+    model = cartpole_model
     model.save("ppo_cartpole")
     assert os.path.isfile("ppo_cartpole.zip")  # SB3's naming
     obs = np.zeros((3, 4), np.float32)
@@ -182,8 +189,8 @@ def test_saving_as_sb3_users_do(tmp_path, monkeypatch):
     assert kppo.export("ppo_cartpole.zip", "policy.tflite").metadata  # the zip is an agent for every kppo reader
 
 
-def test_get_and_set_parameters_are_numpy_and_round_trip():
-    model = PPO("MlpPolicy", "CartPole-v1", seed=0, **FAST)
+def test_get_and_set_parameters_are_numpy_and_round_trip(cartpole_model):
+    model = cartpole_model
     other = PPO("MlpPolicy", "CartPole-v1", seed=1, **FAST)
     params = model.get_parameters()
     assert set(params) == {"policy", "policy.optimizer"}

@@ -64,9 +64,16 @@ def test_clip_obs_clip_reward_and_epsilon_are_the_models_and_travel_with_its_fil
     assert exported.metadata["normalization"]["clip"] == 0.5 and exported.metadata["normalization"]["epsilon"] == 1e-3
 
 
-def test_save_and_load_round_trip_the_statistics_into_a_loaded_model(tmp_path):
+@pytest.fixture(scope="module")
+def trained():
+    """`_model()` (norm_obs and norm_reward) after 128 steps, shared by the tests that only read it: (model, env)."""
     model, env = _model()
     model.learn(128)
+    return model, env
+
+
+def test_save_and_load_round_trip_the_statistics_into_a_loaded_model(tmp_path, trained):
+    model, env = trained
     model.save(tmp_path / "model")
     env.save(tmp_path / "vecnormalize.json")
     loaded_env = VecNormalize.load(tmp_path / "vecnormalize.json", make_vec_env("Pendulum-v1", n_envs=2, seed=3))
@@ -82,9 +89,8 @@ def test_save_and_load_round_trip_the_statistics_into_a_loaded_model(tmp_path):
         restored.learn(64)
 
 
-def test_exports_bake_the_statistics_in(tmp_path):
-    model, env = _model()
-    model.learn(64)
+def test_exports_bake_the_statistics_in(tmp_path, trained):
+    model, env = trained
     exported = kppo.export(model, tmp_path / "policy.tflite")
     assert exported.metadata["normalization"]["enabled"]
     np.testing.assert_allclose(exported.metadata["normalization"]["mean"], env.obs_rms.mean, rtol=1e-6)
