@@ -56,7 +56,7 @@ def test_matches_gymnasium(env_id):
     env = kppo.envs.make(env_id, dtype=tf.float64, episode_statistics=False)
     task = env.unwrapped.task
 
-    @tf.function
+    @tf.function(autograph=False)  # as kppo's runners trace the envs
     def step(state, action, key):
         next_task_state, _, _ = task.transition(state.task, action)  # the pre-reset state, for comparison
         return env.step(state, action, key), next_task_state
@@ -176,7 +176,7 @@ def test_step_under_xla_matches_eager(env_id):
     rng = np.random.default_rng(0)
     key = tf.constant([0, 1])
     env = kppo.envs.make(env_id, max_episode_steps=3, fixed_init=True)
-    xla_step = tf.function(env.step, jit_compile=True)
+    xla_step = tf.function(env.step, jit_compile=True, autograph=False)
     eager_state = xla_state = env.reset(key, 4)[0]
     num_truncated = 0
     for _ in range(7):
@@ -190,5 +190,8 @@ def test_step_under_xla_matches_eager(env_id):
     env = kppo.envs.make(env_id)  # the plain env, which samples its reset states, compiles too
     state = env.reset(key, 4)[0]
     action = _random_actions(env.action_space, 4, rng)
-    eager, xla = env.step(state, action, key), tf.function(env.step, jit_compile=True)(state, action, key)
+    eager, xla = (
+        env.step(state, action, key),
+        tf.function(env.step, jit_compile=True, autograph=False)(state, action, key),
+    )
     _assert_nests_close(eager[1:], xla[1:])  # all but the state: obs, reward, flags, final_obs

@@ -242,8 +242,7 @@ def test_population_members_cross_the_grid_with_the_seeds():
 def test_under_xla_members_learn_as_single_runs_do_over_16_seeds():
     """The default flags (XLA): a member's random numbers come from XLA's generator inside the vectorized program, so
     members are compared with single runs in distribution: final evaluation returns of the fixed CartPole setting,
-    16 seeds each, permutation test (benchmarks/stats.py). Measured 2026-11-30: population 474.9, single runs 477.1,
-    p = 0.76 (~150 s)."""
+    16 seeds each, permutation test (benchmarks/stats.py)."""
     from tests.helpers.benchmark_stats import load_stats
 
     stats = load_stats()
