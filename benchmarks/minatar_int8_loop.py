@@ -46,7 +46,8 @@ KIT = """
 import json, sys
 for name in ("tensorflow", "keras", "kppo"):
     sys.modules[name] = None
-from kppo.training.agents import agent_spec, read_metadata
+from kppo.training.agents import read_metadata
+from kppo.training.runners.settings import agent_spec
 from kppo_runtime.latency import measure
 from kppo_runtime.micro_check import check
 from kppo_runtime.runtime import Controller
@@ -100,7 +101,8 @@ def load_trained(path: Path):
     frame's shape (kppo's TF-native image runs keep them so; `load_agent` restores [obs_dim]) are restored in it."""
     from kppo.agent import checkpoint
     from kppo.agent.agent import make_agent, make_policy
-    from kppo.training.agents import agent_spec, load_agent, read_metadata
+    from kppo.training.agents import load_agent, read_metadata
+    from kppo.training.runners.settings import agent_spec
     from kppo.gym_envs.spaces import flat_dim
 
     try:
@@ -121,7 +123,7 @@ def byte_twin(config, agent, policy):
     from kppo._tf import tf
     from kppo.agent.agent import make_agent, make_policy
     from kppo.core.types import Moments
-    from kppo.training.agents import agent_spec
+    from kppo.training.runners.settings import agent_spec
 
     space = BreakoutBytes().observation_space
     dim = int(np.prod(space.shape))

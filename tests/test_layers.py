@@ -449,6 +449,18 @@ def test_the_shared_core_is_written_once():
         "ProgramCache",  # training/runners/programs.py
     ]
     assert {name: counts.get(name, 0) for name in once} == dict.fromkeys(once, 1)
+    # the Config resolved into what the layers below training read: once each, all in training/runners/settings.py
+    resolvers = (
+        "agent_spec",
+        "optimizer_spec",
+        "rollout_settings",
+        "update_settings",
+        "schedule_spec",
+        "norm_constants",
+    )
+    settings = ast.parse(MODULES["kppo.training.runners.settings"].read_text())
+    assert {name: counts.get(name, 0) for name in resolvers} == dict.fromkeys(resolvers, 1)
+    assert set(resolvers) <= {node.name for node in settings.body if isinstance(node, ast.FunctionDef)}
     runners = ("NativeRunner", "HostRunner", "HostPopulationRunner", "PopulationRunner")
     assert all(counts.get(name) == 1 for name in runners)
 

@@ -2,7 +2,7 @@
 extractor, the optimizer, and how its policy normalizes observations), with every default applied.
 
 The agent layer never reads a Config: the training layer resolves one into an `AgentSpec`
-(`kppo.training.agents.agent_spec`), so the networks depend only on the values they use.
+(`kppo.training.runners.settings.agent_spec`), so the networks depend only on the values they use.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ from kppo.sb3.saves.from_sb3 import model_from_sb3
 from kppo.sb3.saves.sb3_save import is_sb3_save, read_sb3_save
 from kppo.sb3.utils import maybe_transpose, set_random_seed, unwrap_vec_normalize
 from kppo.sb3.vec_normalize import VecNormalize
-from kppo.training.agents import agent_spec, load_agent
+from kppo.training.agents import load_agent
+from kppo.training.runners.settings import agent_spec
 from kppo.training.runners import Runner, Start
 from kppo.vec_envs.vec_env import VecEnv
 

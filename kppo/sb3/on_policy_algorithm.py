@@ -23,7 +23,7 @@ import numpy as np
 from kppo._tf import tf
 from kppo.core import normalization
 from kppo.agent.agent import Agent, build_agent
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 from kppo.callbacks import make_callback
 from kppo.callbacks.progress import progress_bar as make_progress_bar
 from kppo.config.options import Config

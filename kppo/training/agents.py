@@ -1,9 +1,8 @@
-"""A run's agent from its Config: the `AgentSpec` the agent layer builds from (`agent_spec`), and a saved agent
-directory read back with its Config (`read_metadata`, `load_agent`, `SavedAgent`)."""
+"""A saved agent directory read back with its Config (`read_metadata`, `load_agent`, `SavedAgent`); the agent is built
+from the Config's `AgentSpec` (`kppo.training.runners.settings.agent_spec`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -13,36 +12,10 @@ import gymnasium as gym
 from kppo.agent import checkpoint
 from kppo.agent.agent import Agent, build_agent, make_policy, read_any_cells
 from kppo.agent.policy import Policy
-from kppo.agent.spec import AgentSpec
 from kppo.config.options import Config
-from kppo.core.optimizers import OptimizerSpec
 from kppo.core.types import Moments
 from kppo.gym_envs.spaces import flat_dim
-
-
-def optimizer_spec(config: Config) -> OptimizerSpec:
-    """The optimizer fields of `config` (`kppo.core.optimizers.OptimizerSpec`)."""
-    return OptimizerSpec(
-        config.optimizer,
-        config.optimizer_eps,
-        config.adam_beta_1,
-        config.adam_beta_2,
-        config.rmsprop_alpha,
-        config.optimizer_momentum,
-        config.rmsprop_centered,
-        config.sgd_dampening,
-        config.sgd_nesterov,
-        config.weight_decay,
-    )
-
-
-#: The AgentSpec fields read from the Config option of the same name (all but the optimizer's, gathered above).
-_SAME_NAME = tuple(f.name for f in dataclasses.fields(AgentSpec) if f.name != "optimizer")
-
-
-def agent_spec(config: Config) -> AgentSpec:
-    """What building `config`'s agent reads of it."""
-    return AgentSpec(**{name: getattr(config, name) for name in _SAME_NAME}, optimizer=optimizer_spec(config))
+from kppo.training.runners.settings import agent_spec
 
 
 class SavedAgent(NamedTuple):

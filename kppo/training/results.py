@@ -16,7 +16,7 @@ from kppo.agent.agent import Agent, make_policy
 from kppo.agent.policy import ObsScaling, Policy
 from kppo.config.options import Config, Sweep
 from kppo.core.types import RunnerState
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 from kppo.training.runners import Runner
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from kppo.agent.agent import Agent, read_any_cells
-from kppo.training.agents import SavedAgent, agent_spec
+from kppo.training.agents import SavedAgent
+from kppo.training.runners.settings import agent_spec
 from kppo.training.checkpointer import Restored, RoundSoFar, TrainingCheckpointer
 from kppo.config.options import Config
 from kppo.training.runners import Runner, make_runner

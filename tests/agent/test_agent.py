@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 import kppo
 from kppo.agent import checkpoint
 from kppo.core import normalization

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kppo.training.agents import read_metadata
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 from kppo.agent import checkpoint
 from kppo.core import normalization
 from kppo._tf import tf

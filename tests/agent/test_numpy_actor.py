@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 import kppo
 from kppo.core import normalization
 from kppo.agent.agent import make_agent, make_policy

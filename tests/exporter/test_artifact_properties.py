@@ -12,7 +12,7 @@ The mutations (`MODEL_MUTATIONS`, `METADATA_MUTATIONS`, `Pair`) are the kit's to
 
 from __future__ import annotations
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 import contextlib
 import copy
 import hashlib

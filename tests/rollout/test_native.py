@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 import kppo
 from kppo import envs
 from kppo._tf import tf

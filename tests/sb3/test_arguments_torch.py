@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 
 import keras  # noqa: E402
 
-from kppo.agent.agent import optimizer_spec  # noqa: E402
+from kppo.training.runners.settings import optimizer_spec  # noqa: E402
 from kppo.config.options import Config  # noqa: E402
 from kppo.core.optimizers import make_optimizer  # noqa: E402
 from kppo.sb3.arguments import is_torch_module_class, optimizer_config  # noqa: E402

@@ -7,7 +7,7 @@ kppo.PPO computes SB3's update: torch's Adam (`adam_style="torch"`) and the samp
 import numpy as np
 import pytest
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 from kppo._tf import tf
 from kppo.agent.agent import make_agent
 from kppo.training.runners.settings import update_settings

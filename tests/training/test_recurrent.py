@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 import kppo
 from kppo import envs
 from kppo._tf import tf

@@ -3,7 +3,7 @@ import keras
 import numpy as np
 import pytest
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 from kppo._tf import tf
 from kppo.config.options import Config
 from kppo.core.distributions import make_distribution

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from kppo.agent.agent import build_agent
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 from kppo.agent.extractors import CombinedExtractor, FlattenExtractor, NatureCNN
 from kppo.core.errors import NotSupportedError
 from kppo.core.normalization import initial_stats

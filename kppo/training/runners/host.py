@@ -39,7 +39,7 @@ from kppo.update.ppo import ppo_update
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_step
 from kppo.update.schedules import ScheduleFn, config_schedules
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 
 
 class Start(NamedTuple):

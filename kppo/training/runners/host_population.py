@@ -37,7 +37,7 @@ from kppo.training.runners.population import MemberValues, MemberWeights, member
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_keys
 from kppo.update.schedules import config_schedules
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 
 
 class FinishCarry(NamedTuple):

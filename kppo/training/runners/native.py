@@ -33,7 +33,7 @@ from kppo.update.driver import drive
 from kppo.update.iteration import iteration_step
 from kppo.update.diagnostics import zero_diagnostics
 from kppo.update.schedules import config_schedules
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 
 
 def make_native_envs(env: str | VecEnv, config: Config) -> tuple[VecEnv, VecEnv]:

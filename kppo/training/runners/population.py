@@ -33,7 +33,7 @@ from kppo.core.types import EvalResult, RunnerState
 from kppo.update.driver import drive
 from kppo.update.diagnostics import zero_diagnostics
 from kppo.update.schedules import config_schedules
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 
 
 class MemberValues(NamedTuple):

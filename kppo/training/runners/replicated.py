@@ -47,7 +47,7 @@ from kppo.update.driver import drive
 from kppo.update.diagnostics import rollout_diagnostics
 from kppo.update.iteration import Begun, make_iteration, start_iteration
 from kppo.update.schedules import Schedules, config_schedules, with_schedules
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 
 
 def shard_size(config: Config, strategy) -> int:

@@ -1,19 +1,49 @@
-"""What every runner builds the same way from a Config: the rollout's and the update's settings, the batch the update
-reads, the root keys of a seed, and whether the update is XLA-compiled (`jit_update`, a measured rule)."""
+"""A Config resolved into what the layers below training read, in one place: the agent's spec (`agent_spec`), the
+rollout's and the update's settings, the schedules, the normalization constants; and what every runner builds the same
+way from it: the batch the update reads, the root keys of a seed, and whether the update is XLA-compiled
+(`jit_update`, a measured rule)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from kppo._tf import tf
+from kppo.agent.spec import AgentSpec
 from kppo.config.options import Config
 from kppo.config.schedules import SCHEDULED
 from kppo.core import normalization
 from kppo.core import counter_rng
+from kppo.core.optimizers import OptimizerSpec
 from kppo.core.types import Batch, Rollout
 from kppo.rollout.native import RolloutSettings
 from kppo.update.ppo import UpdateSettings, flatten
 from kppo.update.schedules import ScheduleSpec
+
+
+def optimizer_spec(config: Config) -> OptimizerSpec:
+    """The optimizer fields of `config` (`kppo.core.optimizers.OptimizerSpec`)."""
+    return OptimizerSpec(
+        config.optimizer,
+        config.optimizer_eps,
+        config.adam_beta_1,
+        config.adam_beta_2,
+        config.rmsprop_alpha,
+        config.optimizer_momentum,
+        config.rmsprop_centered,
+        config.sgd_dampening,
+        config.sgd_nesterov,
+        config.weight_decay,
+    )
+
+
+#: The AgentSpec fields read from the Config option of the same name (all but the optimizer's, gathered above).
+_SAME_NAME = tuple(f.name for f in dataclasses.fields(AgentSpec) if f.name != "optimizer")
+
+
+def agent_spec(config: Config) -> AgentSpec:
+    """What building `config`'s agent reads of it."""
+    return AgentSpec(**{name: getattr(config, name) for name in _SAME_NAME}, optimizer=optimizer_spec(config))
 
 
 def norm_constants(config: Config) -> normalization.Constants:

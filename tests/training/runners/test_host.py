@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from kppo.training.agents import agent_spec
+from kppo.training.runners.settings import agent_spec
 import kppo
 from kppo._tf import tf
 from kppo.gym_envs.make import gym_vec_env
