@@ -46,8 +46,6 @@ KIT = """
 import json, sys
 for name in ("tensorflow", "keras", "kppo"):
     sys.modules[name] = None
-from kppo.training.agents import read_metadata
-from kppo.training.runners.settings import agent_spec
 from kppo_runtime.latency import measure
 from kppo_runtime.micro_check import check
 from kppo_runtime.runtime import Controller
