@@ -306,13 +306,12 @@ def _check_key(key: str, where: str) -> None:
     """A one-line refusal of a key without a meaning in kppo (`REFUSED`) or known to none of rl-zoo3, SB3 and kppo."""
     if key in REFUSED:
         raise ValueError(f"{where}.{key}: not read by kppo ({REFUSED[key]})")
-    shown = printable(key)  # a key's line break (`\x1e` included) would split the one-line error
     if key in ZOO_KEYS or key in SB3_PPO_ARGUMENTS or key in _FIELDS or key in ("norm_obs", "norm_reward", "env_id"):
         return
     raise ValueError(
-        f"{printable(where)}.{shown}: expected an SB3 PPO argument, an RL-Zoo key or a kppo option, got unknown "
-        f"option {key!r} "
-        f"({suggest(key, _FIELDS | set(SB3_PPO_ARGUMENTS) | set(ZOO_KEYS))})"
+        # printed: a line break in the key (`\x1e` included) would split the one-line error
+        f"{printable(where)}.{printable(key)}: expected an SB3 PPO argument, an RL-Zoo key or a kppo option, got "
+        f"unknown option {key!r} ({suggest(key, _FIELDS | set(SB3_PPO_ARGUMENTS) | set(ZOO_KEYS))})"
     )
 
 
