@@ -451,6 +451,8 @@ def check_sb3_data(sb3: SB3, name: str, changes: list) -> None:
     name="a2c",
     changes=[Edit(("action_space", ":serialized:"), "\x80", False), Reserialized("action_space", ("truncate", 0, 0))],
 )
+@example(name="pendulum_vecnorm", changes=[Reserialized("policy_kwargs", ("flip", 39399409, 0))])  # found: a tuple
+# holding a list as a dict key (unhashable) raised a TypeError instead of the one-line refusal
 def test_an_sb3_saves_data_loads_or_is_refused_in_one_line(sb3, name, changes):
     check_sb3_data(sb3, name, changes)
 

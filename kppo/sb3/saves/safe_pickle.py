@@ -81,6 +81,14 @@ def describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 class _Machine:
     def __init__(self, source: str, names: Mapping[tuple[str, str], Builder | None], persistent_load):
         self.source, self.names, self.persistent_load = source, names, persistent_load
@@ -197,7 +205,7 @@ class _Machine:
         if not isinstance(target, dict):
             raise self.refuse(f"sets items of {describe(target)}")
         for key, value in zip(items[::2], items[1::2]):
-            if isinstance(key, (Instance, list, dict, set)):
+            if isinstance(key, Instance) or not _hashable(key):  # a tuple holding a list is unhashable too
                 raise self.refuse(f"uses {describe(key)} as a dict key")
             target[key] = value
         if op == "DICT":
