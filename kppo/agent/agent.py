@@ -46,6 +46,20 @@ class Agent(NamedTuple):
         seen = {id(v) for v in actor}  # a shared features extractor's weights count once, in the actor's
         return actor + [v for v in self.critic.trainable_variables if id(v) not in seen] + cells
 
+    @property
+    def program_variables(self) -> list:
+        """Every variable a compiled program of the agent reads, in a fixed order: the networks' (trainable or not,
+        a shared layer's once), then the optimizer's. Two agents built from one spec list theirs alike, which is what
+        `kppo.core.rebinding.Rebound` maps one onto the other."""
+        modules = [self.actor, self.critic] + ([self.lstm] if self.lstm is not None else [])
+        seen: set[int] = set()
+        found = []
+        for v in [v for m in modules for v in m.variables] + list(self.optimizer.variables):
+            if id(v) not in seen:
+                seen.add(id(v))
+                found.append(v)
+        return found
+
 
 # A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's, each [B, layers * units]; () for an MLP
 # agent. Every rollout, update and policy goes through these three functions, so an MLP agent computes exactly what it

@@ -33,6 +33,7 @@ from kppo.training.runners.settings import (
     update_batch,
     update_settings,
 )
+from kppo.training.runners.programs import run_key, run_programs
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import EvalResult, Moments, RunnerState
 from kppo.update.ppo import ppo_update
@@ -49,6 +50,7 @@ class Start(NamedTuple):
     obs_stats: Moments | None = None  # observation statistics to start from
     return_stats: Moments | None = None
     count_reset: bool = True  # count the reset observations in obs_stats (SB3: VecNormalize(training=False) does not)
+    from_spec: bool = False  # `agent` is `build_agent(agent_spec(config), spaces)` (trained or not): the config's
 
 
 def eval_env_source(env: Any) -> Any:
@@ -183,11 +185,8 @@ class HostRunner(Runner):
         self.schedules_from_config = schedule is None
         columns = normalized_columns(vec_env.observation_space, config.normalize_obs_keys)
         self.settings = rollout_settings(config)._replace(norm_columns=columns)
-        self.finish_fn = tf.function(
-            lambda *a: finish_rollout(agent, self.settings, *a), jit_compile=config.jit_rollout, autograph=False
-        )
         self.last_rollout: Any = None  # the last rollout the update trained on (SB3's `rollout_buffer` reads it)
-        update = self._make_update(strategy)
+        self.finish_fn, update = self._programs(start.agent is None or start.from_spec, strategy)
 
         def remembering(rollout, key, schedules):
             self.last_rollout = rollout
@@ -198,17 +197,27 @@ class HostRunner(Runner):
             self.eval_source, config.num_eval_envs, config.vectorization, self.action_space, self.masks is not None
         )
 
-    def _make_update(self, strategy) -> Callable:
-        """`(Rollout, key, Schedules) -> UpdateStats`: the compiled update on one device, or sharded over the
-        replicas."""
-        config, agent = self.config, self.agent
-        if strategy is not None:
-            return make_sharded_update(agent, config, strategy)
+    def _programs(self, from_config: bool, strategy) -> tuple[Callable, Callable]:
+        """(the compiled rollout finish, `(Rollout, key, Schedules) -> UpdateStats`: the compiled update on one
+        device, or sharded over the replicas). On one device, an agent built from the config runs the programs of an
+        earlier run of the same Config but the seed and spaces, when there was one (`programs.run_programs`)."""
+        config, agent, settings = self.config, self.agent, self.settings
         upd = update_settings(config)
-        compiled = tf.function(
-            lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_compile=jit_update(config, True), autograph=False
-        )
-        return lambda rollout, key, schedules: compiled(update_batch(config, rollout), key, schedules)
+
+        def make() -> tuple[Callable, Callable]:
+            finish = tf.function(
+                lambda *a: finish_rollout(agent, settings, *a), jit_compile=config.jit_rollout, autograph=False
+            )
+            compiled = tf.function(
+                lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_compile=jit_update(config, True), autograph=False
+            )
+            return finish, compiled
+
+        if strategy is not None:
+            return make()[0], make_sharded_update(agent, config, strategy)
+        key = run_key("host", (self.observation_space, self.action_space), config) if from_config else None
+        finish, compiled = run_programs(key, agent.program_variables, make)
+        return finish, lambda rollout, key, schedules: compiled(update_batch(config, rollout), key, schedules)
 
     def run_iterations(self, state: RunnerState, n: int, on_step=None) -> Iterations:
         def collect(rollout_state, key):

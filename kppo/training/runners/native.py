@@ -17,6 +17,7 @@ from kppo.config.options import Config
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, current_mask, evaluation_episodes, initial_rollout_state
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
+from kppo.training.runners.programs import run_key, run_programs
 from kppo.training.runners.settings import (
     jit_update,
     maybe_compile,
@@ -116,7 +117,12 @@ class NativeRunner(Runner):
     """TF-native envs: n iterations in one compiled call (`iterations_fn`), compiled evaluation rounds."""
 
     def __init__(
-        self, parts: NativeParts, config: Config, iterations_fn: Callable, eval_metrics_fn: EvalMetricsFn | None
+        self,
+        parts: NativeParts,
+        config: Config,
+        iterations_fn: Callable,
+        eval_metrics_fn: EvalMetricsFn | None,
+        evaluation_fn: Callable | None = None,
     ):
         super().__init__(
             parts.agent, parts.state, parts.train_env.observation_space, parts.train_env.action_space, parts.train_env
@@ -124,7 +130,7 @@ class NativeRunner(Runner):
         self.parts, self.config = parts, config
         self.schedule_fn = config_schedules(schedule_spec(config))
         self.iterations_fn = iterations_fn  # (state, n) -> (state, summed Diagnostics)
-        self.evaluation_fn = make_evaluation_fn(parts.eval_env, parts.agent, config)
+        self.evaluation_fn = evaluation_fn or make_evaluation_fn(parts.eval_env, parts.agent, config)
         if eval_metrics_fn is not None:  # an in-graph hook: compiled once, as the rounds are
             self.eval_metrics_fn = tf.function(eval_metrics_fn, autograph=False)
 
@@ -149,5 +155,16 @@ class NativeRunner(Runner):
 
 
 def make_native_runner(env: str | VecEnv, config: Config, eval_metrics_fn: EvalMetricsFn | None = None) -> Runner:
+    """The runner of a TF-native run; a later run of the same env name and Config but the seed runs this one's
+    compiled programs on its own variables (`programs.run_programs`)."""
     parts = build_native(env, config)
-    return NativeRunner(parts, config, make_iterations_fn(parts.train_env, parts.agent, config), eval_metrics_fn)
+    spaces = (parts.train_env.observation_space, parts.train_env.action_space)
+    iterations_fn, evaluation_fn = run_programs(
+        run_key("native", spaces, config, env) if isinstance(env, str) else None,  # an env object may change
+        parts.agent.program_variables,
+        lambda: (
+            make_iterations_fn(parts.train_env, parts.agent, config),
+            make_evaluation_fn(parts.eval_env, parts.agent, config),
+        ),
+    )
+    return NativeRunner(parts, config, iterations_fn, eval_metrics_fn, evaluation_fn)

@@ -9,22 +9,44 @@ whole runners, whose variables a later population of those shapes is assigned in
 Both are bounded by `KEPT_PROGRAMS` entries, the oldest evicted first. Eviction only drops the cache's reference: a
 runner holds its own functions, so a population that is running when its entry goes keeps running, and the next
 population of those shapes traces and compiles again.
+
+A single run's programs (`run_programs`: the native runner's iterations and evaluation, the host runner's rollout
+finish and update) are kept the same way in `RUN_PROGRAMS`, by `run_key` (the runner kind, the spaces, every Config field
+but the seed, a TF-native run's env name): a later run of that key calls them on its own agent's variables
+(`kppo.core.rebinding.Rebound`), computing bit for bit what its own trace would, without tracing or compiling.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
-from collections.abc import Callable
+from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+
+import gymnasium as gym
 
 from kppo.config.options import Config
 from kppo.config.population import shape_key
+from kppo.core.rebinding import Rebound, rebinding_supported
 
-__all__ = ["KEPT_PROGRAMS", "PROGRAMS", "ProgramCache", "keep", "program_key"]
+__all__ = [
+    "KEPT_PROGRAMS",
+    "KEPT_RUN_PROGRAMS",
+    "PROGRAMS",
+    "RUN_PROGRAMS",
+    "ProgramCache",
+    "keep",
+    "program_key",
+    "run_key",
+    "run_programs",
+    "space_key",
+]
 
 #: Entries a cache (and a caller's `programs` dict) keeps: a search over spaces that change shapes compiles one program
 #: per shape, and each holds its traced graphs and XLA executables.
 KEPT_PROGRAMS = 4
+#: Entries of `RUN_PROGRAMS`: a single run's programs are smaller (one agent, no member axis), and a session of runs
+#: (a test suite, a notebook trying settings) cycles through more configurations.
+KEPT_RUN_PROGRAMS = 16
 
 
 def program_key(env: Any, configs: list[Config]) -> tuple | None:
@@ -69,6 +91,14 @@ class ProgramCache:
                 keep(self._entries, key, made.functions, self.bound)
             return made
 
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            return self._entries.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            keep(self._entries, key, value, self.bound)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -76,3 +106,47 @@ class ProgramCache:
 
 #: The one cache of the process.
 PROGRAMS = ProgramCache()
+#: The process's single-run programs (`run_programs`).
+RUN_PROGRAMS = ProgramCache(KEPT_RUN_PROGRAMS)
+
+
+def space_key(space: gym.spaces.Space) -> Any:
+    """A space as a traced program sees it: its kind, shapes, dtypes and bounds (every value, where a repr may
+    abbreviate), its subspaces the same way."""
+    if isinstance(space, gym.spaces.Dict):
+        return "Dict", tuple((name, space_key(sub)) for name, sub in space.spaces.items())
+    if isinstance(space, gym.spaces.Tuple):
+        return "Tuple", tuple(space_key(sub) for sub in space.spaces)
+    if isinstance(space, gym.spaces.Box):
+        return "Box", space.shape, str(space.dtype), space.low.tobytes(), space.high.tobytes()
+    return repr(space)
+
+
+def run_key(kind: str, spaces: Sequence[gym.spaces.Space], config: Config, env: str = "") -> tuple:
+    """What a single run's traced programs depend on: the runner kind, the spaces, every Config field but the seed
+    and, for a TF-native run, the env's name (its steps are traced into the programs)."""
+    fields = tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k != "seed"))
+    return kind, env, tuple(space_key(space) for space in spaces), fields
+
+
+class _Kept(NamedTuple):
+    owner: list  # the variables the functions were traced on (`Agent.program_variables`)
+    functions: tuple  # the tf.functions
+
+
+def run_programs(key: tuple | None, variables: list, make: Callable[[], tuple]) -> tuple:
+    """`make()`'s tf.functions for a run whose programs read `variables`: the functions kept for `key`, bound to
+    `variables` (`Rebound`), or, the first time (and for a None key), `make()`'s own, kept for the next run of the
+    key. A run whose variables differ in shape from the kept ones traces its own (and is not kept)."""
+    if key is None or not rebinding_supported():
+        return make()
+    kept = RUN_PROGRAMS.get(key)
+    if kept is None:
+        functions = make()
+        RUN_PROGRAMS.put(key, _Kept(variables, functions))
+        return functions
+    if not Rebound.fits(kept.owner, variables):
+        return make()
+    return tuple(
+        Rebound(function, kept.owner, variables, lambda i=i: make()[i]) for i, function in enumerate(kept.functions)
+    )
