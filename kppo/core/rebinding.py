@@ -15,6 +15,7 @@ whether the installed TensorFlow has the calls this uses (the pinned version doe
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from collections.abc import Callable, Sequence
 
@@ -29,8 +30,9 @@ def _function_type_utils() -> Any:
     return function_type_utils
 
 
+@functools.cache
 def rebinding_supported() -> bool:
-    """Whether this TensorFlow's concrete functions take other captured inputs (`_call_flat`)."""
+    """Whether this TensorFlow's concrete functions take other captured inputs (`_call_flat`); asked once."""
     try:
         _function_type_utils().canonicalize_function_inputs  # noqa: B018
     except (ImportError, AttributeError):
@@ -56,9 +58,7 @@ class Rebound:
         fallback: makes the same function traced on `variables`: used when a capture falls outside `owner`.
     """
 
-    def __init__(
-        self, function: Any, owner: Sequence[Any], variables: Sequence[Any], fallback: Callable[[], Callable]
-    ):
+    def __init__(self, function: Any, owner: Sequence[Any], variables: Sequence[Any], fallback: Callable[[], Callable]):
         if not self.fits(owner, variables):
             raise ValueError(
                 f"variables: expected {len(owner)} of the shapes and dtypes the program was traced on, got others"

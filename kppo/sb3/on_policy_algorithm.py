@@ -256,13 +256,12 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
             self.config = self._make_config(vec_env.num_envs, vec_env.action_space, normalize, fields)
             normalized_columns(vec_env.observation_space, self.config.normalize_obs_keys)  # its one-line errors now
             if start.agent is None:
-                agent = user_agent(self.policy_kwargs, self.config, vec_env)
-                from_spec = agent is None  # kppo's networks for the config, not a user's extractor
+                user = user_agent(self.policy_kwargs, self.config, vec_env)
                 with self._device_scope(), fits_in_memory([self.config]):
-                    agent = agent or build_agent(
+                    agent = user or build_agent(
                         agent_spec(self.config), vec_env.observation_space, vec_env.action_space
                     )
-                start = start._replace(agent=agent, from_spec=from_spec)
+                start = start._replace(agent=agent, from_spec=user is None)  # kppo's networks for the config
         except BaseException:
             vec_env.close()
             raise

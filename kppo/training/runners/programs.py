@@ -11,8 +11,8 @@ runner holds its own functions, so a population that is running when its entry g
 population of those shapes traces and compiles again.
 
 A single run's programs (`run_programs`: the native runner's iterations and evaluation, the host runner's rollout
-finish and update) are kept the same way in `RUN_PROGRAMS`, by `run_key` (the runner kind, the spaces, every Config field
-but the seed, a TF-native run's env name): a later run of that key calls them on its own agent's variables
+finish and update) are kept the same way in `RUN_PROGRAMS`, by `run_key` (the runner kind, the spaces, every Config
+field but the seed, a TF-native run's env name): a later run of that key calls them on its own agent's variables
 (`kppo.core.rebinding.Rebound`), computing bit for bit what its own trace would, without tracing or compiling.
 """
 
@@ -147,6 +147,8 @@ def run_programs(key: tuple | None, variables: list, make: Callable[[], tuple]) 
         return functions
     if not Rebound.fits(kept.owner, variables):
         return make()
-    return tuple(
-        Rebound(function, kept.owner, variables, lambda i=i: make()[i]) for i, function in enumerate(kept.functions)
-    )
+
+    def own(index: int) -> Callable[[], Callable]:
+        return lambda: make()[index]
+
+    return tuple(Rebound(function, kept.owner, variables, own(i)) for i, function in enumerate(kept.functions))
