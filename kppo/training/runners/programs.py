@@ -12,8 +12,9 @@ population of those shapes traces and compiles again.
 
 A single run's programs (`run_programs`: the native runner's iterations and evaluation, the host runner's rollout
 finish and update) are kept the same way in `RUN_PROGRAMS`, by `run_key` (the runner kind, the spaces, every Config
-field but the seed, a TF-native run's env name): a later run of that key calls them on its own agent's variables
-(`kppo.core.rebinding.Rebound`), computing bit for bit what its own trace would, without tracing or compiling.
+field but the seed and those only the loop reads, a TF-native run's env name): a later run of that key calls them on
+its own agent's variables (`kppo.core.rebinding.Rebound`), computing bit for bit what its own trace would, without
+tracing or compiling.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from kppo.core.rebinding import Rebound, rebinding_supported
 __all__ = [
     "KEPT_PROGRAMS",
     "KEPT_RUN_PROGRAMS",
+    "LOOP_ONLY",
     "PROGRAMS",
     "RUN_PROGRAMS",
     "ProgramCache",
@@ -122,10 +124,16 @@ def space_key(space: gym.spaces.Space) -> Any:
     return repr(space)
 
 
+#: Config fields no traced program reads: the seed (the runner state's keys and the initial weights are arguments and
+#: variables) and what only the loop around the programs reads (`training.loop`, `training.plan`: when to evaluate,
+#: checkpoint and print, how many iterations a call runs: a tensor argument).
+LOOP_ONLY = ("seed", "eval_freq", "checkpoint_every", "iterations_per_call", "verbose")
+
+
 def run_key(kind: str, spaces: Sequence[gym.spaces.Space], config: Config, env: str = "") -> tuple:
-    """What a single run's traced programs depend on: the runner kind, the spaces, every Config field but the seed
+    """What a single run's traced programs depend on: the runner kind, the spaces, every Config field but `LOOP_ONLY`
     and, for a TF-native run, the env's name (its steps are traced into the programs)."""
-    fields = tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k != "seed"))
+    fields = tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k not in LOOP_ONLY))
     return kind, env, tuple(space_key(space) for space in spaces), fields
 
 

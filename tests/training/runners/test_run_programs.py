@@ -2,6 +2,9 @@
 calls the first run's traced and compiled programs on its own variables, and computes bit for bit what it computes
 when it traces its own."""
 
+import re
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -11,7 +14,7 @@ from kppo._tf import tf
 from kppo.core.rebinding import Rebound
 from kppo.training.runners import make_runner, programs
 from kppo.training.runners.host import Start
-from kppo.training.runners.programs import ProgramCache, run_key
+from kppo.training.runners.programs import LOOP_ONLY, ProgramCache, run_key
 
 SMALL = dict(num_envs=2, num_steps=8, total_timesteps=64, num_minibatches=2, num_epochs=2, num_hidden_units=8)
 
@@ -75,11 +78,11 @@ def test_a_full_cache_evicts_without_breaking_a_running_run(cache):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-def test_only_the_seed_and_nothing_the_programs_read_is_left_out_of_the_key():
+def test_only_the_seed_and_what_the_loop_reads_are_left_out_of_the_key():
     box = gym.spaces.Box(-1.0, 1.0, (2,))
     spaces = (box, gym.spaces.Discrete(2))
     config = kppo.Config()
-    assert run_key("host", spaces, config) == run_key("host", spaces, config.replace(seed=3))
+    assert run_key("host", spaces, config) == run_key("host", spaces, config.replace(seed=3, eval_freq=2, verbose=1))
     assert run_key("host", spaces, config) != run_key("host", spaces, config.replace(ent_coef=config.ent_coef + 0.01))
     assert run_key("host", spaces, config) != run_key("native", spaces, config, "cartpole")
     wider = gym.spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 1.0], np.float32))
@@ -92,3 +95,23 @@ def test_a_given_agent_not_built_from_the_config_runs_programs_of_its_own(cache)
     given = make_runner("CartPole-v1", config, start=Start(agent=first.agent))  # a user's networks, say
     built = make_runner("CartPole-v1", config, start=Start(agent=first.agent, from_spec=True))
     assert not isinstance(given.finish_fn, Rebound) and isinstance(built.finish_fn, Rebound)
+
+
+def test_the_fields_left_out_of_the_key_are_read_only_around_the_programs():
+    """`LOOP_ONLY` fields (but the seed: initial weights and keys) are read by no module that builds programs, but
+    where the host runners make their envs (`verbose`: gymnasium's env checker)."""
+    root = Path(kppo.__file__).parent
+    builders = [*(root / "training" / "runners").glob("*.py")]
+    for layer in ("rollout", "update", "agent", "envs", "core"):
+        builders += (root / layer).rglob("*.py")
+    reads = []
+    for path in builders:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for field in set(LOOP_ONLY) - {"seed"}:
+                if (
+                    re.search(rf"\.{field}\b", line)
+                    and "gym_vec_env(" not in line
+                    and "verbose=config.verbose" not in line
+                ):
+                    reads.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    assert not reads, reads
