@@ -70,11 +70,12 @@ def main() -> None:
     parser.add_argument("--python-peers", default=None, help="an interpreter with SB3 and torch for its row")
     args = parser.parse_args()
     rows = []
-    for path, label in (("native", "TF-native"), ("gymnasium", "gymnasium"), ("sb3", "kppo.PPO (SB3 API)")):
+    paths = (("native", "kppo.train, TF-native"), ("gymnasium", "kppo.train, gymnasium"), ("sb3", "kppo.PPO"))
+    for path, label in paths:
         for keep in (True, False):
             times = _run(sys.executable, KPPO, path, str(args.repeats), "1" if keep else "0")["times"]
             kind = "kept programs" if keep else "traced anew"
-            rows.append((f"kppo {label}, {kind}", times[0], statistics.median(times[1:])))
+            rows.append((f"{label}, {kind}", times[0], statistics.median(times[1:])))
     peer_versions = None
     if args.python_peers:
         peer = _run(args.python_peers, SB3, str(args.repeats))

@@ -88,6 +88,12 @@ def test_jit_flags_benchmark_measures_all_four_combinations():
 
 
 @pytest.mark.slow
+def test_second_run_benchmark_times_kept_and_traced_runs():
+    table = _bench("second_run.py", "--repeats", "1")
+    assert _rows(table, "kppo.train, TF-native, kept programs") and _rows(table, "kppo.PPO, traced anew")
+
+
+@pytest.mark.slow
 def test_env_scaling_benchmark_runs():
     (row,) = _rows(_bench("env_scaling.py", "--envs", "64", "--steps", "4", "--iterations", "1"), "64")
     assert row[1] == "CPU"
