@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 
+from kppo._tf import tf
 from kppo.config.options import Config
 from kppo.config.population import shape_key
 from kppo.core.rebinding import Rebound, rebinding_supported
@@ -143,11 +144,13 @@ class _Kept(NamedTuple):
 
 
 def run_programs(key: tuple | None, variables: list, make: Callable[[], tuple]) -> tuple:
-    """`make()`'s tf.functions for a run whose programs read `variables`: the functions kept for `key`, bound to
+    """`make()`'s tf.functions for a run whose programs read `variables`: the functions kept for `key` (on the device
+    ops run on now), bound to
     `variables` (`Rebound`), or, the first time (and for a None key), `make()`'s own, kept for the next run of the
     key. A run whose variables differ in shape from the kept ones traces its own (and is not kept)."""
     if key is None or not rebinding_supported():
         return make()
+    key = (*key, tf.zeros([]).device)  # where the programs' ops run (a `tf.device` scope around the runner's making)
     kept = RUN_PROGRAMS.get(key)
     if kept is None:
         functions = make()

@@ -66,7 +66,8 @@ def test_a_full_cache_evicts_without_breaking_a_running_run(cache):
     make_runner("cartpole", config.replace(num_epochs=1))
     make_runner("cartpole", config.replace(num_minibatches=1))  # two more keys: the running run's entry goes
     assert len(cache) == 2
-    assert run_key("native", (running.observation_space, running.action_space), config, "cartpole") not in cache
+    spaces = (running.observation_space, running.action_space)
+    assert not any(key[:4] == run_key("native", spaces, config, "cartpole") for key in cache._entries)
     second = running.run_iterations(first.state, 1)
     cache.clear()
     reference = make_runner("cartpole", config)
@@ -95,6 +96,10 @@ def test_a_given_agent_not_built_from_the_config_runs_programs_of_its_own(cache)
     given = make_runner("CartPole-v1", config, start=Start(agent=first.agent))  # a user's networks, say
     built = make_runner("CartPole-v1", config, start=Start(agent=first.agent, from_spec=True))
     assert not isinstance(given.finish_fn, Rebound) and isinstance(built.finish_fn, Rebound)
+    cache.clear()
+    with tf.device("/cpu:0"):  # under a device scope (SB3's `device`): kept for runs made on that device
+        make_runner("CartPole-v1", config, start=Start(agent=first.agent, from_spec=True))
+    assert [key[-1] for key in cache._entries] == ["/job:localhost/replica:0/task:0/device:CPU:0"]
 
 
 def test_the_fields_left_out_of_the_key_are_read_only_around_the_programs():
