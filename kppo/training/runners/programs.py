@@ -145,9 +145,8 @@ class _Kept(NamedTuple):
 
 def run_programs(key: tuple | None, variables: list, make: Callable[[], tuple]) -> tuple:
     """`make()`'s tf.functions for a run whose programs read `variables`: the functions kept for `key` (on the device
-    ops run on now), bound to
-    `variables` (`Rebound`), or, the first time (and for a None key), `make()`'s own, kept for the next run of the
-    key. A run whose variables differ in shape from the kept ones traces its own (and is not kept)."""
+    ops run on now), bound to `variables` (`Rebound`), or, the first time (and for a None key), `make()`'s own, kept
+    for the next run of the key. A run whose variables differ in shape from the kept ones traces its own (not kept)."""
     if key is None or not rebinding_supported():
         return make()
     key = (*key, tf.zeros([]).device)  # where the programs' ops run (a `tf.device` scope around the runner's making)
