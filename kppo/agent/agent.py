@@ -52,13 +52,8 @@ class Agent(NamedTuple):
         a shared layer's once), then the optimizer's. Two agents built from one spec list theirs alike, which is what
         `kppo.core.rebinding.Rebound` maps one onto the other."""
         modules = [self.actor, self.critic] + ([self.lstm] if self.lstm is not None else [])
-        seen: set[int] = set()
-        found = []
-        for v in [v for m in modules for v in m.variables] + list(self.optimizer.variables):
-            if id(v) not in seen:
-                seen.add(id(v))
-                found.append(v)
-        return found
+        found = [v for m in modules for v in m.variables] + list(self.optimizer.variables)
+        return list({id(v): v for v in found}.values())  # first places kept
 
 
 # A recurrent agent's memory: (h, c) of the actor's LSTM, then of the critic's, each [B, layers * units]; () for an MLP

@@ -67,6 +67,7 @@ class Rebound:
         self._handles = {id(resource_handle(o)): resource_handle(v) for o, v in zip(owner, variables)}
         self._fallback = fallback
         self._own: Callable | None = None  # the fallback, once a capture fell outside `owner`
+        self._captured: dict[int, tuple[Any, list | None]] = {}  # id(concrete) -> (concrete, `captures(concrete)`)
 
     @staticmethod
     def fits(owner: Sequence[Any], variables: Sequence[Any]) -> bool:
@@ -95,7 +96,9 @@ class Rebound:
         if self._own is not None:
             return self._own(*args)
         concrete = self.function.get_concrete_function(*args)
-        captured = self.captures(concrete)
+        if id(concrete) not in self._captured:  # mapped once per concrete function, not on every call
+            self._captured[id(concrete)] = concrete, self.captures(concrete)
+        captured = self._captured[id(concrete)][1]
         if captured is None:
             self._own = self._fallback()
             return self._own(*args)
