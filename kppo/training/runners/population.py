@@ -273,19 +273,21 @@ def make_native_population(
 ) -> tuple[Runner, Population]:
     """The Runner for the training loop (its diagnostics and evaluations have a member axis) and the population.
 
-    `programs` (a dict the caller keeps between calls) holds the runners built so far by shape: a population whose
-    members differ from an earlier one's only in seeds and sweepable values runs that runner's compiled programs,
-    with the new members' weights, Adam state, values and runner state assigned into its variables (`reuse`)."""
+    A population whose members differ from an earlier one's of the process only in seeds and sweepable values runs
+    the compiled functions `PROGRAMS` kept for its shapes, on its own variables. `programs` (a dict the caller keeps
+    between calls) holds whole runners by shape instead: a later population is assigned into a kept runner's
+    variables (`reuse`)."""
     population = build_population(env, configs)
     key = program_key(env, configs)
-    runner = programs.get(key) if programs is not None and key is not None else None
-    if runner is None:
-        if programs is None or key is None:
-            return PopulationRunner(population), population
-        runner = PROGRAMS.shared(key, lambda functions: PopulationRunner(population, functions))
+    if key is None:
+        return PopulationRunner(population), population
+    runner = None if programs is None else programs.get(key)
+    if runner is not None:
+        return reuse(runner, population), runner.population
+    runner = PROGRAMS.shared(key, lambda functions: PopulationRunner(population, functions))
+    if programs is not None:
         keep(programs, key, runner)
-        return runner, population
-    return reuse(runner, population), runner.population
+    return runner, population
 
 
 def reuse(runner: PopulationRunner, new: Population) -> PopulationRunner:

@@ -53,11 +53,12 @@ KEPT_RUN_PROGRAMS = 16
 
 
 def program_key(env: Any, configs: list[Config]) -> tuple | None:
-    """What a compiled population program depends on: the env's name, the member count and `shape_key`; None (no
-    reuse) for an env object, which may change between calls."""
+    """What a compiled population program depends on: the env's name, the member count, `shape_key` and the device
+    its ops run on (a `tf.device` scope around the runner's making); None (no reuse) for an env object, which may
+    change between calls."""
     if not isinstance(env, str):
         return None
-    return env, len(configs), shape_key(configs[0])
+    return env, len(configs), shape_key(configs[0]), tf.zeros([]).device
 
 
 def keep(kept: dict, key: Any, value: Any, bound: int = KEPT_PROGRAMS) -> None:
