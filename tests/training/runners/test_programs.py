@@ -59,3 +59,21 @@ def test_a_full_cache_evicts_without_breaking_a_running_population(monkeypatch):
     )
     for a, b in zip(running.population.weights.params, reference.population.weights.params):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_later_population_of_the_same_shapes_runs_the_kept_functions_and_computes_its_own_run(monkeypatch):
+    cache, made = ProgramCache(), []
+    monkeypatch.setattr(population, "PROGRAMS", cache)
+    make = population.make_member_iterations
+    monkeypatch.setattr(population, "make_member_iterations", lambda p: made.append(p) or make(p))
+    sweep = kppo.Config(**SMALL).sweep(learning_rate=[3e-4, 1e-3])
+    kppo.train("cartpole", sweep, seed=0)
+    later = kppo.train("cartpole", sweep, seed=7)  # other seeds: the same shapes
+    assert len(made) == 1 and len(cache) == 1  # the later population traced nothing
+    cache.clear()
+    own = kppo.train("cartpole", sweep, seed=7)  # traced anew
+    assert len(made) == 2
+    for kept_member, own_member in zip(later.members, own.members, strict=True):
+        for a, b in zip(kept_member.agent.variables, own_member.agent.variables, strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        np.testing.assert_array_equal(kept_member.metrics["eval/mean_returns"], own_member.metrics["eval/mean_returns"])
