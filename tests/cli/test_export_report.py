@@ -118,7 +118,7 @@ def test_without_an_env_the_report_says_no_closed_loop_check_ran(tmp_path, capsy
 def test_a_budget_writes_the_best_return_candidate_that_fits(controller, tmp_path, capsys):
     out = tmp_path / "p.tflite"
     assert (
-        main(["export", str(controller), "--budget", "flash=8KiB,ram=16KiB", "--episodes", "4", "--out", str(out)]) == 0
+        main(["export", str(controller), "--budget", "flash=8KiB,ram=16KiB", "--episodes", "2", "--out", str(out)]) == 0
     )
     budget = _report(out)["budget"]
     rows = {row["quantization"]: row for row in budget["candidates"]}

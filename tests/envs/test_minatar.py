@@ -368,7 +368,7 @@ def test_a_cnn_trained_in_the_compiled_loop_saves_loads_and_exports(tmp_path):
     from kppo.training.agents import load_agent
 
     config = kppo.Config(
-        features_extractor="cnn",
+        features_extractor="small_cnn",
         normalize_images=False,
         num_envs=4,
         num_steps=8,

@@ -175,7 +175,9 @@ def test_a_shared_lstm_feeds_the_critic_the_actors_memory_without_its_gradient()
     assert action.shape == (1,) and state[0].shape == (1, 1, 16)
 
 
-@pytest.mark.parametrize("name", ["model", "layered"])
+# "model" is slow: "layered" (2 LSTM layers) makes every assertion on a larger state, and one-layer artifacts stepped
+# against predict stay in the default suite (the CNN-LSTM test below, tests/cli/test_main.py's eval, test_report).
+@pytest.mark.parametrize("name", [pytest.param("model", marks=pytest.mark.slow), "layered"])
 def test_a_recurrent_artifact_carries_its_state_and_reproduces_predict_over_whole_episodes(name, request, tmp_path):
     """TFLite and SavedModel artifacts take (obs, state_h, state_c) and return the action and the new state; the
     deployment kit (no TensorFlow) plays the same closed-loop episodes as predict, state carried. Two stacked layers:
