@@ -11,7 +11,6 @@ training is `OnPolicyAlgorithm`'s (`kppo.sb3.on_policy_algorithm`).
 from __future__ import annotations
 
 import sys
-
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
@@ -100,10 +99,9 @@ class BaseAlgorithm(ModelStatistics):
     ):
         if policy not in self.policy_names:
             raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}{policy_hint(policy)}")
-        if isinstance(stats_window_size, bool) or not isinstance(stats_window_size, int):
-            raise ValueError(f"stats_window_size: expected an integer >= 1, got {stats_window_size!r}")
-        if not 1 <= stats_window_size <= sys.maxsize:  # a deque's maxlen is a C ssize_t
-            raise ValueError(f"stats_window_size: expected an integer >= 1, <= {sys.maxsize}, got {stats_window_size}")
+        window = stats_window_size  # a deque's maxlen: a C ssize_t
+        if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= sys.maxsize:
+            raise ValueError(f"stats_window_size: expected an integer >= 1 (at most {sys.maxsize}), got {window!r}")
         self.policy_class = policy
         self.verbose = verbose
         self.seed = int(cast(int, np.random.SeedSequence().entropy) % 2**31) if seed is None else int(seed)

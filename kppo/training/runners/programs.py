@@ -58,7 +58,12 @@ def program_key(env: Any, configs: list[Config]) -> tuple | None:
     change between calls."""
     if not isinstance(env, str):
         return None
-    return env, len(configs), shape_key(configs[0]), tf.zeros([]).device
+    return env, len(configs), shape_key(configs[0]), _device()
+
+
+def _device() -> str:
+    """The device ops run on now (a `tf.device` scope around a runner's making): part of every kept program's key."""
+    return tf.zeros([]).device
 
 
 def keep(kept: dict, key: Any, value: Any, bound: int = KEPT_PROGRAMS) -> None:
@@ -150,7 +155,7 @@ def run_programs(key: tuple | None, variables: list, make: Callable[[], tuple]) 
     for the next run of the key. A run whose variables differ in shape from the kept ones traces its own (not kept)."""
     if key is None or not rebinding_supported():
         return make()
-    key = (*key, tf.zeros([]).device)  # where the programs' ops run (a `tf.device` scope around the runner's making)
+    key = (*key, _device())
     kept = RUN_PROGRAMS.get(key)
     if kept is None:
         functions = make()
