@@ -10,7 +10,6 @@ training is `OnPolicyAlgorithm`'s (`kppo.sb3.on_policy_algorithm`).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
@@ -27,7 +26,7 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.sb3.arguments import Schedule, extractor_fields, policy_config, split_schedule
 from kppo.sb3.arguments import tf_device
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
-from kppo.sb3.contracts import check_predict, policy_hint
+from kppo.sb3.contracts import check_predict, check_stats_window, policy_hint
 from kppo.sb3.logger import Logger
 from kppo.sb3.model_statistics import ModelStatistics, Stats
 from kppo.sb3.parameters import PARAMETER_GROUPS, assign_parameters, get_parameters, numpy_parameters, parameters
@@ -99,9 +98,7 @@ class BaseAlgorithm(ModelStatistics):
     ):
         if policy not in self.policy_names:
             raise ValueError(f"policy: expected one of {self.policy_names}, got {policy!r}{policy_hint(policy)}")
-        window = stats_window_size  # a deque's maxlen: a C ssize_t
-        if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= sys.maxsize:
-            raise ValueError(f"stats_window_size: expected an integer >= 1 (at most {sys.maxsize}), got {window!r}")
+        check_stats_window(stats_window_size)
         self.policy_class = policy
         self.verbose = verbose
         self.seed = int(cast(int, np.random.SeedSequence().entropy) % 2**31) if seed is None else int(seed)

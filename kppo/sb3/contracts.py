@@ -11,6 +11,7 @@ mini-batch warning), sb3_contrib/common/recurrent/policies.py (shared LSTM asser
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any
 
@@ -209,6 +210,14 @@ def check_recurrent_inputs(state: Any, episode_start: Any, rows: int, layers: in
                 f"episode_start: expected one flag per observation, shape ({rows},), got {np.shape(episode_start)}",
             )
         )
+
+
+def check_stats_window(stats_window_size: Any) -> None:
+    """`stats_window_size` is the maxlen of the episode-statistics deques: an integer in 1..sys.maxsize (a C
+    ssize_t), checked when the model is made, not at the first `learn` or at a save's load."""
+    window = stats_window_size
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= sys.maxsize:
+        raise ValueError(f"stats_window_size: expected an integer >= 1 (at most {sys.maxsize}), got {window!r}")
 
 
 def check_batch_size(batch_size: Any, n_steps: int, n_envs: int, normalize_advantage: bool) -> None:
