@@ -174,6 +174,7 @@ def test_controller_on_damaged_artifacts_at_scale(reference, model_mutation, met
 @given(TOOLS, MODEL_MUTATIONS, METADATA_MUTATIONS)
 @example("kppo-evaluate", ("keep",), ("tree", []))
 @example("kppo-latency", ("keep",), ("tree", []))
+@example("kppo-evaluate", ("overwrite", 734, b"\x00"), ("other", False))  # found by Hypothesis: "kppo-evaluate: 10"
 @fast()
 def test_kit_commands_run_a_damaged_artifact_or_exit_2_in_one_line(reference, tool, model_mutation, metadata_mutation):
     check_command(reference, tool, model_mutation, metadata_mutation)

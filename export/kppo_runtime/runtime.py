@@ -149,6 +149,7 @@ class Controller:
             self.interpreter.allocate_tensors()
             inputs, outputs = self.interpreter.get_input_details(), self.interpreter.get_output_details()
         ins, outs = self._signature()
+        self._check_tensors(ins, outs, inputs, outputs)
         #: Positions of the observation and the mask among the model's inputs (TFLite Micro sets inputs by position).
         self.mask_position = next((i for i, d in enumerate(inputs) if MASK_INPUT in d["name"]), None)
         self.obs_position = next(
@@ -209,6 +210,17 @@ class Controller:
             raise ValueError(f"{self.name}: expected a kppo artifact's 'action' signature, got {got}") from None
         with self._loading():  # its tensor indices are not verified with the flatbuffer: reading them raises
             return signature.get_input_details(), signature.get_output_details()
+
+    def _check_tensors(self, ins: dict, outs: dict, inputs: list, outputs: list) -> None:
+        """A one-line error unless the `action` signature's tensors are the model's inputs and outputs (LiteRT reads
+        a damaged model's signature indices unverified)."""
+        signature = sorted(d["index"] for d in ins.values()), sorted(d["index"] for d in outs.values())
+        model = sorted(d["index"] for d in inputs), sorted(d["index"] for d in outputs)
+        if not (set(signature[0]) <= set(model[0]) and set(signature[1]) <= set(model[1])):
+            raise ValueError(
+                f"{self.name}: expected the 'action' signature's tensors among the model's inputs {model[0]} and "
+                f"outputs {model[1]}, got inputs {signature[0]} and outputs {signature[1]}"
+            )
 
     def _check_signature(self, ins: dict, outs: dict) -> None:
         """One-line errors for a model that is not a kppo artifact: no output, Dict key or
