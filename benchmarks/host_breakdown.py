@@ -78,6 +78,7 @@ def _install_timers() -> None:
 def measure(task: str, jit_update: bool, iterations: int) -> dict:
     import kppo
     import kppo.training.runners.host as host_runner
+    from kppo.training.runners.settings import resolve
     from kppo._tf import tf
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -86,7 +87,7 @@ def measure(task: str, jit_update: bool, iterations: int) -> dict:
     setting = TASKS[task]
     base = kppo.Config.from_yaml(setting) if isinstance(setting, str) else kppo.Config(**setting)
     config = base.replace(total_timesteps=10**8, eval_freq=10**6, jit_update=jit_update)
-    runner = host_runner.HostRunner(config.env, config)
+    runner = host_runner.HostRunner(config.env, resolve(config))
     state = runner.run_iterations(runner.state, 1).state  # compiles
     SECONDS.clear()
     CALLS.clear()

@@ -17,10 +17,11 @@ import json, sys, time
 import kppo
 from kppo._tf import tf
 from kppo.training.runners.native import build_native, make_iterations_fn
+from kppo.training.runners.settings import resolve
 env, jit_rollout, jit_update, iterations = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", int(sys.argv[4])
-config = kppo.Config(env=env, jit_rollout=jit_rollout, jit_update=jit_update)
-run = build_native(env, config)
-step = make_iterations_fn(run.train_env, run.agent, config)
+spec = resolve(kppo.Config(env=env, jit_rollout=jit_rollout, jit_update=jit_update))
+run = build_native(env, spec)
+step = make_iterations_fn(run.train_env, run.agent, spec)
 t0 = time.perf_counter()
 state, diag = step(run.state, tf.constant(1)); float(diag.total_loss)
 compile_s = time.perf_counter() - t0

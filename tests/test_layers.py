@@ -5,6 +5,7 @@ docs/architecture.md lists every module with what it imports; the wheel lists ev
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 import shutil
@@ -502,3 +503,36 @@ def test_below_training_nothing_takes_the_config():
         and "config" in [arg.arg for arg in node.args.args + node.args.kwonlyargs]
     )
     assert takes == [] and untyped == []
+
+
+def _config_names(tree: ast.AST) -> set[str]:
+    """The names a module binds to Configs: any name spelled `config...`, and the targets of loops and comprehensions
+    over one (`for c in configs`)."""
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and "config" in node.id}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.comprehension, ast.For)):
+            iterated = {n.id for n in ast.walk(node.iter) if isinstance(n, ast.Name)}
+            if iterated & names:
+                names |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    return names
+
+
+def test_the_runners_read_the_config_only_through_its_resolution():
+    """`training/runners/` reads a Config once, in `settings.resolve` (every default applied, into a read-only
+    `RunSpec`); every runner reads the RunSpec. A field read on a Config (`config.num_envs`, `configs[0].seed`,
+    `c.seed for c in configs`) anywhere else in the folder fails here."""
+    from kppo.config.options import Config
+
+    fields = {field.name for field in dataclasses.fields(Config)}
+    reads = []
+    for name, path in MODULES.items():
+        if not name.startswith("kppo.training.runners.") or name == "kppo.training.runners.settings":
+            continue
+        tree = ast.parse(path.read_text())
+        names = _config_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in fields:
+                base = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+                if isinstance(base, ast.Name) and base.id in names:
+                    reads.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert reads == []

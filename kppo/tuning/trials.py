@@ -31,7 +31,7 @@ from kppo.core.errors import reason
 from kppo.tuning.storage import CUT
 from kppo.training.runners import runner_kind
 from kppo.config.population import check_members, shape_key
-from kppo.training.runners.settings import population_jit
+from kppo.training.runners.settings import resolve
 from kppo.training.train import train
 
 __all__ = ["Pending", "group_by_shape", "run_group", "shard_count"]
@@ -130,7 +130,8 @@ def shard_count(env: Any, configs: list[Config], cores: int | None = None) -> in
     """How many populations of equal size a group of `configs` trains at once: one a core (`cores`: this process's),
     each of at least `SHARD_MIN_MEMBERS` members; 1 unless the env is TF-native by name and the population
     XLA-compiled (where the shards share one compiled program)."""
-    if not isinstance(env, str) or runner_kind(env, configs[0]) != "native" or not population_jit(configs[0]):
+    spec = resolve(configs[0])
+    if not isinstance(env, str) or runner_kind(env, spec) != "native" or not spec.jit_population:
         return 1
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -182,7 +183,7 @@ def reuses_programs(env: Any, configs: list[Config], programs: dict | None) -> b
     """Whether a group of one trains as a population of one member: on a TF-native env named by a string, when it
     can (`check_members`), so that the next trial of the same shapes (`--batch 1`) runs the compiled program of this
     one with its own weights and values instead of tracing and compiling again."""
-    if programs is None or not isinstance(env, str) or runner_kind(env, configs[0]) != "native":
+    if programs is None or not isinstance(env, str) or runner_kind(env, resolve(configs[0])) != "native":
         return False
     try:
         check_members(configs)

@@ -25,6 +25,7 @@ from kppo.training.runners.host_population import HostPopulationRunner
 from kppo.training.runners.native import make_native_runner
 from kppo.training.runners.population import make_native_population
 from kppo.training.runners.replicated import make_replicated_runner
+from kppo.training.runners.settings import RunSpec, resolve
 from kppo.update.schedules import ScheduleFn
 
 __all__ = [
@@ -39,22 +40,22 @@ __all__ = [
 ]
 
 
-def runner_kind(env: Any, config: Config) -> str:
+def runner_kind(env: Any, spec: RunSpec) -> str:
     """ "native" for `kppo.envs.VecEnv`s and built-in names (unless env_backend="gymnasium"), "host" for other ids,
     `gym.Env` instances, factories, gymnasium vector envs and SB3-style VecEnvs; "native" becomes "replicated" under
     a strategy."""
     from kppo.gym_envs.vector import GymVecEnv, vector_env_of
 
     native = isinstance(env, VecEnv)
-    if isinstance(env, str) and config.env_backend != "gymnasium":
+    if isinstance(env, str) and spec.env_backend != "gymnasium":
         try:
             envs_lib.resolve_name(env)
             native = True
         except ValueError:
-            if config.env_backend == "native":
+            if spec.env_backend == "native":
                 raise  # the error naming the built-in tasks
     if native:
-        return "native" if config.distribute == "none" else "replicated"
+        return "native" if spec.distribute == "none" else "replicated"
     gymnasium = isinstance(env, (str, gym.Env, gym.vector.VectorEnv, GymVecEnv)) or vector_env_of(env) is not None
     if gymnasium or callable(env):
         return "host"
@@ -64,20 +65,20 @@ def runner_kind(env: Any, config: Config) -> str:
     )
 
 
-def preprocessed(env: Any, config: Config, kind: str) -> Any:
-    """`env`, or for `config.atari_wrapper` / `config.frame_stack` a gymnasium env id as a factory of wrapped envs
+def preprocessed(env: Any, spec: RunSpec, kind: str) -> Any:
+    """`env`, or for `atari_wrapper` / `frame_stack` a gymnasium env id as a factory of wrapped envs
     (`kppo.vec_envs.preprocessed.make_preprocessed_env`; the host runner makes its evaluation envs from it too). Those
     options wrap envs made from an id only: a one-line error for a TF-native env or an env object."""
-    if not config.atari_wrapper and config.frame_stack == 1:
+    if not spec.atari_wrapper and spec.frame_stack == 1:
         return env
-    field = "atari_wrapper" if config.atari_wrapper else "frame_stack"
+    field = "atari_wrapper" if spec.atari_wrapper else "frame_stack"
     if kind != "host" or not isinstance(env, str):
         got = f"the TF-native env {env!r}" if kind != "host" else type(env).__name__
         raise ValueError(
             f"{field}: expected a gymnasium env id to wrap, got {got} (wrap env objects yourself: kppo.AtariWrapper, "
             f"kppo.VecFrameStack)"
         )
-    return functools.partial(make_preprocessed_env, env, config.atari_wrapper, config.frame_stack)
+    return functools.partial(make_preprocessed_env, env, spec.atari_wrapper, spec.frame_stack)
 
 
 def make_runner(
@@ -87,17 +88,18 @@ def make_runner(
     start: Start | None = None,
     schedule: ScheduleFn | None = None,
 ) -> Runner:
-    """The runner for `env` (default: `config.env`); `start` and `schedule` apply to the host runner only."""
-    env = config.env if env is None else env
-    kind = runner_kind(env, config)
+    """The runner for `env` (default: the Config's `env`); `start` and `schedule` apply to the host runner only."""
+    spec = resolve(config)
+    env = spec.env if env is None else env
+    kind = runner_kind(env, spec)
     if kind == "host":
-        return HostRunner(preprocessed(env, config, kind), config, eval_metrics_fn, start, schedule)
-    preprocessed(env, config, kind)  # a one-line error when the config asks to wrap a TF-native env
+        return HostRunner(preprocessed(env, spec, kind), spec, eval_metrics_fn, start, schedule)
+    preprocessed(env, spec, kind)  # a one-line error when the config asks to wrap a TF-native env
     if start is not None or schedule is not None:
         raise ValueError(f"env: starting from a trained agent or host schedules needs a gymnasium env, got {env!r}")
     if kind == "replicated":
-        return make_replicated_runner(env, config, make_strategy(config.distribute, config.devices), eval_metrics_fn)
-    return make_native_runner(env, config, eval_metrics_fn)
+        return make_replicated_runner(env, spec, make_strategy(spec.distribute, spec.devices), eval_metrics_fn)
+    return make_native_runner(env, spec, eval_metrics_fn)
 
 
 def make_population_runner(env: Any, configs: list[Config], programs: dict | None = None) -> tuple[Runner, Any]:
@@ -106,10 +108,11 @@ def make_population_runner(env: Any, configs: list[Config], programs: dict | Non
     call (`population.PopulationRunner`); on gymnasium envs one vector env of every member's envs and one compiled
     update (`host_population.HostPopulationRunner`). `programs`: compiled TF-native population programs kept between
     calls for reuse by populations of the same shapes (`population.make_native_population`)."""
-    kind = runner_kind(env, configs[0])
+    first = resolve(configs[0])
+    kind = runner_kind(env, first)
     if kind == "host":
-        runner = HostPopulationRunner(preprocessed(env, configs[0], kind), configs)
+        runner = HostPopulationRunner(preprocessed(env, first, kind), configs)
         return runner, runner.population
     if kind == "replicated":
-        raise ValueError(f"distribute: a population runs on one device, expected 'none', got {configs[0].distribute!r}")
+        raise ValueError(f"distribute: a population runs on one device, expected 'none', got {first.distribute!r}")
     return make_native_population(env, configs, programs)

@@ -1,6 +1,6 @@
-"""The runner interface (`Runner`); what every runner builds the same way from a Config (rollout and update settings,
-root keys, whether the update is XLA-compiled) is `settings`. The training iteration every runner runs is
-`kppo.update.iteration.make_iteration`, its schedules `kppo.update.schedules`.
+"""The runner interface (`Runner`); what every runner reads of a Config, resolved once, and builds the same way from
+it (rollout and update settings, root keys, which programs XLA compiles) is `settings`. The training iteration every
+runner runs is `kppo.update.iteration.make_iteration`, its schedules `kppo.update.schedules`.
 
 A runner owns an environment kind (TF-native stepped in compiled code, gymnasium stepped on the host, either one
 replicated under tf.distribute, or a population of members) and exposes `run_iterations(state, n, on_step) ->
@@ -19,12 +19,11 @@ import numpy as np
 
 from kppo._tf import tf
 from kppo.agent.agent import Agent
-from kppo.config.options import Config
 from kppo.rollout.gymnasium import StepHook
 from kppo.core.types import Diagnostics, EvalResult, EvalTrajectory, RunnerState
 from kppo.update.driver import Iterations
 from kppo.update.schedules import ScheduleFn, is_constant
-from kppo.training.runners.settings import schedule_spec
+from kppo.training.runners.settings import RunSpec
 
 EvalMetricsFn = Callable[[tf.Tensor, Diagnostics, EvalTrajectory], dict]
 
@@ -39,8 +38,9 @@ class Runner:
     steps_on_host: bool = False
     #: the tf.distribute strategy the state is distributed over, or None
     strategy: Any = None
-    #: `iteration -> Schedules`, what every iteration's update reads; `schedules_from_config`: it is the Config's own
-    config: Config
+    #: the run's resolved Config; `iteration -> Schedules`, what every iteration's update reads;
+    #: `schedules_from_config`: it is the Config's own
+    spec: RunSpec
     schedule_fn: ScheduleFn
     schedules_from_config: bool = True
     #: `(total_steps, diagnostics, eval trajectory) -> dict of tensors`, the caller's extra metrics of a round
@@ -88,8 +88,8 @@ class Runner:
         """The last iteration's scheduled `name` (a `Schedules` field), as reported (`train/learning_rate`,
         `train/clip_range`): the Config's number itself while its schedule is constant and the Config schedules the
         run, else `schedule_fn` at the state's last iteration (a population: per member)."""
-        if self.schedules_from_config and is_constant(schedule_spec(self.config), name):
-            return getattr(self.config, name)
+        if self.schedules_from_config and is_constant(self.spec.schedule, name):
+            return self.spec.schedule.bases[name]
         value = np.asarray(getattr(self.schedule_fn(last_iteration(self.view(state))), name))
         return float(value) if value.ndim == 0 else value
 

@@ -15,7 +15,6 @@ import numpy as np
 from kppo.core import normalization
 from kppo._tf import tf
 from kppo.agent.agent import Agent, build_agent, initial_memory
-from kppo.config.options import Config
 from kppo.core.distribute import make_strategy
 from kppo.gym_envs.action_masks import MaskReader
 from kppo.gym_envs.vector import GymVecEnv, vector_env_of
@@ -25,14 +24,7 @@ from kppo.agent.numpy_actor import make_numpy_actor
 from kppo.rollout.gymnasium import HostRolloutState, collect_host_rollout, evaluation_episodes
 from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.base import EvalMetricsFn, Iterations, Runner
-from kppo.training.runners.settings import (
-    jit_update,
-    rollout_settings,
-    root_keys,
-    schedule_spec,
-    update_batch,
-    update_settings,
-)
+from kppo.training.runners.settings import RunSpec, root_keys, update_batch
 from kppo.training.runners.programs import run_key, run_programs
 from kppo.training.runners.replicated import make_sharded_update
 from kppo.core.types import EvalResult, Moments, RunnerState
@@ -40,7 +32,6 @@ from kppo.update.ppo import ppo_update
 from kppo.update.driver import drive
 from kppo.update.iteration import iteration_step
 from kppo.update.schedules import ScheduleFn, config_schedules
-from kppo.training.runners.settings import agent_spec
 
 
 class Start(NamedTuple):
@@ -69,27 +60,25 @@ def eval_env_source(env: Any) -> Any:
     return env
 
 
-def _agent(config: Config, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
+def _agent(spec: RunSpec, vec_env: GymVecEnv, start: Start, strategy) -> Agent:
     if start.agent is not None and strategy is not None:
         raise ValueError(
-            f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {config.distribute!r}"
+            f"distribute: expected 'none' when reusing trained networks (PPO.load/set_env), got {spec.distribute!r}"
         )
     # under a strategy all env shards step on the host; the update runs on the replicas
-    return start.agent or build_agent(
-        agent_spec(config), vec_env.observation_space, vec_env.action_space, strategy=strategy
-    )
+    return start.agent or build_agent(spec.agent, vec_env.observation_space, vec_env.action_space, strategy=strategy)
 
 
 def _initial_state(
-    vec_env: GymVecEnv, config: Config, start: Start, masks: MaskReader | None, agent: Agent
+    vec_env: GymVecEnv, spec: RunSpec, start: Start, masks: MaskReader | None, agent: Agent
 ) -> RunnerState:
-    obs = vec_env.reset(seed=config.seed)
+    obs = vec_env.reset(seed=spec.seed)
     obs_stats = normalization.to_numpy(start.obs_stats or normalization.initial_stats([vec_env.flat_obs_dim]))
-    if config.normalize_obs and start.count_reset:
+    if spec.rollout.normalize_obs and start.count_reset:
         obs_stats = normalization.update_moments_np(obs_stats, obs)
     return_stats = start.return_stats or normalization.initial_stats(())
-    rollout = reset_rollout_state(vec_env, obs, obs_stats, return_stats, tf.zeros([config.num_envs]), masks, agent)
-    return RunnerState(rollout, root_keys(config.seed)[1], tf.constant(0, tf.int32))
+    rollout = reset_rollout_state(vec_env, obs, obs_stats, return_stats, tf.zeros([spec.num_envs]), masks, agent)
+    return RunnerState(rollout, root_keys(spec.seed)[1], tf.constant(0, tf.int32))
 
 
 def reset_rollout_state(
@@ -146,7 +135,7 @@ class HostRunner(Runner):
 
     Args:
         env: a gymnasium env id, `gym.Env`, factory, vector env or `GymVecEnv`.
-        start: trained networks and statistics to continue from (default: a new agent from `config.seed`).
+        start: trained networks and statistics to continue from (default: a new agent from the run's seed).
         schedule: `iteration -> Schedules` evaluated on the host before every iteration (SB3's schedules, which the
             facade evaluates from `progress_remaining`). Default: the config's schedules (`config_schedules`).
     """
@@ -156,7 +145,7 @@ class HostRunner(Runner):
     def __init__(
         self,
         env: Any,
-        config: Config,
+        spec: RunSpec,
         eval_metrics_fn: EvalMetricsFn | None = None,
         start: Start | None = None,
         schedule: ScheduleFn | None = None,
@@ -164,27 +153,25 @@ class HostRunner(Runner):
         vec_env = (
             env
             if isinstance(env, GymVecEnv)
-            else gym_vec_env(
-                env, config.num_envs, vectorization=config.vectorization, seed=config.seed, verbose=config.verbose
-            )
+            else gym_vec_env(env, spec.num_envs, vectorization=spec.vectorization, seed=spec.seed, verbose=spec.verbose)
         )
         start = start or Start()
-        strategy = make_strategy(config.distribute, config.devices)
-        agent = _agent(config, vec_env, start, strategy)
-        self.masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
+        strategy = make_strategy(spec.distribute, spec.devices)
+        agent = _agent(spec, vec_env, start, strategy)
+        self.masks = MaskReader(vec_env.vec_env, vec_env.action_space) if spec.rollout.action_masks else None
         self.eval_source = eval_env_source(env)  # before training touches an Env instance (the reset below)
         super().__init__(
             agent,
-            _initial_state(vec_env, config, start, self.masks, agent),
+            _initial_state(vec_env, spec, start, self.masks, agent),
             vec_env.observation_space,
             vec_env.action_space,
             vec_env,
         )
-        self.config, self.eval_metrics_fn = config, eval_metrics_fn
-        self.schedule_fn = schedule if schedule is not None else config_schedules(schedule_spec(config))
+        self.spec, self.eval_metrics_fn = spec, eval_metrics_fn
+        self.schedule_fn = schedule if schedule is not None else config_schedules(spec.schedule)
         self.schedules_from_config = schedule is None
-        columns = normalized_columns(vec_env.observation_space, config.normalize_obs_keys)
-        self.settings = rollout_settings(config)._replace(norm_columns=columns)
+        columns = normalized_columns(vec_env.observation_space, spec.normalize_obs_keys)
+        self.settings = spec.rollout._replace(norm_columns=columns)
         self.last_rollout: Any = None  # the last rollout the update trained on (SB3's `rollout_buffer` reads it)
         self.finish_fn, update = self._programs(start.agent is None or start.from_spec, strategy)
 
@@ -194,30 +181,30 @@ class HostRunner(Runner):
 
         self.update = remembering
         self.evaluation = HostEvaluation(
-            self.eval_source, config.num_eval_envs, config.vectorization, self.action_space, self.masks is not None
+            self.eval_source, spec.num_eval_envs, spec.vectorization, self.action_space, self.masks is not None
         )
 
     def _programs(self, from_config: bool, strategy) -> tuple[Callable, Callable]:
         """(the compiled rollout finish, `(Rollout, key, Schedules) -> UpdateStats`: the compiled update on one
         device, or sharded over the replicas). On one device, an agent built from the config runs the programs of an
         earlier run of the same Config but the seed and spaces, when there was one (`programs.run_programs`)."""
-        config, agent, settings = self.config, self.agent, self.settings
-        upd = update_settings(config)
+        spec, agent, settings = self.spec, self.agent, self.settings
+        upd = spec.update
 
         def make() -> tuple[Callable, Callable]:
             finish = tf.function(
-                lambda *a: finish_rollout(agent, settings, *a), jit_compile=config.jit_rollout, autograph=False
+                lambda *a: finish_rollout(agent, settings, *a), jit_compile=spec.jit_rollout, autograph=False
             )
             compiled = tf.function(
-                lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_compile=jit_update(config, True), autograph=False
+                lambda b, k, s: ppo_update(agent, upd, b, k, s), jit_compile=spec.jit_host_update, autograph=False
             )
             return finish, compiled
 
         if strategy is not None:
-            return make()[0], make_sharded_update(agent, config, strategy)
-        key = run_key("host", (self.observation_space, self.action_space), config) if from_config else None
+            return make()[0], make_sharded_update(agent, spec, strategy)
+        key = run_key("host", (self.observation_space, self.action_space), spec) if from_config else None
         finish, compiled = run_programs(key, agent.program_variables, make)
-        return finish, lambda rollout, key, schedules: compiled(update_batch(config, rollout), key, schedules)
+        return finish, lambda rollout, key, schedules: compiled(update_batch(spec, rollout), key, schedules)
 
     def run_iterations(self, state: RunnerState, n: int, on_step=None) -> Iterations:
         def collect(rollout_state, key):
@@ -228,16 +215,16 @@ class HostRunner(Runner):
         return drive(lambda st: iteration_step(self.schedule_fn, collect, self.update, st), state, n)
 
     def evaluation_episodes(self, obs_stats, round_index):
-        config = self.config
+        settings, seed = self.settings, self.spec.seed
         actor = make_numpy_actor(
             self.agent.actor,
             self.agent.dist,
-            config.normalize_obs,
+            settings.normalize_obs,
             self.agent.lstm,
-            self.settings.norm_columns,
-            self.settings.norm,
+            settings.norm_columns,
+            settings.norm,
         )
-        return self.evaluation.episodes(actor, obs_stats, config.seed * 1000 + round_index, seed=config.seed + 1)
+        return self.evaluation.episodes(actor, obs_stats, seed * 1000 + round_index, seed=seed + 1)
 
     def close(self) -> None:
         self.env.close()

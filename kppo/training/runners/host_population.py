@@ -29,7 +29,7 @@ from kppo.gym_envs.vector import GymVecEnv
 from kppo.rollout.gymnasium import Acting, HostSteps, host_steps, rollout_rng
 from kppo.rollout.finish import finish_rollout
 from kppo.training.runners.base import Iterations, Runner
-from kppo.training.runners.settings import population_jit, rollout_settings, root_keys, schedule_spec
+from kppo.training.runners.settings import RunSpec, resolve, root_keys
 from kppo.training.runners.host import HostEvaluation, eval_env_source, reset_rollout_state
 from kppo.training.runners.member_loops import population_iteration
 from kppo.config.population import check_members
@@ -52,6 +52,7 @@ class HostPopulation(NamedTuple):
     """What a gymnasium population builds before its first call."""
 
     configs: list[Config]
+    specs: list[RunSpec]  # the members' Configs resolved (they differ only in seeds and values)
     vec_env: GymVecEnv  # every member's envs, member m's the m-th block of `num_envs`
     agent: Agent  # the first member's: the networks every member's weights run through
     weights: MemberWeights
@@ -68,32 +69,34 @@ def _stacked(items: list) -> Any:
     return tf.nest.map_structure(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)
 
 
-def _initial_state(vec_env: GymVecEnv, configs: list[Config], agent: Agent, masks: MaskReader | None) -> RunnerState:
+def _initial_state(vec_env: GymVecEnv, specs: list[RunSpec], agent: Agent, masks: MaskReader | None) -> RunnerState:
     """Member m's envs reset with seeds seed_m + i, its statistics counting its own reset observations."""
-    envs = configs[0].num_envs
-    obs = vec_env.reset(seed=[c.seed + i for c in configs for i in range(envs)])
+    envs = specs[0].num_envs
+    obs = vec_env.reset(seed=[s.seed + i for s in specs for i in range(envs)])
     stats = []
-    for m, config in enumerate(configs):
+    for m, spec in enumerate(specs):
         member = normalization.to_numpy(normalization.initial_stats([vec_env.flat_obs_dim]))
-        if config.normalize_obs:
+        if spec.rollout.normalize_obs:
             member = normalization.update_moments_np(member, obs[m * envs : (m + 1) * envs])
         stats.append(member)
-    count = len(configs)
+    count = len(specs)
     return_stats = tf.nest.map_structure(lambda x: tf.stack([x] * count), normalization.initial_stats(()))
     rollout = reset_rollout_state(vec_env, obs, _stacked(stats), return_stats, tf.zeros([count, envs]), masks, agent)
-    keys = tf.stack([root_keys(c.seed)[1] for c in configs])
+    keys = tf.stack([root_keys(s.seed)[1] for s in specs])
     return RunnerState(rollout, keys, tf.zeros([count], tf.int32))
 
 
 def build_host_population(env: Any, configs: list[Config]) -> HostPopulation:
     """The joint vector env, every member's agent as its single run builds it (stacked), the initial state."""
     check_members(configs)
-    config, count = configs[0], len(configs)
-    vec_env = gym_vec_env(env, config.num_envs * count, vectorization=config.vectorization, verbose=config.verbose)
-    agents = [build_agent(agent_spec(c), vec_env.observation_space, vec_env.action_space) for c in configs]
-    masks = MaskReader(vec_env.vec_env, vec_env.action_space) if config.action_masks else None
-    state = _initial_state(vec_env, configs, agents[0], masks)
-    return HostPopulation(configs, vec_env, agents[0], MemberWeights(agents), state, member_values(configs), masks)
+    specs = [resolve(config) for config in configs]
+    first, count = specs[0], len(specs)
+    vec_env = gym_vec_env(env, first.num_envs * count, vectorization=first.vectorization, verbose=first.verbose)
+    agents = [build_agent(s.agent, vec_env.observation_space, vec_env.action_space) for s in specs]
+    masks = MaskReader(vec_env.vec_env, vec_env.action_space) if first.rollout.action_masks else None
+    state = _initial_state(vec_env, specs, agents[0], masks)
+    weights, values = MemberWeights(agents), member_values(specs)
+    return HostPopulation(configs, specs, vec_env, agents[0], weights, state, values, masks)
 
 
 def _by_member(x: tf.Tensor, members: int, axis: int) -> tf.Tensor:
@@ -116,7 +119,7 @@ def make_member_update(population: HostPopulation) -> Callable:
     """Compiled `(FinishCarry [M], keys [M, 2], iterations [M], member inputs) -> (FinishCarry, keys, iterations,
     Diagnostics [M])`: every member's finish + update + diagnostics (`population_iteration`), the population's weights
     updated."""
-    config, agent, weights = population.configs[0], population.agent, population.weights
+    spec, agent, weights = population.specs[0], population.agent, population.weights
 
     def collect(settings, carry, key, inputs):
         del key  # the host drew this rollout's actions from it already
@@ -124,7 +127,7 @@ def make_member_update(population: HostPopulation) -> Callable:
         finished = finish_rollout(agent, settings, *inputs._replace(features=features), *carry)
         return FinishCarry(finished.return_stats, finished.discounted_return, finished.memory), finished.rollout
 
-    member_iteration = population_iteration(config, agent, collect)
+    member_iteration = population_iteration(spec, agent, collect)
 
     def run(state: RunnerState, inputs):
         params, adam = weights.read()
@@ -132,7 +135,7 @@ def make_member_update(population: HostPopulation) -> Callable:
         weights.assign(params, adam)
         return state, diag
 
-    return tf.function(run, jit_compile=population_jit(config), autograph=False)
+    return tf.function(run, jit_compile=spec.jit_population, autograph=False)
 
 
 def member_snapshots(agent: Agent, params: list[np.ndarray]) -> list[ActorWeights]:
@@ -158,18 +161,15 @@ class HostPopulationRunner(Runner):
         population = build_host_population(env, configs)
         vec_env = population.vec_env
         super().__init__(population.agent, population.state, vec_env.observation_space, vec_env.action_space, vec_env)
-        self.population, self.config = population, configs[0]
-        self.schedule_fn, self.schedules_from_config = (
-            config_schedules(schedule_spec(self.config), population.values),
-            False,
-        )
-        columns = normalized_columns(vec_env.observation_space, self.config.normalize_obs_keys)
-        self.settings = rollout_settings(self.config)._replace(norm_columns=columns)
+        self.population, self.spec = population, population.specs[0]
+        self.schedule_fn, self.schedules_from_config = config_schedules(self.spec.schedule, population.values), False
+        columns = normalized_columns(vec_env.observation_space, self.spec.normalize_obs_keys)
+        self.settings = self.spec.rollout._replace(norm_columns=columns)
         self.update_fn = make_member_update(population)
         self.eval_source = eval_env_source(env)
-        count = len(configs) * self.config.num_eval_envs
+        count = len(configs) * self.spec.num_eval_envs
         masks = population.masks is not None
-        self.evaluation = HostEvaluation(self.eval_source, count, self.config.vectorization, self.action_space, masks)
+        self.evaluation = HostEvaluation(self.eval_source, count, self.spec.vectorization, self.action_space, masks)
 
     def _iteration(self, state: RunnerState):
         members = len(self.population.configs)
@@ -195,15 +195,15 @@ class HostPopulationRunner(Runner):
         return drive(self._iteration, state, n)
 
     def evaluation_episodes(self, obs_stats, round_index) -> tuple[EvalResult, None]:
-        configs, count = self.population.configs, len(self.population.configs)
-        per_member = self.config.num_eval_envs
+        specs, count = self.population.specs, len(self.population.specs)
+        per_member = self.spec.num_eval_envs
         params = [p.numpy() for p in self.population.weights.params]
-        config, dist = self.config, self.agent.dist
+        settings, dist = self.settings, self.agent.dist
         actors = [
-            NumpyActor(weights, dist, config.normalize_obs, self.settings.norm_columns, self.settings.norm)
+            NumpyActor(weights, dist, settings.normalize_obs, settings.norm_columns, settings.norm)
             for weights in member_snapshots(self.agent, params)
         ]
-        seeds = [c.seed * 1000 + round_index + i for c in configs for i in range(per_member)]
+        seeds = [s.seed * 1000 + round_index + i for s in specs for i in range(per_member)]
         result, _ = self.evaluation.episodes(MemberActors(actors), obs_stats, seeds)
         return EvalResult(*(tf.reshape(x, [count, per_member]) for x in result)), None
 
@@ -212,7 +212,7 @@ class HostPopulationRunner(Runner):
 
     def member_state(self, state: RunnerState, index: int) -> RunnerState:
         """Member `index`'s state as its single host run holds it: its block of envs, its statistics and key."""
-        envs, rollout = self.config.num_envs, state.rollout
+        envs, rollout = self.spec.num_envs, state.rollout
 
         def rows(x):
             return None if x is None else tf.nest.map_structure(lambda a: a[index * envs : (index + 1) * envs], x)

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from kppo._tf import tf
 from kppo.core import counter_rng
 from kppo.agent.agent import Agent, with_weights
-from kppo.config.options import Config
 from kppo.core.tf_loops import scan, swap_leading, vectorizing
 from kppo.core.types import EvalResult, RunnerState
 from kppo.rollout.native import (
@@ -30,14 +29,7 @@ from kppo.rollout.native import (
     evaluation_result,
     evaluation_start,
 )
-from kppo.training.runners.settings import (
-    norm_constants,
-    population_jit,
-    rollout_settings,
-    schedule_spec,
-    update_batch,
-    update_settings,
-)
+from kppo.training.runners.settings import RunSpec, update_batch
 from kppo.update.ppo import functional_step, minibatch_loop, shuffle_noise, shuffled_rows, update_indices
 from kppo.update.iteration import Begun, iteration_keys, make_iteration, start_iteration
 from kppo.update.diagnostics import rollout_diagnostics
@@ -57,7 +49,7 @@ class MemberCarry(NamedTuple):
     values: Any
 
 
-def population_iteration(config: Config, agent: Agent, collect: Callable) -> Callable:
+def population_iteration(spec: RunSpec, agent: Agent, collect: Callable) -> Callable:
     """Every member's `iteration_step` on tensor weights, in one program: `(params [M], adam [M], runner state [M],
     inputs [M], MemberValues) -> ((params, adam, runner state), Diagnostics [M])`.
 
@@ -71,12 +63,12 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
             weights: the finish of the steps a TF-native population took (`member_steps`), or of what the host
             collected (`inputs`, that member's).
     """
-    xla = population_jit(config)  # how both population runners compile it
-    rotated = update_settings(config).rotated_steps
+    xla = spec.jit_population  # how both population runners compile it
+    rotated = spec.update.rotated_steps
 
     def start(elems):
         (params, state, inputs), values = elems
-        rollout_kw = with_values(rollout_settings(config), values)
+        rollout_kw = with_values(spec.rollout, values)
 
         def member_collect(rollout_state, key):
             return with_weights(agent, params, lambda: collect(rollout_kw, rollout_state, key, inputs))
@@ -84,27 +76,27 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
         iteration = state.iteration
         with vectorizing(state.key[0]):  # GAE's loop starts per-member
             state, rollout, key_update, schedules = start_iteration(
-                config_schedules(schedule_spec(config), values), member_collect, state
+                config_schedules(spec.schedule, values), member_collect, state
             )
-            settings = member_update_settings(config, values, schedules)
-            batch = update_batch(config, rollout)
+            settings = member_update_settings(spec, values, schedules)
+            batch = update_batch(spec, rollout)
             if rotated:  # sb3-contrib's windows of rows
                 order = update_indices(settings, batch.obs.shape[0], key_update)
             else:  # sorted outside the map: the sort's loop would be converted into a loop that copies
-                order = shuffle_noise(key_update, batch.obs.shape[0], config.num_epochs)
+                order = shuffle_noise(key_update, batch.obs.shape[0], spec.update.num_epochs)
         return state, rollout_diagnostics(rollout), batch, order, iteration, schedules.learning_rate
 
     def begin(carry: MemberCarry) -> Begun:
         state, diag, batch, order, iterations, learning_rate = tf.vectorized_map(
             start, ((carry.params, carry.state, carry.inputs), carry.values)
         )
-        indices = order if rotated else shuffled_rows(order, config.num_minibatches, network=xla)
+        indices = order if rotated else shuffled_rows(order, spec.update.num_minibatches, network=xla)
         return Begun(carry._replace(state=state), (batch, indices, iterations), diag, learning_rate)
 
     def update(carry: MemberCarry, work: tuple) -> tuple[MemberCarry, Any]:
         batch, indices, iterations = work
         weights = (carry.params, carry.adam)
-        (params, adam), stats = member_updates(agent, config, weights, batch, indices, iterations, carry.values)
+        (params, adam), stats = member_updates(agent, spec, weights, batch, indices, iterations, carry.values)
         return carry._replace(params=params, adam=adam), stats
 
     iteration = make_iteration(begin, update)
@@ -116,12 +108,12 @@ def population_iteration(config: Config, agent: Agent, collect: Callable) -> Cal
     return run
 
 
-def member_update_settings(config: Config, values: Any, schedules: Any) -> Any:
+def member_update_settings(spec: RunSpec, values: Any, schedules: Any) -> Any:
     """A member's `UpdateSettings`: its values (`MemberValues`, one member's) and its iteration's `Schedules`."""
-    return with_schedules(with_values(update_settings(config), values), schedules)
+    return with_schedules(with_values(spec.update, values), schedules)
 
 
-def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, iterations, values: Any):
+def member_updates(agent: Agent, spec: RunSpec, carry: tuple, batch, indices, iterations, values: Any):
     """Every member's update: one `minibatch_loop` whose step runs each member's `functional_step` (under
     `tf.vectorized_map`) with the values scheduled for its iteration (`iterations` [M], before the increment).
 
@@ -131,28 +123,28 @@ def member_updates(agent: Agent, config: Config, carry: tuple, batch, indices, i
     def step(carry, k, stopped):
         def member(elems):
             member_carry, member_batch, member_indices, iteration, member_values, member_stopped = elems
-            schedules = config_schedules(schedule_spec(config), member_values)(iteration)
-            settings = member_update_settings(config, member_values, schedules)
+            schedules = config_schedules(spec.schedule, member_values)(iteration)
+            settings = member_update_settings(spec, member_values, schedules)
             update = functional_step(
-                agent, settings, config.adam_style, member_batch, member_indices, schedules.learning_rate
+                agent, settings, spec.adam_style, member_batch, member_indices, schedules.learning_rate
             )
             with vectorizing(schedules.learning_rate):  # a recurrent replay's loop starts per-member
                 return update(member_carry, k, member_stopped)
 
         return tf.vectorized_map(member, (carry, batch, indices, iterations, values, stopped))
 
-    total = config.num_epochs * config.num_minibatches
+    total = spec.update.num_epochs * spec.update.num_minibatches
     return minibatch_loop(step, carry, total, mode="members", members=values.learning_rate.shape[0])
 
 
-def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerState, values: Any):
+def member_steps(env, agent: Agent, spec: RunSpec, params: list, state: RunnerState, values: Any):
     """Every member's rollout steps: a loop over the steps whose body steps all members (`env_step` on each member's
     weights, keys and values, `every_member`). Returns (rollout states after the steps, trajectories [M, T, ...],
     final observations [M, T, ...]), what `finish_steps` completes inside the member's iteration.
 
     Outside the vectorized map, the loop compiles as a plain XLA while loop whose buffers update in place; pfor would
     convert it into a loop around a conditional that copies every buffer of the rollout at every step."""
-    steps = config.num_steps
+    steps = spec.rollout.num_steps
 
     def member_keys(key):  # the rollout's key of `start_iteration`, split as `collect_rollout` splits it
         return counter_rng.split(iteration_keys(key)[1], steps)
@@ -163,7 +155,7 @@ def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerS
         keys_t, t = inputs
 
         def member_step(member_state, member_values, key):
-            return env_step(env, agent, with_values(rollout_settings(config), member_values), member_state, (key, t))
+            return env_step(env, agent, with_values(spec.rollout, member_values), member_state, (key, t))
 
         return every_member(agent, params, member_step, rollout_states, values, keys_t)
 
@@ -171,15 +163,15 @@ def member_steps(env, agent: Agent, config: Config, params: list, state: RunnerS
     return after, tf.nest.map_structure(swap_leading, traj), swap_leading(final_obs)
 
 
-def member_evaluation(env, agent: Agent, config: Config, params: list, stats: Any, keys: tf.Tensor) -> EvalResult:
+def member_evaluation(env, agent: Agent, spec: RunSpec, params: list, stats: Any, keys: tf.Tensor) -> EvalResult:
     """One deterministic evaluation round of every member (`evaluation_episodes`' steps as a loop whose body steps
     every member, `every_member`; it stops when every member's episodes have ended): EvalResult [M, num_eval_envs]."""
-    norm = norm_constants(config)
-    carry, step_keys = tf.vectorized_map(lambda key: evaluation_start(env, agent, key, config.num_eval_envs), keys)
+    rollout = spec.rollout
+    carry, step_keys = tf.vectorized_map(lambda key: evaluation_start(env, agent, key, spec.num_eval_envs), keys)
 
     def member_step(member_stats, member_carry, key):
         carry, _ = eval_env_step(
-            env, agent, member_stats, config.normalize_obs, config.action_masks, norm, member_carry, key
+            env, agent, member_stats, rollout.normalize_obs, rollout.action_masks, rollout.norm, member_carry, key
         )
         return carry
 

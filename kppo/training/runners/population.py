@@ -27,7 +27,7 @@ from kppo.core.optimizers import AdamState, assign_adam_state, initial_adam_stat
 from kppo.rollout.native import finish_steps
 from kppo.training.runners.base import Iterations, Runner
 from kppo.training.runners.member_loops import member_evaluation, member_steps, population_iteration
-from kppo.training.runners.settings import population_jit, schedule_spec
+from kppo.training.runners.settings import RunSpec, resolve
 from kppo.training.runners.native import NativeParts, build_native
 from kppo.core.types import EvalResult, RunnerState
 from kppo.update.driver import drive
@@ -52,11 +52,12 @@ class MemberValues(NamedTuple):
 assert MemberValues._fields == SWEEPABLE  # one list of sweepable fields
 
 
-def member_values(configs: list[Config]) -> MemberValues:
+def member_values(specs: list[RunSpec]) -> MemberValues:
+    """Every member's swept values (`RunSpec.sweep_values`) as variables."""
     return MemberValues(
         *[
-            tf.Variable(tf.constant([getattr(c, name) for c in configs], tf.float32), trainable=False, name=name)
-            for name in SWEEPABLE
+            tf.Variable(tf.constant([s.sweep_values[i] for s in specs], tf.float32), trainable=False, name=name)
+            for i, name in enumerate(SWEEPABLE)
         ]
     )
 
@@ -110,6 +111,7 @@ class Population(NamedTuple):
     """What a population runner builds before its first compiled call."""
 
     configs: list[Config]
+    spec: RunSpec  # the first member's: every member's but for its seed and its values
     template: NativeParts  # the first member's envs and agent: the networks every member's weights run through
     weights: MemberWeights
     state: RunnerState  # every leaf [M, ...]
@@ -133,25 +135,28 @@ def _is_builtin(name: str) -> bool:
 
 def build_population(env: str | VecEnv, configs: list[Config]) -> Population:
     check_members(configs)
-    if configs[0].atari_wrapper or configs[0].frame_stack != 1:  # options of gymnasium env ids (runners.preprocessed)
-        field = "atari_wrapper" if configs[0].atari_wrapper else "frame_stack"
+    specs = [resolve(config) for config in configs]
+    first = specs[0]
+    if first.atari_wrapper or first.frame_stack != 1:  # options of gymnasium env ids (runners.preprocessed)
+        field = "atari_wrapper" if first.atari_wrapper else "frame_stack"
         raise ValueError(f"{field}: expected a gymnasium env id to wrap, got the TF-native env {env!r}")
     if not isinstance(env, VecEnv) and not (
-        isinstance(env, str) and configs[0].env_backend != "gymnasium" and _is_builtin(env)
+        isinstance(env, str) and first.env_backend != "gymnasium" and _is_builtin(env)
     ):
         raise ValueError(
             f"env: a population needs a TF-native env (a kppo.envs VecEnv, or one of "
             f"{sorted(envs_lib.TASKS)}), got {env!r}"
         )
-    members = [build_native(env, config) for config in configs]
+    members = [build_native(env, spec) for spec in specs]
     state = tf.nest.map_structure(lambda *xs: tf.stack(xs), *[m.state for m in members])
     return Population(
         configs,
+        first,
         members[0],
         MemberWeights([m.agent for m in members]),
         state,
         tf.stack([m.key_eval for m in members]),
-        member_values(configs),
+        member_values(specs),
     )
 
 
@@ -159,19 +164,19 @@ def make_member_iterations(population: Population) -> Callable:
     """Compiled `(weights, values, runner_state [M], n) -> (runner_state, Diagnostics [M] summed over n iterations)`,
     updating `weights` (`MemberWeights.arguments()`); `values` is the population's `MemberValues`. The variables are
     arguments, so every population of these shapes runs the one trace (`make_native_population`'s shards)."""
-    config, agent, env = population.configs[0], population.template.agent, population.template.train_env
+    spec, agent, env = population.spec, population.template.agent, population.template.train_env
 
     def collect(settings, rollout_state, key, inputs):
         del rollout_state, key  # the steps ran before, every member's at once (`member_steps`)
         state, traj, final_obs = inputs
         return state, finish_steps(agent, settings, state, traj, final_obs)
 
-    member_iteration = population_iteration(config, agent, collect)
+    member_iteration = population_iteration(spec, agent, collect)
 
     def run(weights, values, state, n):
         def iteration(carry):
             params, adam, state = carry
-            steps = member_steps(env, agent, config, params, state, values)
+            steps = member_steps(env, agent, spec, params, state, values)
             return member_iteration(params, adam, state, steps, values)
 
         count = len(population.configs)
@@ -181,19 +186,19 @@ def make_member_iterations(population: Population) -> Callable:
         assign_weights(weights, params, adam)
         return state, done.diagnostics
 
-    return tf.function(run, jit_compile=population_jit(config), autograph=False)
+    return tf.function(run, jit_compile=spec.jit_population, autograph=False)
 
 
 def make_member_evaluation(population: Population) -> Callable:
     """Compiled `(weights, obs_stats [M], keys [M, 2]) -> EvalResult [M, num_eval_envs]`: one deterministic round per
     member (`member_loops.member_evaluation`), on the weights' parameters."""
-    config, agent, env = population.configs[0], population.template.agent, population.template.eval_env
+    spec, agent, env = population.spec, population.template.agent, population.template.eval_env
 
     def run(weights, stats, keys):
         params, _ = read_weights(weights)
-        return member_evaluation(env, agent, config, params, stats, keys)
+        return member_evaluation(env, agent, spec, params, stats, keys)
 
-    return tf.function(run, jit_compile=config.jit_eval is not False, autograph=False)  # None: XLA (measured)
+    return tf.function(run, jit_compile=spec.jit_population_eval, autograph=False)
 
 
 def member_agent(population: Any, index: int) -> Agent:
@@ -224,9 +229,9 @@ class PopulationRunner(Runner):
             template.train_env.action_space,
             template.train_env,
         )
-        self.population, self.config = population, population.configs[0]
+        self.population, self.spec = population, population.spec
         self.schedule_fn, self.schedules_from_config = (
-            config_schedules(schedule_spec(self.config), population.values),
+            config_schedules(population.spec.schedule, population.values),
             False,
         )
         if functions is None:  # (iterations, evaluation) of a population of these shapes
@@ -300,8 +305,8 @@ def reuse(runner: PopulationRunner, new: Population) -> PopulationRunner:
         variable.assign(value)
     for variable, value in zip(mine.values, new.values):
         variable.assign(value)
-    runner.population = mine._replace(configs=new.configs, state=new.state, key_eval=new.key_eval)
-    runner.state, runner.config = new.state, new.configs[0]
+    runner.population = mine._replace(configs=new.configs, spec=new.spec, state=new.state, key_eval=new.key_eval)
+    runner.state, runner.spec = new.state, new.spec
     return runner
 
 

@@ -29,6 +29,7 @@ from kppo._tf import tf
 from kppo.config.options import Config
 from kppo.config.population import shape_key
 from kppo.core.rebinding import Rebound, rebinding_supported
+from kppo.training.runners.settings import RunSpec
 
 __all__ = [
     "KEPT_PROGRAMS",
@@ -137,10 +138,10 @@ def space_key(space: gym.spaces.Space) -> Any:
 LOOP_ONLY = ("seed", "eval_freq", "checkpoint_every", "iterations_per_call", "verbose")
 
 
-def run_key(kind: str, spaces: Sequence[gym.spaces.Space], config: Config, env: str = "") -> tuple:
+def run_key(kind: str, spaces: Sequence[gym.spaces.Space], spec: RunSpec, env: str = "") -> tuple:
     """What a single run's traced programs depend on: the runner kind, the spaces, every Config field but `LOOP_ONLY`
     and, for a TF-native run, the env's name (its steps are traced into the programs)."""
-    fields = tuple(sorted((k, repr(v)) for k, v in config.to_dict().items() if k not in LOOP_ONLY))
+    fields = tuple((k, v) for k, v in spec.fields if k not in LOOP_ONLY)
     return kind, env, tuple(space_key(space) for space in spaces), fields
 
 

@@ -18,19 +18,11 @@ from kppo.core import losses, normalization
 from kppo.core import counter_rng
 from kppo._tf import tf
 from kppo.agent.agent import Agent, build_agent
-from kppo.config.options import Config
 from kppo.core.distribute import merge_normalization, on_replica_devices, replica_view
 from kppo.envs.base import VecEnv
 from kppo.rollout.native import collect_rollout, initial_rollout_state
 from kppo.training.runners.base import EvalMetricsFn, Runner
-from kppo.training.runners.settings import (
-    maybe_compile,
-    rollout_settings,
-    root_keys,
-    schedule_spec,
-    update_batch,
-    update_settings,
-)
+from kppo.training.runners.settings import RunSpec, maybe_compile, root_keys, update_batch
 from kppo.training.runners.native import NativeParts, NativeRunner, make_native_envs, native_observation_dim
 from kppo.core.types import Rollout, RunnerState
 from kppo.update.ppo import (
@@ -47,39 +39,35 @@ from kppo.update.driver import drive
 from kppo.update.diagnostics import rollout_diagnostics
 from kppo.update.iteration import Begun, make_iteration, start_iteration
 from kppo.update.schedules import Schedules, config_schedules, with_schedules
-from kppo.training.runners.settings import agent_spec
 
 
-def shard_size(config: Config, strategy) -> int:
+def shard_size(spec: RunSpec, strategy) -> int:
     """Envs per replica; a one-line error unless num_envs splits evenly into shards whose update batches (rows, or a
     recurrent agent's sequences) split evenly into num_minibatches."""
-    replicas = strategy.num_replicas_in_sync
-    shard = config.num_envs // replicas
-    rows = shard * config.num_steps
-    if config.recurrent is not None and config.lstm_batching == "sequences":
-        rows = shard * (config.num_steps // (config.lstm_sequence_length or config.num_steps))
-    if config.num_envs % replicas or rows % config.num_minibatches:
+    replicas, minibatches = strategy.num_replicas_in_sync, spec.update.num_minibatches
+    shard = spec.num_envs // replicas
+    if spec.num_envs % replicas or shard * spec.update_rows_per_env % minibatches:
         raise ValueError(
             f"num_envs: expected a multiple of the {replicas} replicas whose shard's update batch divides into "
-            f"num_minibatches={config.num_minibatches}, got {config.num_envs}"
+            f"num_minibatches={minibatches}, got {spec.num_envs}"
         )
     return shard
 
 
-def build_replicated(env: str | VecEnv, config: Config, strategy) -> NativeParts:
+def build_replicated(env: str | VecEnv, spec: RunSpec, strategy) -> NativeParts:
     """`build_native` under a tf.distribute strategy: networks and optimizer created in its scope (mirrored), each
     replica with its own env shard of num_envs / replicas envs and its own RNG stream (keys folded with the replica
     id)."""
-    shard = shard_size(config, strategy)
-    train_env, eval_env = make_native_envs(env, config)
+    shard = shard_size(spec, strategy)
+    train_env, eval_env = make_native_envs(env, spec)
     obs_dim = native_observation_dim(train_env.observation_space)
-    agent = build_agent(agent_spec(config), train_env.observation_space, train_env.action_space, strategy=strategy)
-    key_reset, key_train, key_eval = root_keys(config.seed)
+    agent = build_agent(spec.agent, train_env.observation_space, train_env.action_space, strategy=strategy)
+    key_reset, key_train, key_eval = root_keys(spec.seed)
 
     def replica_state(context):
         replica = context.replica_id_in_sync_group
         fold = counter_rng.fold_in
-        rollout = initial_rollout_state(train_env, agent, fold(key_reset, replica), shard, config.normalize_obs)
+        rollout = initial_rollout_state(train_env, agent, fold(key_reset, replica), shard, spec.rollout.normalize_obs)
         return RunnerState(rollout, fold(key_train, replica), tf.constant(0, tf.int32))
 
     state = strategy.experimental_distribute_values_from_function(replica_state)
@@ -100,10 +88,10 @@ class ReplicaUpdate(NamedTuple):
     with_kl_stop: Callable
 
 
-def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate:
+def make_replica_update(agent: Agent, spec: RunSpec, strategy) -> ReplicaUpdate:
     """The update over the replicas (the learning rate assigned to the mirrored optimizer before the minibatches)."""
-    upd = update_settings(config)._replace(target_kl=None)  # the KL stop is decided outside the replicas
-    steps = config.num_epochs * config.num_minibatches
+    upd = spec.update._replace(target_kl=None)  # the KL stop is decided outside the replicas
+    steps = spec.update.num_epochs * spec.update.num_minibatches
     mean = tf.distribute.ReduceOp.MEAN
 
     def reduce(nest):
@@ -148,7 +136,7 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
         agent.optimizer.learning_rate.assign(schedules.learning_rate)
 
         def step(carry, k, stopped):
-            if kl_within(float(kl_call(batch, indices, k)), config.target_kl):
+            if kl_within(float(kl_call(batch, indices, k)), spec.update.target_kl):
                 return (carry, *minibatch_call(batch, indices, k, schedules), True)
             return (carry, *probe_call(batch, indices, k, schedules), False)  # counted as on one device
 
@@ -157,19 +145,18 @@ def make_replica_update(agent: Agent, config: Config, strategy) -> ReplicaUpdate
     return ReplicaUpdate(unrolled, with_kl_stop)
 
 
-def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, strategy, view) -> Callable:
+def make_replicated_iterations_fn(env: VecEnv, agent: Agent, spec: RunSpec, strategy, view) -> Callable:
     """`(per-replica state, n) -> (state, summed Diagnostics)` under `strategy`, iterations looped on the host
     (`drive`'s Python mode), each one compiled call (or, with target_kl, a compiled rollout and the host's
     minibatch loop)."""
-    settings = rollout_settings(config)
-    collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), config.jit_rollout)
-    replica_update = make_replica_update(agent, config, strategy)
-    schedule_fn = config_schedules(schedule_spec(config))  # evaluated on the host, passed into the compiled iteration
-    upd = update_settings(config)
+    settings, upd = spec.rollout, spec.update
+    collect = maybe_compile(lambda s, k: collect_rollout(env, agent, settings, s, k), spec.jit_rollout)
+    replica_update = make_replica_update(agent, spec, strategy)
+    schedule_fn = config_schedules(spec.schedule)  # evaluated on the host, passed into the compiled iteration
 
     def replica_rollout(state: RunnerState, schedules):
         state, rollout, key_update, _ = start_iteration(lambda iteration: schedules, collect, state)
-        batch = update_batch(config, rollout)
+        batch = update_batch(spec, rollout)
         return state, batch, update_indices(upd, batch.obs.shape[0], key_update), rollout_diagnostics(rollout)
 
     def rollout(state, schedules):
@@ -178,7 +165,7 @@ def make_replicated_iterations_fn(env: VecEnv, agent: Agent, config: Config, str
         partial = tf.nest.map_structure(lambda x: strategy.reduce(tf.distribute.ReduceOp.MEAN, x, axis=None), partial)
         return merge_normalization(strategy, base.obs_stats, base.return_stats, state), batch, indices, partial
 
-    if config.target_kl is None:  # the whole iteration in one compiled call
+    if upd.target_kl is None:  # the whole iteration in one compiled call
         run_iteration = tf.function(replicated_iteration(rollout, replica_update.unrolled), autograph=False)
     else:  # the rollout compiled, the minibatch loop on the host
         run_iteration = replicated_iteration(tf.function(rollout, autograph=False), replica_update.with_kl_stop)
@@ -222,34 +209,34 @@ class ReplicatedRunner(NativeRunner):
     """TF-native envs under `strategy`: replica shards, merged statistics, the all-reduced update; metrics,
     evaluation and checkpoints read the first replica's state."""
 
-    def __init__(self, parts: NativeParts, config: Config, strategy, eval_metrics_fn: EvalMetricsFn | None):
+    def __init__(self, parts: NativeParts, spec: RunSpec, strategy, eval_metrics_fn: EvalMetricsFn | None):
         self.strategy, self.replica_view = strategy, replica_view(strategy)
-        iterations_fn = make_replicated_iterations_fn(parts.train_env, parts.agent, config, strategy, self.view)
-        super().__init__(parts, config, iterations_fn, eval_metrics_fn)
+        iterations_fn = make_replicated_iterations_fn(parts.train_env, parts.agent, spec, strategy, self.view)
+        super().__init__(parts, spec, iterations_fn, eval_metrics_fn)
 
     def view(self, state) -> RunnerState:
         return self.replica_view(state)
 
 
 def make_replicated_runner(
-    env: str | VecEnv, config: Config, strategy, eval_metrics_fn: EvalMetricsFn | None = None
+    env: str | VecEnv, spec: RunSpec, strategy, eval_metrics_fn: EvalMetricsFn | None = None
 ) -> Runner:
     """The Runner for TF-native envs under `strategy` (replica shards, merged statistics, all-reduced update)."""
-    return ReplicatedRunner(build_replicated(env, config, strategy), config, strategy, eval_metrics_fn)
+    return ReplicatedRunner(build_replicated(env, spec, strategy), spec, strategy, eval_metrics_fn)
 
 
-def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
+def make_sharded_update(agent: Agent, spec: RunSpec, strategy) -> Callable:
     """The gymnasium path's update under `strategy`: `(Rollout, key, Schedules) -> UpdateStats` on a rollout collected
     on the host for all num_envs envs; replica r trains on envs [r * shard, (r + 1) * shard) with its own
     minibatch permutation (key folded with r)."""
-    shard = shard_size(config, strategy)
-    replica_update = make_replica_update(agent, config, strategy)
-    upd = update_settings(config)
+    shard = shard_size(spec, strategy)
+    replica_update = make_replica_update(agent, spec, strategy)
+    upd = spec.update
 
     def replica_shard(rollout, key):
         replica = tf.cast(tf.distribute.get_replica_context().replica_id_in_sync_group, tf.int32)
         columns = tf.range(shard) + replica * shard
-        batch = update_batch(config, tf.nest.map_structure(lambda x: tf.gather(x, columns, axis=1), rollout))
+        batch = update_batch(spec, tf.nest.map_structure(lambda x: tf.gather(x, columns, axis=1), rollout))
         key = counter_rng.fold_in(key, replica)
         return batch, update_indices(upd, batch.obs.shape[0], key)
 
@@ -258,7 +245,7 @@ def make_sharded_update(agent: Agent, config: Config, strategy) -> Callable:
 
     def update(rollout: Rollout, key, schedules: Schedules) -> UpdateStats:
         batch, indices = shard_call(rollout, key)
-        run = unrolled_call if config.target_kl is None else replica_update.with_kl_stop
+        run = unrolled_call if upd.target_kl is None else replica_update.with_kl_stop
         return run(batch, indices, schedules)
 
     return update

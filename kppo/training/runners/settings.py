@@ -1,7 +1,8 @@
-"""A Config resolved into what the layers below training read, in one place: the agent's spec (`agent_spec`), the
-rollout's and the update's settings, the schedules, the normalization constants; and what every runner builds the same
-way from it: the batch the update reads, the root keys of a seed, and whether the update is XLA-compiled
-(`jit_update`, a measured rule)."""
+"""A Config resolved, in one place, into the read-only form the runners read (`RunSpec`, made by `resolve`): what the
+layers below training take (the agent's spec, the rollout's and the update's settings, the schedules, the
+normalization constants) and what the runners decide from (the envs, the seed, the devices, which programs XLA
+compiles, every default applied); and what every runner builds the same way from it: the batch the update reads and
+the root keys of a seed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from kppo._tf import tf
 from kppo.agent.spec import AgentSpec
 from kppo.config.options import Config
+from kppo.config.population import SWEEPABLE
 from kppo.config.schedules import SCHEDULED
 from kppo.core import normalization
 from kppo.core import counter_rng
@@ -76,11 +78,6 @@ def schedule_spec(config: Config) -> ScheduleSpec:
     )
 
 
-def update_batch(config: Config, rollout: Rollout) -> Batch:
-    """The rollout as `config`'s update reads it (`update.flatten`; a recurrent agent's sequences, chunks or rows)."""
-    return flatten(rollout, config.lstm_sequence_length, config.lstm_batching == "rotated")
-
-
 def update_settings(config: Config) -> UpdateSettings:
     """The update's settings (the scheduled ones are replaced by each iteration's `Schedules`)."""
     return UpdateSettings(
@@ -133,3 +130,90 @@ def population_jit(config: Config) -> bool:
 def maybe_compile(fn: Callable, jit: bool) -> Callable:
     """XLA-compiled tf.function when `jit`, else the plain function (inlined into the caller's graph)."""
     return tf.function(fn, jit_compile=True, autograph=False) if jit else fn
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """A Config resolved for the runners, once (`resolve`), with every default applied: what the layers below read
+    (`agent`, `rollout`, `update`, `schedule`) and what a runner decides from. No runner reads a Config field."""
+
+    env: str  # the env a run is given none of
+    seed: int
+    num_envs: int
+    num_eval_envs: int
+    agent: AgentSpec
+    rollout: RolloutSettings
+    update: UpdateSettings
+    schedule: ScheduleSpec
+    sequence_length: int  # a recurrent update's sequences: steps each (the rollout's num_steps when unset)
+    rotated: bool  # a recurrent update's batches are sb3-contrib's rotated windows of rows
+    recurrent: bool
+    adam_style: str
+    sweep_values: tuple  # the `SWEEPABLE` fields' values, in that order (a population member's own)
+    # the envs
+    vectorization: str
+    verbose: int
+    fixed_init: bool
+    offset_step: bool
+    normalize_obs_keys: tuple[str, ...] | None
+    env_backend: str
+    atari_wrapper: bool
+    frame_stack: int
+    # the devices and the compilation
+    distribute: str
+    devices: tuple[str, ...] | None
+    jit_rollout: bool
+    jit_eval: bool  # a single run's evaluation round under XLA (`Config.jit_eval` None: not)
+    jit_population_eval: bool  # a population's (None: under XLA, measured)
+    jit_native_update: bool  # `jit_update(config, on_host=False)`
+    jit_host_update: bool  # `jit_update(config, on_host=True)`
+    jit_population: bool  # `population_jit(config)`
+    fields: tuple  # every Config field as (name, repr(value)), sorted: what kept programs are keyed by
+
+    @property
+    def update_rows_per_env(self) -> int:
+        """The rows each env adds to the update's batch: its steps, or for a recurrent agent's sequences, its
+        sequences."""
+        steps = self.rollout.num_steps
+        return steps // self.sequence_length if self.recurrent and not self.rotated else steps
+
+
+def resolve(config: Config) -> RunSpec:
+    """`config` as the runners read it (`RunSpec`)."""
+    return RunSpec(
+        env=config.env,
+        seed=config.seed,
+        num_envs=config.num_envs,
+        num_eval_envs=config.num_eval_envs,
+        agent=agent_spec(config),
+        rollout=rollout_settings(config),
+        update=update_settings(config),
+        schedule=schedule_spec(config),
+        sequence_length=config.lstm_sequence_length or config.num_steps,
+        rotated=config.lstm_batching == "rotated",
+        recurrent=config.recurrent is not None,
+        adam_style=config.adam_style,
+        sweep_values=tuple(getattr(config, name) for name in SWEEPABLE),
+        vectorization=config.vectorization,
+        verbose=config.verbose,
+        fixed_init=config.fixed_init,
+        offset_step=config.offset_step,
+        normalize_obs_keys=config.normalize_obs_keys,
+        env_backend=config.env_backend,
+        atari_wrapper=config.atari_wrapper,
+        frame_stack=config.frame_stack,
+        distribute=config.distribute,
+        devices=config.devices,
+        jit_rollout=config.jit_rollout,
+        jit_eval=bool(config.jit_eval),
+        jit_population_eval=config.jit_eval is not False,
+        jit_native_update=jit_update(config, on_host=False),
+        jit_host_update=jit_update(config, on_host=True),
+        jit_population=population_jit(config),
+        fields=tuple(sorted((k, repr(v)) for k, v in config.to_dict().items())),
+    )
+
+
+def update_batch(spec: RunSpec, rollout: Rollout) -> Batch:
+    """The rollout as the update reads it (`update.flatten`; a recurrent agent's sequences, chunks or rows)."""
+    return flatten(rollout, spec.sequence_length, spec.rotated)

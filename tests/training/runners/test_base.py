@@ -122,3 +122,30 @@ def test_the_update_is_xla_compiled_by_the_measured_rule_unless_the_config_says(
     from kppo.training.runners.settings import jit_update
 
     assert jit_update(kppo.Config(**changes), on_host) is want
+
+
+@pytest.mark.parametrize(
+    "changes, sequence_length, rows_per_env",
+    [
+        ({}, 16, 16),  # feed-forward: every step a row
+        ({"recurrent": "lstm"}, 16, 1),  # whole env sequences (purejaxrl's ppo_rnn): one sequence an env
+        ({"recurrent": "lstm", "lstm_sequence_length": 4}, 4, 4),  # chunks of 4 steps
+        ({"recurrent": "lstm", "lstm_batching": "rotated"}, 16, 16),  # sb3-contrib's windows of rows
+    ],
+)
+def test_a_config_resolves_once_with_every_default_applied(changes, sequence_length, rows_per_env):
+    """`resolve`: the read-only form every runner reads, its None and 0 defaults decided."""
+    import dataclasses
+
+    from kppo.training.runners.settings import resolve
+
+    config = kppo.Config(num_envs=2, num_steps=16, num_minibatches=2, **changes)
+    spec = resolve(config)
+    assert (spec.sequence_length, spec.update_rows_per_env) == (sequence_length, rows_per_env)
+    assert spec.jit_eval is False and spec.jit_population_eval is True  # jit_eval None: one run's not, a population's
+    assert resolve(config.replace(jit_eval=True)).jit_eval is True
+    assert resolve(config.replace(jit_eval=False)).jit_population_eval is False
+    assert spec.rollout.num_steps == 16 and spec.update.num_minibatches == 2 and spec.seed == config.seed
+    assert spec.schedule.bases["learning_rate"] == config.learning_rate
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.seed = 1  # type: ignore[misc]

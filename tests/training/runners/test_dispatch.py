@@ -8,6 +8,7 @@ import kppo
 from kppo import envs
 from kppo.training.runners import Start, make_runner, runner_kind
 from kppo.training.runners.native import make_iterations_fn
+from kppo.training.runners.settings import resolve
 
 TINY = dict(num_envs=2, num_steps=8, total_timesteps=32, eval_freq=1, num_eval_envs=2, num_hidden_units=8)
 
@@ -23,15 +24,15 @@ TINY = dict(num_envs=2, num_steps=8, total_timesteps=32, eval_freq=1, num_eval_e
     ],
 )
 def test_runner_kind(env, changes, kind):
-    assert runner_kind(env, kppo.Config(**changes)) == kind
+    assert runner_kind(env, resolve(kppo.Config(**changes))) == kind
 
 
 def test_a_tf_native_env_instance_and_unknown_things_are_dispatched_or_named():
-    assert runner_kind(envs.make("Pendulum-v1"), kppo.Config()) == "native"
+    assert runner_kind(envs.make("Pendulum-v1"), resolve(kppo.Config())) == "native"
     with pytest.raises(ValueError, match="env: expected a TF-native env"):
-        runner_kind(3.5, kppo.Config())
+        runner_kind(3.5, resolve(kppo.Config()))
     with pytest.raises(ValueError):
-        runner_kind("Taxi-v3", kppo.Config(env_backend="native"))  # names the built-in tasks
+        runner_kind("Taxi-v3", resolve(kppo.Config(env_backend="native")))  # names the built-in tasks
 
 
 def test_starting_from_a_trained_agent_needs_a_gymnasium_env():
@@ -65,9 +66,9 @@ def test_the_native_iterations_fn_traces_once_for_any_n():
     from kppo.training.runners.native import build_native
     from kppo._tf import tf
 
-    config = kppo.Config(**TINY)
-    parts = build_native("CartPole-v1", config)
-    run = make_iterations_fn(parts.train_env, parts.agent, config)
+    spec = resolve(kppo.Config(**TINY))
+    parts = build_native("CartPole-v1", spec)
+    run = make_iterations_fn(parts.train_env, parts.agent, spec)
     state = parts.state
     for n in (1, 2, 1):
         state, _ = run(state, tf.constant(n))

@@ -7,6 +7,7 @@ import pytest
 
 import kppo
 from kppo.training.runners.native import make_native_runner
+from kppo.training.runners.settings import resolve
 from kppo.training.runners import make_population_runner
 from kppo.training.runners.population import member_agent, member_state
 
@@ -86,7 +87,7 @@ def test_every_member_computes_what_a_single_run_with_its_seed_and_values_comput
         runner, population = make_population_runner(env, configs)
         result = runner.run_iterations(runner.state, 3)
     for index, config in enumerate(configs):
-        single = make_native_runner(env, config)
+        single = make_native_runner(env, resolve(config))
         alone = single.run_iterations(single.state, 3)
         for name, value in alone.diagnostics._asdict().items():
             _close(getattr(result.diagnostics, name)[index], value)

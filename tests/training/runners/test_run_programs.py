@@ -15,6 +15,7 @@ from kppo.core.rebinding import Rebound
 from kppo.training.runners import make_runner, programs
 from kppo.training.runners.host import Start
 from kppo.training.runners.programs import LOOP_ONLY, ProgramCache, run_key
+from kppo.training.runners.settings import resolve
 
 SMALL = dict(num_envs=2, num_steps=8, total_timesteps=64, num_minibatches=2, num_epochs=2, num_hidden_units=8)
 
@@ -67,7 +68,7 @@ def test_a_full_cache_evicts_without_breaking_a_running_run(cache):
     make_runner("cartpole", config.replace(num_minibatches=1))  # two more keys: the running run's entry goes
     assert len(cache) == 2
     spaces = (running.observation_space, running.action_space)
-    assert not any(key[:4] == run_key("native", spaces, config, "cartpole") for key in cache._entries)
+    assert not any(key[:4] == run_key("native", spaces, resolve(config), "cartpole") for key in cache._entries)
     second = running.run_iterations(first.state, 1)
     cache.clear()
     reference = make_runner("cartpole", config)
@@ -83,11 +84,15 @@ def test_only_the_seed_and_what_the_loop_reads_are_left_out_of_the_key():
     box = gym.spaces.Box(-1.0, 1.0, (2,))
     spaces = (box, gym.spaces.Discrete(2))
     config = kppo.Config()
-    assert run_key("host", spaces, config) == run_key("host", spaces, config.replace(seed=3, eval_freq=2, verbose=1))
-    assert run_key("host", spaces, config) != run_key("host", spaces, config.replace(ent_coef=config.ent_coef + 0.01))
-    assert run_key("host", spaces, config) != run_key("native", spaces, config, "cartpole")
+
+    def key(kind: str, changes: dict | None = None, env: str = "", space=box) -> tuple:
+        return run_key(kind, (space, spaces[1]), resolve(config.replace(**(changes or {}))), env)
+
+    assert key("host") == key("host", dict(seed=3, eval_freq=2, verbose=1))
+    assert key("host") != key("host", dict(ent_coef=config.ent_coef + 0.01))
+    assert key("host") != key("native", env="cartpole")
     wider = gym.spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 1.0], np.float32))
-    assert run_key("host", (wider, spaces[1]), config) != run_key("host", spaces, config)  # bounds, not only shapes
+    assert key("host", space=wider) != key("host")  # bounds, not only shapes
 
 
 def test_a_given_agent_not_built_from_the_config_runs_programs_of_its_own(cache):
