@@ -147,16 +147,18 @@ def obs_dtype(space: spaces.Space) -> np.dtype:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def is_image_space(space: spaces.Space) -> bool:
-    """SB3's image rule: a 3-D uint8 Box with every low 0 and every high 255 (any channel count: SB3's
-    `check_channels=False`, what its CNN policies check)."""
-    return (
-        isinstance(space, spaces.Box)
-        and len(space_shape(space)) == 3
-        and space.dtype == np.uint8
-        and bool(np.all(space.low == 0))
-        and bool(np.all(space.high == 255))
-    )
+def is_image_space(space: spaces.Space, check_channels: bool = False, normalized_image: bool = False) -> bool:
+    """SB3's image rule: a 3-D uint8 Box with every low 0 and every high 255, of any channel count (what SB3's CNN
+    policies check); `check_channels`: with 1, 3 or 4 channels (first or last, `is_image_space_channels_first`);
+    `normalized_image`: any dtype and bounds (an image already scaled, as SB3's `normalize_images=False`)."""
+    if not isinstance(space, spaces.Box) or len(space_shape(space)) != 3:
+        return False
+    pixels = space.dtype == np.uint8 and bool(np.all(space.low == 0)) and bool(np.all(space.high == 255))
+    if not (pixels or normalized_image):
+        return False
+    if not check_channels:
+        return True
+    return (space.shape[0] if is_image_space_channels_first(space) else space.shape[-1]) in (1, 3, 4)
 
 
 def is_channels_first(shape: tuple[int, ...]) -> bool:

@@ -155,12 +155,13 @@ class PPO(OnPolicyAlgorithm):
         return sb3_config(args, n_envs, action_space, normalize, fields)
 
     def _saved_hyperparameters(self) -> dict[str, Any]:
-        """The hyperparameters `save` writes: as given, the schedules at their current values."""
+        """The hyperparameters `save` writes: as given (a constant as the number it is, not the float32 the update
+        reads), the schedules at their current values."""
         clip_range, clip_range_vf = self._clip_start, self._clip_vf_start
-        if self._runner is not None:  # the values the update reads now
+        if self._runner is not None and self._clip_schedule is not None:  # the values the update reads now
             clip_range = float(self._schedules.clip_range)
-            if self._schedules.clip_range_vf is not None:
-                clip_range_vf = float(self._schedules.clip_range_vf)
+        if self._runner is not None and self._clip_vf_schedule is not None:
+            clip_range_vf = float(self._schedules.clip_range_vf)
         return {
             **{name: self._ppo_args[name] for name in SAVED_ARGUMENTS if name in self._ppo_args},
             "learning_rate": self._current_lr,

@@ -301,11 +301,12 @@ class VecNormalize(VecEnvWrapper):
         return self._map_obs(obs, lambda rows: np.clip((rows - rms.mean) / np.sqrt(rms.var + epsilon), -clip, clip))
 
     def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
-        """SB3's `normalize_reward`: clip(reward / sqrt(ret_rms.var + epsilon), -clip_reward, clip_reward)."""
+        """SB3's `normalize_reward`: clip(reward / sqrt(ret_rms.var + epsilon), -clip_reward, clip_reward), as float32
+        (SB3 casts the float64 its statistics give)."""
         if not self.norm_reward:
-            return reward
+            return np.asarray(reward).astype(np.float32)
         scale = np.sqrt(self.ret_rms.var + self.epsilon)
-        return np.clip(reward / scale, -self.clip_reward, self.clip_reward)
+        return np.clip(reward / scale, -self.clip_reward, self.clip_reward).astype(np.float32)
 
     def unnormalize_obs(self, obs: Any) -> Any:
         """SB3's `unnormalize_obs`: obs * sqrt(var + epsilon) + mean (the clipping is not undone)."""
@@ -412,12 +413,13 @@ class VecNormalize(VecEnvWrapper):
 
 
 def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, Any]]:
-    """(VecNormalize's constructor settings, (obs_rms, ret_rms) as float32 `RunningMeanStd`) of a file `save`
-    wrote (JSON) or SB3's `vec_normalize.pkl`; one-line ValueErrors otherwise."""
+    """(VecNormalize's constructor settings, (obs_rms, ret_rms) as float64 `RunningMeanStd`, SB3's precision: a
+    wrapper loaded holds the statistics saved, bit for bit) of a file `save` wrote (JSON) or SB3's
+    `vec_normalize.pkl`; one-line ValueErrors otherwise."""
     if is_pickle(load_path):
         settings, obs, ret = read_vec_normalize(load_path)
         stats = tuple(
-            None if s is None else RunningMeanStd(s.mean.astype(np.float32), s.var.astype(np.float32), s.count)
+            None if s is None else RunningMeanStd(s.mean.astype(np.float64), s.var.astype(np.float64), s.count)
             for s in (obs, ret)
         )
         return settings, cast(tuple[Any, Any], stats)
@@ -444,7 +446,7 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
         None
         if data[k] is None
         else RunningMeanStd(
-            np.asarray(data[k]["mean"], np.float32), np.asarray(data[k]["var"], np.float32), float(data[k]["count"])
+            np.asarray(data[k]["mean"], np.float64), np.asarray(data[k]["var"], np.float64), float(data[k]["count"])
         )
         for k in ("obs_rms", "ret_rms")
     )

@@ -107,6 +107,16 @@ def test_clip_range_is_a_float_schedule_as_sb3_2():
         model.clip_range_vf = -1.0
 
 
+def test_a_constant_clip_range_is_saved_as_the_number_given(tmp_path):
+    """SB3's test_save_load_clip_range_portable: after learn, save and load, clip_range's constant is 0.2 itself
+    (not the float32 the update reads, 0.20000000298...), and so is clip_range_vf's."""
+    model = PPO("MlpPolicy", "CartPole-v1", clip_range_vf=0.3, seed=0, **TINY)
+    model.learn(16)
+    model.save(tmp_path / "model.zip")
+    loaded = PPO.load(tmp_path / "model.zip")
+    assert loaded.clip_range.value_schedule.val == 0.2 and loaded.clip_range_vf(1.0) == 0.3
+
+
 def test_learn_with_reset_num_timesteps_false_continues_the_tensorboard_run(tmp_path):
     """SB3's configure_logger: a continued learn logs on in PPO_1 (its test_tensorboard.py)."""
     model = PPO("MlpPolicy", "CartPole-v1", tensorboard_log=str(tmp_path), seed=0, **TINY)

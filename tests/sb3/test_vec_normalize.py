@@ -206,6 +206,25 @@ def test_the_env_side_api_of_sb3s_vecnormalize():
     np.testing.assert_array_equal(env.normalize_reward(rewards), rewards)
 
 
+def test_a_wrapper_on_its_own_saves_and_loads_its_statistics_bit_for_bit_and_scales_rewards_to_float32(tmp_path):
+    """SB3's test_vec_env and test_get_original: statistics gathered in float64 by the wrapper alone are those a
+    load returns, every bit (SB3 pickles them; kppo writes JSON); a normalized reward is float32, the dtype of the
+    raw one (SB3 casts what its float64 statistics give)."""
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), clip_obs=0.5, clip_reward=5.0)
+    env.reset()
+    for _ in range(20):
+        _, rewards, _, _ = env.step(np.zeros((1, 1), np.float32))
+    assert rewards.dtype == env.get_original_reward().dtype == np.float32
+    env.save(tmp_path / "vec_normalize.json")
+    loaded = VecNormalize.load(tmp_path / "vec_normalize.json", make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    for saved, read in ((env.obs_rms, loaded.obs_rms), (env.ret_rms, loaded.ret_rms)):
+        assert read.mean.dtype == np.float64
+        np.testing.assert_array_equal(read.mean, saved.mean)
+        np.testing.assert_array_equal(read.var, saved.var)
+        assert read.count == saved.count
+    assert loaded.normalize_reward(np.ones(1, np.float32)).dtype == np.float32
+
+
 def _sampling_env(observation_space: gym.spaces.Space, reward: float) -> type[gym.Env]:
     """An env class whose observations are samples of `observation_space` and whose reward is always `reward`."""
 
