@@ -63,7 +63,7 @@ def test_load_and_set_env_leave_a_vecnormalizes_statistics_alone_and_learn_reset
     model.predict(np.zeros((1, 3), np.float32))
     kppo.evaluate_policy(model, model.get_env(), n_eval_episodes=1, warn=False)
     assert wrapper.obs_rms.count == pytest.approx(count, rel=1e-7)
-    np.testing.assert_array_equal(wrapper.obs_rms.mean, mean)
+    np.testing.assert_array_equal(wrapper.obs_rms.mean, mean.astype(np.float32))  # the loaded mean, held in float32
     model.learn(16)
     assert model._last_obs is not None and model._last_obs.shape == (1, 3)
     assert wrapper.obs_rms.count == pytest.approx(count + 1 + 16)  # learn's reset, then one per step
