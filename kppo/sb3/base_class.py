@@ -289,10 +289,9 @@ class BaseAlgorithm(ModelStatistics):
     def save(self, path: str | Path | Any, exclude: Any = None, include: Any = None) -> None:
         """Writes the model as SB3 does: to `path.zip` (`path` itself when it ends in .zip) or into an open binary
         file. The zip holds a kppo agent directory (config.yaml, metadata.json, weights/): no pickle. Schedules are
-        saved as their current values. `exclude` / `include` (SB3's attribute lists) change nothing: kppo saves no
-        pickled attributes, only the arguments it is rebuilt from."""
-        del exclude, include
-        save_model(self, path)
+        saved as their current values. `exclude` names arguments to leave out (a load gives them their defaults),
+        unless `include` names them too, as SB3's; the policy and its networks are always saved."""
+        save_model(self, path, exclude, include)
 
     @classmethod
     def load(

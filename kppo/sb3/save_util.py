@@ -38,11 +38,34 @@ SAVED_ARGUMENTS = (
     "stats_window_size",
 )
 
+#: Attributes a save holds besides: absent from saves of earlier versions, and the constructor's default then.
+OPTIONAL_ARGUMENTS = ("verbose", "tensorboard_log")
 
-def save_model(model: Any, path: str | Path | Any) -> None:
+#: What `exclude` cannot leave out: the networks are rebuilt from them.
+KEPT = ("policy", "policy_kwargs", "num_timesteps")
+
+
+def _kept(arguments: dict[str, Any], exclude: Any, include: Any) -> dict[str, Any]:
+    """SB3's `save(exclude=..., include=...)`: the arguments without the names `exclude` lists, unless `include`
+    lists them too; the names it left out are recorded (`excluded`), so that a load gives them the constructor's
+    defaults, as SB3's does. Names a save does not hold change nothing."""
+    excluded = (set(_names(exclude, "exclude")) - set(_names(include, "include")) - set(KEPT)) & set(arguments)
+    return {**{k: v for k, v in arguments.items() if k not in excluded}, "excluded": sorted(excluded)}
+
+
+def _names(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    names = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set)) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"{field}: expected a list of attribute names, got {value!r}")
+    return names
+
+
+def save_model(model: Any, path: str | Path | Any, exclude: Any = None, include: Any = None) -> None:
     """Writes `model` (a kppo.PPO or a subclass: `BaseAlgorithm.save`) as a zip of its agent directory, with its
-    arguments (`model._saved_hyperparameters()` and the common ones) in metadata.json's `extra.sb3`: to `path.zip`
-    (`path` itself when it ends in .zip) or into an open binary file."""
+    arguments (`model._saved_hyperparameters()` and the common ones, less those `exclude` names: `_kept`) in
+    metadata.json's `extra.sb3`: to `path.zip` (`path` itself when it ends in .zip) or into an open binary file."""
     if model.agent is None:
         raise ValueError("save: the model has no networks yet; construct it with an env first")
     arguments = {
@@ -53,8 +76,11 @@ def save_model(model: Any, path: str | Path | Any) -> None:
         "stats_window_size": model.stats_window_size,
         "use_sde": model.use_sde,
         "sde_sample_freq": model.sde_sample_freq,
+        "verbose": model.verbose,
+        "tensorboard_log": model.tensorboard_log,
         "num_timesteps": model.num_timesteps,
     }
+    arguments = _kept(arguments, exclude, include)
     obs_stats, return_stats = model.statistics()
     spaces = (model.observation_space, model.action_space)
     with tempfile.TemporaryDirectory(prefix="kppo-save-") as staging:
@@ -72,11 +98,28 @@ def saved_arguments(metadata: dict, source: str) -> dict:
     saved = extra.get("sb3") if isinstance(extra, dict) else None
     if not isinstance(saved, dict):
         raise ValueError(f"path: {source!r} was not saved by kppo.PPO (no SB3 arguments in metadata.json)")
-    missing = [key for key in SAVED_ARGUMENTS if key not in saved]
-    if missing or not isinstance(saved["policy_kwargs"], dict):
-        what = f"no {', '.join(missing)}" if missing else f"policy_kwargs {saved['policy_kwargs']!r}"
-        raise ValueError(f"path: {source!r}: metadata.json: extra.sb3: expected kppo.PPO's arguments, got {what}")
+    problem = _problem(saved)
+    if problem is not None:
+        raise ValueError(f"path: {source!r}: metadata.json: extra.sb3: expected kppo.PPO's arguments, got {problem}")
     return saved
+
+
+def _problem(saved: dict) -> str | None:
+    """What is wrong with a save's arguments (`saved_arguments`), or None."""
+    excluded = saved.get("excluded", [])
+    if not isinstance(excluded, list) or not all(isinstance(name, str) and name not in KEPT for name in excluded):
+        return f"excluded {excluded!r}"
+    missing = [key for key in SAVED_ARGUMENTS if key not in saved and key not in excluded]
+    if missing:
+        return f"no {', '.join(missing)}"
+    if not isinstance(saved["policy_kwargs"], dict):
+        return f"policy_kwargs {saved['policy_kwargs']!r}"
+    verbose, log = saved.get("verbose", 0), saved.get("tensorboard_log")
+    if isinstance(verbose, bool) or not isinstance(verbose, int):
+        return f"verbose {verbose!r}"
+    if log is not None and not isinstance(log, str):
+        return f"tensorboard_log {log!r}"
+    return None
 
 
 def named(err: ValueError, message: str) -> ValueError:
@@ -91,15 +134,17 @@ def load_model(
     cls: type, path: str | Path | Any, env: Any, device: str, custom_objects: dict, kwargs: dict[str, Any]
 ) -> Any:
     """A `cls` (kppo.PPO or a subclass) of a save `save_model` wrote (a zip, an open binary file or an agent
-    directory) with `kwargs` over its arguments; `env` as `PPO.load`'s. kppo's one-line refusals of the saved values
-    name the save."""
+    directory) with `custom_objects` (SB3's: in place of the saved values of the same names; other names are not
+    set) and `kwargs` over its arguments; `env` as `PPO.load`'s. An argument the save excluded is the constructor's
+    default. kppo's one-line refusals of the saved values name the save."""
     source = path if isinstance(path, (str, Path)) else "the file object"
     path = agent_dir(path)
     _, metadata, _, _ = read_metadata(path)
     saved = saved_arguments(metadata, str(source))
     saved["policy_kwargs"] = saved_extractor(saved["policy_kwargs"], custom_objects)
-    args = {k: saved[k] for k in SAVED_ARGUMENTS if k not in ("policy", "policy_kwargs")}
-    args.update(kwargs)
+    names = [k for k in (*SAVED_ARGUMENTS, *OPTIONAL_ARGUMENTS) if k not in ("policy", "policy_kwargs")]
+    args = {k: saved[k] for k in names if k in saved}
+    args.update({k: v for k, v in custom_objects.items() if k in names}, **kwargs)
     try:
         model = cls(saved["policy"], None, policy_kwargs=saved["policy_kwargs"], device=device, **args)
     except ValueError as err:  # kppo's one-line refusals (ArgumentError, ...): name the save they came from

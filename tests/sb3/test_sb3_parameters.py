@@ -117,6 +117,22 @@ def test_a_constant_clip_range_is_saved_as_the_number_given(tmp_path):
     assert loaded.clip_range.value_schedule.val == 0.2 and loaded.clip_range_vf(1.0) == 0.3
 
 
+def test_save_leaves_out_what_exclude_names_unless_include_names_it_and_load_takes_custom_objects(tmp_path):
+    """SB3's test_exclude_include_saved_params: an attribute `exclude` names is its default after a load (verbose
+    0), unless `include` names it too; `custom_objects` replace the saved values of their names, and only those."""
+    model = PPO("MlpPolicy", "CartPole-v1", verbose=2, gamma=0.9, seed=0, **TINY)
+    model.save(tmp_path / "model", exclude=["verbose", "gamma", "policy_kwargs"])  # the networks' are always saved
+    loaded = PPO.load(tmp_path / "model.zip")
+    assert loaded.verbose == 0 and loaded.gamma == 0.99 and loaded.policy_kwargs == model.policy_kwargs
+    model.save(tmp_path / "model", exclude=["verbose"], include=["verbose"])
+    loaded = PPO.load(tmp_path / "model.zip", custom_objects=dict(learning_rate=2e-5, dummy=1.0))
+    assert loaded.verbose == 2 and loaded.gamma == 0.9 and loaded.learning_rate == 2e-5
+    assert not hasattr(loaded, "dummy")
+    np.testing.assert_array_equal(_actions(loaded), _actions(model))
+    with pytest.raises(TypeError, match="exclude: expected a list of attribute names, got 3"):
+        model.save(tmp_path / "model", exclude=3)
+
+
 def test_learn_with_reset_num_timesteps_false_continues_the_tensorboard_run(tmp_path):
     """SB3's configure_logger: a continued learn logs on in PPO_1 (its test_tensorboard.py)."""
     model = PPO("MlpPolicy", "CartPole-v1", tensorboard_log=str(tmp_path), seed=0, **TINY)
