@@ -18,6 +18,36 @@ class EnvError(ValueError):
     """A one-line error about a gymnasium env in kppo's words (the original exception, if any, is chained)."""
 
 
+class UnavailableEnvError(EnvError, gym.error.Error):
+    """An id gymnasium cannot make, in kppo's words; also gymnasium's error, so that a program catching it (SB3's
+    tests fall back on Taxi-v4 when Taxi-v3 raises `gym.error.DeprecatedEnv`) still does."""
+
+
+class DeprecatedEnvError(UnavailableEnvError, gym.error.DeprecatedEnv):
+    """A deprecated version of an id (`gym.error.DeprecatedEnv`)."""
+
+
+class NameNotFoundError(UnavailableEnvError, gym.error.NameNotFound):
+    """An id gymnasium has no env of (`gym.error.NameNotFound`)."""
+
+
+class VersionNotFoundError(UnavailableEnvError, gym.error.VersionNotFound):
+    """A version an id does not have (`gym.error.VersionNotFound`)."""
+
+
+#: gymnasium's error -> kppo's, each both.
+_UNAVAILABLE: tuple[tuple[type, type[UnavailableEnvError]], ...] = (
+    (gym.error.DeprecatedEnv, DeprecatedEnvError),
+    (gym.error.NameNotFound, NameNotFoundError),
+    (gym.error.VersionNotFound, VersionNotFoundError),
+)
+
+
+def _unavailable(err: gym.error.Error) -> type[UnavailableEnvError]:
+    """The class of kppo's error for gymnasium's `err` (the most specific of those above)."""
+    return next((ours for theirs, ours in _UNAVAILABLE if isinstance(err, theirs)), UnavailableEnvError)
+
+
 class SubEnvError(EnvError):
     """Sub-env `index` raised or broke the gymnasium API; args (index, what, detail) read "env {what} in env {index}
     {detail}", and `GymVecEnv` adds the step. Rebuilt from its args alone, so it crosses AsyncVectorEnv's process
@@ -188,7 +218,7 @@ def make_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
             if isinstance(err, (gym.error.NameNotFound, gym.error.NamespaceNotFound))
             else ""
         )
-        raise EnvError(
+        raise _unavailable(err)(
             f"env: {env_id!r} is not available in gymnasium {gym.__version__}: "
             f"{' '.join(str(err).split()).rstrip('.')}{see}"
         ) from None

@@ -380,6 +380,27 @@ def test_gymnasium_errors_for_an_id_are_one_line(env_id, message):
         assert excinfo.value.__cause__ is None and excinfo.value.__suppress_context__  # gymnasium's traceback: gone
 
 
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_one_line_is_also_gymnasiums_error_class(vectorization):
+    """SB3's test_spaces.py makes Taxi-v3 and falls back on Taxi-v4 with `except gym.error.DeprecatedEnv`: kppo's
+    one-line error is a ValueError and gymnasium's class of the error too."""
+    for env_id, kind in (
+        ("Taxi-v3", gym.error.DeprecatedEnv),
+        ("NoSuchEnv-v0", gym.error.NameNotFound),
+        ("CartPole-v9", gym.error.VersionNotFound),
+    ):
+        with pytest.raises(kind) as excinfo:
+            gym_vec_env(env_id, 2, vectorization=vectorization)
+        assert isinstance(excinfo.value, ValueError) and str(excinfo.value).startswith(f"env: {env_id!r}")
+    try:
+        env = kppo.make_vec_env("Taxi-v3", n_envs=2, seed=0)
+    except gym.error.DeprecatedEnv:
+        env = kppo.make_vec_env("Taxi-v4", n_envs=2, seed=0)
+    assert env.num_envs == 2
+    env.close()
+
+
 def test_env_kwargs_the_env_does_not_take_are_named():
     with pytest.raises(ValueError) as excinfo:
         gym_vec_env("CartPole-v1", env_kwargs={"gravity": 3.0})
