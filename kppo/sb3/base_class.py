@@ -146,8 +146,8 @@ class BaseAlgorithm(ModelStatistics):
     def set_env(self, env: Any, force_reset: bool = True) -> None:
         """Uses `env` from now on; its spaces and number of envs must be the model's (`load(path, env)` takes any
         number), a one-line error otherwise. Nothing is reset here, as in SB3 (a VecNormalize's statistics stay as they
-        are): the next `learn` resets the env first, with `force_reset=False` too."""
-        del force_reset
+        are): the next `learn` resets the env first; with `force_reset=False` and the env the model holds
+        (`get_env()`), it goes on from the last observations, as SB3's."""
         given = getattr(env, "num_envs", 1)
         if self.agent is not None and self.config is not None and given != self.config.num_envs:
             raise ArgumentError(
@@ -156,7 +156,8 @@ class BaseAlgorithm(ModelStatistics):
                 f"a model with a different number of environments, you must use `{type(self).__name__}.load(path, "
                 f"env)` instead"
             )
-        self._use_env(env)
+        if force_reset or self._runner is None or env is not self._sb3_env:
+            self._use_env(env)
 
     def _use_env(self, env: Any) -> None:
         """`set_env` without SB3's check of the number of envs (a load takes any number)."""

@@ -69,6 +69,21 @@ def test_load_and_set_env_leave_a_vecnormalizes_statistics_alone_and_learn_reset
     assert wrapper.obs_rms.count == pytest.approx(count + 1 + 16)  # learn's reset, then one per step
 
 
+def test_set_env_of_the_models_own_env_without_force_reset_goes_on_from_the_last_observations():
+    """SB3's test_set_env: `set_env(env2, force_reset=True)` discards `_last_obs`; `set_env(model.get_env(),
+    force_reset=False)` keeps it, and the next learn continues the same rollouts."""
+    model = PPO("MlpPolicy", make_vec_env("Pendulum-v1", n_envs=1, seed=0), **FAST)
+    model.learn(16)
+    model.set_env(make_vec_env("Pendulum-v1", n_envs=1, seed=1), force_reset=True)
+    assert model._last_obs is None
+    model.learn(16)
+    last = model._last_obs.copy()
+    model.set_env(model.get_env(), force_reset=False)
+    np.testing.assert_array_equal(model._last_obs, last)
+    model.learn(16, reset_num_timesteps=False)
+    assert model.num_timesteps == 32
+
+
 def test_plain_models_reset_their_env_only_when_learning():
     resets = []
 
