@@ -72,7 +72,7 @@ PPO_FAMILY = ("PPO", "RecurrentPPO", "MaskablePPO")
 KPPO_MODULES = {
     "BaseAlgorithm": "kppo.sb3.base_class",
     "EventCallback": "kppo.callbacks",
-    "RunningMeanStd": "kppo.sb3.vec_normalize",
+    "RunningMeanStd": "kppo.sb3.running_mean_std",
     "is_image_space": "kppo.gym_envs.spaces",
     "is_image_space_channels_first": "kppo.gym_envs.spaces",
 }

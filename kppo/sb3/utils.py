@@ -29,7 +29,7 @@ from kppo.core.errors import ArgumentError, ArgumentTypeError
 from kppo.gym_envs.action_masks import METHOD
 from kppo.gym_envs.spaces import check_action_space, check_observation_space, is_image_space, space_shape
 from kppo.vec_envs.vec_env import VecEnv, VecEnvWrapper
-from kppo.sb3.vec_normalize import RunningMeanStd, VecNormalize
+from kppo.sb3.vec_normalize import VecNormalize
 
 Schedule = Callable[[float], float]
 
@@ -190,10 +190,7 @@ def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
                 f"eval_env: expected the wrappers of env ({type(here).__name__} here), got {type(there).__name__}"
             )
         if isinstance(here, VecNormalize) and isinstance(there, VecNormalize):
-            obs, ret = (
-                RunningMeanStd(np.copy(r.mean), np.copy(r.var), float(r.count)) for r in (here.obs_rms, here.ret_rms)
-            )
-            there.loaded = (obs, ret)
+            there.loaded = (here.obs_rms.copy(), here.ret_rms.copy())
         here, there = here.venv, there.venv
 
 

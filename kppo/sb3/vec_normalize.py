@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import numpy as np
 import gymnasium as gym
@@ -39,18 +39,11 @@ from kppo.gym_envs.spaces import (
     layout,
     space_shape,
 )
+from kppo.sb3.running_mean_std import RunningMeanStd
 from kppo.sb3.saves.vec_normalize_pickle import is_pickle, read_vec_normalize
 from kppo.training.runners.settings import norm_constants
 
 FORMAT = "kppo.VecNormalize/1"
-
-
-class RunningMeanStd(NamedTuple):
-    """SB3's `RunningMeanStd` attributes (numpy copies)."""
-
-    mean: np.ndarray
-    var: np.ndarray
-    count: float  # type: ignore[assignment]  # SB3's attribute name, shadowing tuple.count on purpose
 
 
 def _positive(name: str, value: Any) -> float:
@@ -91,25 +84,14 @@ def _constant_property(name: str) -> property:
 
 
 def _stats(moments: Any) -> RunningMeanStd | None:
-    if moments is None:
-        return None
-    return RunningMeanStd(
-        np.asarray(moments.mean, np.float64), np.asarray(moments.var, np.float64), float(np.asarray(moments.count))
-    )
-
-
-def _fresh(shape: tuple[int, ...]) -> RunningMeanStd:
-    """SB3's `RunningMeanStd(shape=shape)` before any update: mean 0, var 1, count epsilon 1e-4."""
-    return RunningMeanStd(np.zeros(shape), np.ones(shape), 1e-4)
+    return None if moments is None else RunningMeanStd.of(moments.mean, moments.var, moments.count)
 
 
 def sb3_update(rms: RunningMeanStd, batch: Any) -> RunningMeanStd:
-    """SB3's `RunningMeanStd.update(batch)`: the batch's mean and population variance over its first axis merged
-    into `rms` (Chan's parallel rule, `normalization.merge`), in float64 as SB3's."""
-    rows = np.asarray(batch, np.float64)
-    old = Moments(np.asarray(rms.mean, np.float64), np.asarray(rms.var, np.float64), float(rms.count))
-    mean, var, count = normalization.merge(old, Moments(rows.mean(axis=0), rows.var(axis=0), float(rows.shape[0])))
-    return RunningMeanStd(np.asarray(mean), np.asarray(var), float(count))
+    """SB3's `RunningMeanStd.update(batch)` on a copy of `rms`."""
+    updated = rms.copy()
+    updated.update(batch)
+    return updated
 
 
 def model_moments(rms: RunningMeanStd) -> Moments:
@@ -253,13 +235,26 @@ class VecNormalize(VecEnvWrapper):
     @property
     def obs_rms(self) -> RunningMeanStd:
         """The observation statistics: the model's once a model uses this env, those `load` read, or before either
-        SB3's fresh `RunningMeanStd` (mean 0, var 1, count 1e-4) of a flattened observation."""
-        return _stats(self._moments()[0]) or _fresh((flat_dim(self.raw_observation_space),))
+        SB3's fresh `RunningMeanStd` (mean 0, var 1, count 1e-4) of a flattened observation. A copy: its `update`
+        writes back, and so does assigning one (`env.obs_rms = other.obs_rms`, as SB3's)."""
+        rms = _stats(self._moments()[0]) or RunningMeanStd(shape=(flat_dim(self.raw_observation_space),))
+        rms.sink = lambda new: self._store(new.copy(), self.ret_rms)
+        return rms
+
+    @obs_rms.setter
+    def obs_rms(self, rms: RunningMeanStd) -> None:
+        self._store(RunningMeanStd.of(*rms), self.ret_rms)
 
     @property
     def ret_rms(self) -> RunningMeanStd:
         """The discounted-return statistics used to scale rewards (fresh, as `obs_rms`, before a model or a load)."""
-        return _stats(self._moments()[1]) or _fresh(())
+        rms = _stats(self._moments()[1]) or RunningMeanStd()
+        rms.sink = lambda new: self._store(self.obs_rms, new.copy())
+        return rms
+
+    @ret_rms.setter
+    def ret_rms(self, rms: RunningMeanStd) -> None:
+        self._store(self.obs_rms, RunningMeanStd.of(*rms))
 
     def _normalized_keys(self, space: gym.spaces.Space | None = None) -> list[str]:
         """A Dict's keys that `normalize_obs` standardizes: `norm_obs_keys`, or every key but the images."""
@@ -418,10 +413,7 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
     `vec_normalize.pkl`; one-line ValueErrors otherwise."""
     if is_pickle(load_path):
         settings, obs, ret = read_vec_normalize(load_path)
-        stats = tuple(
-            None if s is None else RunningMeanStd(s.mean.astype(np.float64), s.var.astype(np.float64), s.count)
-            for s in (obs, ret)
-        )
+        stats = tuple(None if s is None else RunningMeanStd.of(s.mean, s.var, s.count) for s in (obs, ret))
         return settings, cast(tuple[Any, Any], stats)
     try:
         data = json.loads(Path(load_path).read_text())
@@ -443,11 +435,7 @@ def read_statistics(load_path: str | Path) -> tuple[dict[str, Any], tuple[Any, A
         **{k: data[k] for k in ("clip_obs", "clip_reward", "epsilon") if k in data},
     )
     from_json: tuple[Any, ...] = tuple(
-        None
-        if data[k] is None
-        else RunningMeanStd(
-            np.asarray(data[k]["mean"], np.float64), np.asarray(data[k]["var"], np.float64), float(data[k]["count"])
-        )
+        None if data[k] is None else RunningMeanStd.of(data[k]["mean"], data[k]["var"], float(data[k]["count"]))
         for k in ("obs_rms", "ret_rms")
     )
     return settings, cast(tuple[Any, Any], from_json)
