@@ -87,13 +87,6 @@ def _stats(moments: Any) -> RunningMeanStd | None:
     return None if moments is None else RunningMeanStd.of(moments.mean, moments.var, moments.count)
 
 
-def sb3_update(rms: RunningMeanStd, batch: Any) -> RunningMeanStd:
-    """SB3's `RunningMeanStd.update(batch)` on a copy of `rms`."""
-    updated = rms.copy()
-    updated.update(batch)
-    return updated
-
-
 def model_moments(rms: RunningMeanStd) -> Moments:
     """`rms` as the float32 numpy moments a kppo model normalizes with."""
     return normalization.to_numpy(Moments(rms.mean, rms.var, np.float32(rms.count)))
@@ -324,7 +317,7 @@ class VecNormalize(VecEnvWrapper):
                 return rows
 
             self._map_obs(obs, keep)
-            self._store(sb3_update(self.obs_rms, seen[0]), self.ret_rms)
+            self.obs_rms.update(seen[0])  # written back (`obs_rms`)
 
     def reset(self) -> Any:
         """SB3's `reset`: the observations normalized (raw once a model holds the statistics: the model normalizes
@@ -345,7 +338,7 @@ class VecNormalize(VecEnvWrapper):
         self._count_obs(obs)
         if self.training:
             self.returns = self.returns * self.gamma + rewards
-            self._store(self.obs_rms, sb3_update(self.ret_rms, self.returns))
+            self.ret_rms.update(self.returns)
         self.returns[np.asarray(dones, bool)] = 0
         if self._model_holds():
             return obs, rewards, dones, infos
