@@ -254,7 +254,7 @@ def entry_fields(
         _check_key(key, where)
     base: dict[str, Any] = dict(SB3_PPO_DEFAULTS, env=env, num_envs=1, num_eval_envs=EVAL_EPISODES)
     policy = settings.pop("policy", "MlpPolicy")
-    if policy not in POLICIES:
+    if not isinstance(policy, str) or policy not in POLICIES:  # a YAML !!set or list is unhashable
         raise ValueError(f"{where}.policy: expected one of {', '.join(POLICIES)}, got {policy!r}")
     base["features_extractor"] = POLICIES[policy]
     kwargs = python_value(settings.pop("policy_kwargs", None), f"{where}.policy_kwargs")

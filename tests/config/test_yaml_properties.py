@@ -375,6 +375,7 @@ def test_space_files_load_or_refuse_in_one_line(folder, data):
 
 
 @example(case=("train", b'env:\n  "\\x1E": null\n'))  # an RL-Zoo key whose name is a line break
+@example(case=("tune zoo", b"CartPole-v1:\n  policy: !!set {a, b}\n"))  # an unhashable policy (found by Hypothesis)
 @given(
     st.one_of(
         st.tuples(st.just("train"), CONFIG_FILES),
