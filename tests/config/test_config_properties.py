@@ -8,13 +8,13 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from kppo.config.options import Config
+from tests.helpers.fuzz import fast, slow
 
 FIELDS = [f.name for f in dataclasses.fields(Config)]
-CASES, SLOW_CASES = 500, 10_000
 
 #: What a user (or a YAML file) may put in a field: every JSON-ish kind, the edge numbers among them.
 VALUES = st.one_of(
@@ -51,13 +51,13 @@ def check(fields: dict) -> None:
 
 
 @given(st.dictionaries(NAMES, VALUES, max_size=4))
-@settings(max_examples=CASES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fast()
 def test_config_builds_or_refuses_in_one_line(fields):
     check(fields)
 
 
 @given(st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=3))
-@settings(max_examples=CASES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fast()
 def test_known_fields_with_any_value_build_or_refuse_in_one_line(fields):
     """Only real field names: each value reaches the field's coercion and validation."""
     check(fields)
@@ -65,14 +65,14 @@ def test_known_fields_with_any_value_build_or_refuse_in_one_line(fields):
 
 @pytest.mark.slow
 @given(st.dictionaries(NAMES, VALUES, max_size=6))
-@settings(max_examples=SLOW_CASES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow()
 def test_config_builds_or_refuses_in_one_line_at_scale(fields):
     check(fields)
 
 
 @pytest.mark.slow
 @given(st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=4))
-@settings(max_examples=SLOW_CASES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow()
 def test_known_fields_with_any_value_at_scale(fields):
     check(fields)
 
@@ -97,7 +97,7 @@ VALID = st.fixed_dictionaries(
 
 @pytest.mark.slow
 @given(VALID)
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@slow(10)
 def test_a_valid_config_trains_one_iteration(fields):
     import kppo
 
