@@ -73,6 +73,7 @@ KPPO_MODULES = {
     "BaseAlgorithm": "kppo.sb3.base_class",
     "EventCallback": "kppo.callbacks",
     "RunningMeanStd": "kppo.sb3.running_mean_std",
+    "open_path": "kppo.sb3.save_util",
     "is_image_space": "kppo.gym_envs.spaces",
     "is_image_space_channels_first": "kppo.gym_envs.spaces",
 }

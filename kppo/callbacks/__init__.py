@@ -30,6 +30,7 @@ from kppo.callbacks.base import BaseCallback, CallbackList, ConvertCallback, Eve
 from kppo.callbacks.builtin import (
     CheckpointCallback,
     EvalCallback,
+    MaskableEvalCallback,
     StopTrainingOnMaxEpisodes,
     StopTrainingOnNoModelImprovement,
     StopTrainingOnRewardThreshold,
@@ -45,6 +46,7 @@ __all__ = [
     "EventCallback",
     "EveryNTimesteps",
     "LogEveryNTimesteps",
+    "MaskableEvalCallback",
     "ProgressBarCallback",
     "StopTrainingOnMaxEpisodes",
     "StopTrainingOnNoModelImprovement",

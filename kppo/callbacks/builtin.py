@@ -122,6 +122,10 @@ class EvalCallback(EventCallback):
         warn: passed to `evaluate_policy` (warns when the eval env gives no episode statistics).
     """
 
+    #: `evaluate_policy`'s `use_masking`: None evaluates as the model trains (with the eval env's action masks for a
+    #: model trained with masks); `MaskableEvalCallback` sets it.
+    use_masking: bool | None = None
+
     def __init__(
         self,
         eval_env: str | EvalEnv,
@@ -186,6 +190,7 @@ class EvalCallback(EventCallback):
             callback=self._log_success_callback,
             return_episode_rewards=True,
             warn=self.warn,
+            use_masking=self.use_masking,
         )
         self._store(episode_rewards, episode_lengths)
         mean_reward = self._report(episode_rewards, episode_lengths)
@@ -252,6 +257,16 @@ class EvalCallback(EventCallback):
         super().update_child_locals(locals_)
         if self.callback_on_new_best is not None:
             self.callback_on_new_best.update_locals(locals_)
+
+
+class MaskableEvalCallback(EvalCallback):
+    """sb3-contrib's `MaskableEvalCallback`: an `EvalCallback` whose evaluations pass the eval env's action masks to
+    `predict` (`use_masking=True`, sb3-contrib's default) or play without them (`use_masking=False`). The other
+    arguments are `EvalCallback`'s."""
+
+    def __init__(self, *args: Any, use_masking: bool = True, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.use_masking = use_masking
 
 
 class StopTrainingOnRewardThreshold(BaseCallback):

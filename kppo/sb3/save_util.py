@@ -1,11 +1,13 @@
 """kppo's own save of an SB3-style model (the place of stable_baselines3/common/save_util.py): a zip of a kppo agent
 directory (config.yaml, metadata.json, weights/; `kppo.agent.checkpoint`) whose metadata.json holds, in `extra.sb3`,
 the constructor arguments the model is rebuilt from. Nothing is pickled. `BaseAlgorithm.save` / `load` call these;
-Stable-Baselines3's own zips are read by `kppo.sb3.saves.from_sb3`."""
+Stable-Baselines3's own zips are read by `kppo.sb3.saves.from_sb3`. `open_path` is SB3's helper of the same name."""
 
 from __future__ import annotations
 
+import io
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +156,65 @@ def load_model(
     stats = (loaded.obs_stats, loaded.return_stats)
     model._set_networks(loaded.config, loaded.agent, spaces, stats, int(saved.get("num_timesteps", 0)), env)
     return model
+
+
+#: `open_path`'s modes and their one-letter forms (SB3's)
+_MODES = {"w": "w", "write": "w", "r": "r", "read": "r"}
+
+
+def open_path(
+    path: str | Path | io.BufferedIOBase, mode: str, verbose: int = 0, suffix: str | None = None
+) -> io.BufferedIOBase:
+    """SB3's `save_util.open_path`: a binary file object for `path`, opened for `mode` ("w" or "write", "r" or
+    "read"), for code written against SB3's helper.
+
+    An open binary stream is checked (open, and writable or readable as `mode` asks) and returned as it is. A str or
+    Path is opened in binary mode: to write, `suffix` is appended to a path without one, a missing parent folder is
+    created and a folder in the way is written beside as `<path>_2` (each with a warning), and an existing file is
+    overwritten (a warning when `verbose >= 2`); to read, a missing path is tried again with `.suffix` (a warning
+    when `verbose >= 2`).
+
+    Raises:
+        TypeError: `path` is none of those types.
+        ValueError: an unknown mode, or a stream that is closed or cannot be written or read as `mode` asks.
+    """
+    if isinstance(path, (str, Path)):
+        return _open_file(Path(path), _mode(mode), verbose, suffix)
+    if not isinstance(path, io.BufferedIOBase):
+        raise TypeError(
+            f"path: expected a str, a pathlib.Path or an open binary file (io.BufferedIOBase), "
+            f"got {type(path).__name__}"
+        )
+    if path.closed:
+        raise ValueError("path: expected an open file, got a closed one")
+    mode = _mode(mode)
+    if not (path.writable() if mode == "w" else path.readable()):
+        raise ValueError(f"path: expected a {'writable' if mode == 'w' else 'readable'} file for mode {mode!r}")
+    return path
+
+
+def _mode(mode: Any) -> str:
+    if not isinstance(mode, str) or mode.lower() not in _MODES:
+        raise ValueError(f"mode: expected 'w', 'write', 'r' or 'read', got {mode!r}")
+    return _MODES[mode.lower()]
+
+
+def _open_file(path: Path, mode: str, verbose: int, suffix: str | None) -> io.BufferedIOBase:
+    if mode == "r":
+        if suffix and not path.exists():
+            fallback = Path(f"{path}.{suffix}")
+            if verbose >= 2:
+                warnings.warn(f"{path}: not found, reading {fallback}", stacklevel=3)
+            path = fallback
+        return path.open("rb")
+    if suffix and not path.suffix:
+        path = Path(f"{path}.{suffix}")
+    if path.is_dir():
+        warnings.warn(f"{path}: is a folder, writing {path}_2 instead", stacklevel=3)
+        path = Path(f"{path}_2")
+    if not path.parent.exists():
+        warnings.warn(f"{path.parent}: does not exist, creating it", stacklevel=3)
+        path.parent.mkdir(parents=True)
+    elif path.is_file() and verbose >= 2:
+        warnings.warn(f"{path}: exists, overwriting it", stacklevel=3)
+    return path.open("wb")

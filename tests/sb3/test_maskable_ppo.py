@@ -1,5 +1,5 @@
 """`kppo.MaskablePPO` (sb3-contrib's interface): trains with the env's masks, predicts with given masks, keeps the
-setting through save/load, and `evaluate_policy` passes masks to a masked model."""
+setting through save/load, and `evaluate_policy` and `MaskableEvalCallback` pass masks to a masked model."""
 
 import functools
 
@@ -54,6 +54,21 @@ def test_evaluate_policy_passes_the_env_masks_to_a_masked_model():
     assert single.invalid_actions == 0 and all(e.unwrapped.invalid_actions == 0 for e in vector.envs)
     kppo.evaluate_policy(model, single, n_eval_episodes=4, warn=False, use_masking=False)
     assert single.invalid_actions > 0  # the same untrained policy without masks
+
+
+@pytest.mark.parametrize("use_masking", [True, False])
+def test_maskable_eval_callback_evaluates_with_the_env_masks_unless_told_not_to(tmp_path, use_masking):
+    """sb3-contrib's `MaskableEvalCallback(eval_env, ..., use_masking=True)`: its evaluations pass the eval env's
+    masks to `predict`; with use_masking=False the same policy, before any update, picks masked actions."""
+    model = kppo.MaskablePPO("MlpPolicy", _env(), **SMALL)
+    eval_env = MaskedChoiceEnv(length=5)
+    callback = kppo.MaskableEvalCallback(
+        eval_env, eval_freq=64, n_eval_episodes=4, warn=False, log_path=tmp_path, use_masking=use_masking
+    )
+    model.learn(64, callback=callback)  # the evaluation runs at the rollout's last step, before the update
+    assert callback.use_masking is use_masking and len(callback.evaluations_results) == 1
+    assert (eval_env.invalid_actions == 0) is use_masking
+    assert (tmp_path / "evaluations.npz").is_file()
 
 
 def test_masks_are_one_line_errors_where_they_do_not_fit():
