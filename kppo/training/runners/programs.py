@@ -32,6 +32,7 @@ from kppo.core.rebinding import Rebound, rebinding_supported
 from kppo.training.runners.settings import RunSpec
 
 __all__ = [
+    "IN_THE_KIND",
     "KEPT_PROGRAMS",
     "KEPT_RUN_PROGRAMS",
     "LOOP_ONLY",
@@ -136,12 +137,15 @@ def space_key(space: gym.spaces.Space) -> Any:
 #: variables) and what only the loop around the programs reads (`training.loop`, `training.plan`: when to evaluate,
 #: checkpoint and print, how many iterations a call runs: a tensor argument).
 LOOP_ONLY = ("seed", "eval_freq", "checkpoint_every", "iterations_per_call", "verbose")
+#: Fields the runner kind of a key already says: `env_backend` ("auto" resolves to "native" or "gymnasium", which
+#: is the kind), so a run of "auto" and one of the backend it resolves to share their programs.
+IN_THE_KIND = ("env_backend",)
 
 
 def run_key(kind: str, spaces: Sequence[gym.spaces.Space], spec: RunSpec, env: str = "") -> tuple:
     """What a single run's traced programs depend on: the runner kind, the spaces, every Config field but `LOOP_ONLY`
-    and, for a TF-native run, the env's name (its steps are traced into the programs)."""
-    fields = tuple((k, v) for k, v in spec.fields if k not in LOOP_ONLY)
+    and `IN_THE_KIND` and, for a TF-native run, the env's name (its steps are traced into the programs)."""
+    fields = tuple((k, v) for k, v in spec.fields if k not in LOOP_ONLY and k not in IN_THE_KIND)
     return kind, env, tuple(space_key(space) for space in spaces), fields
 
 

@@ -107,6 +107,15 @@ def test_a_given_agent_not_built_from_the_config_runs_programs_of_its_own(cache)
     assert [key[-1] for key in cache._entries] == ["/job:localhost/replica:0/task:0/device:CPU:0"]
 
 
+@pytest.mark.parametrize("env, backend", [("CartPole-v1", "native"), ("FrozenLake-v1", "gymnasium")])
+def test_a_run_of_env_backend_auto_runs_the_programs_of_the_backend_it_resolves_to(cache, env, backend):
+    config = kppo.Config(**SMALL)
+    _trained(env, config.replace(env_backend=backend))
+    auto = _trained(env, config.replace(env_backend="auto", seed=1))
+    functions = [auto[0].iterations_fn, auto[0].evaluation_fn] if backend == "native" else [auto[0].finish_fn]
+    assert len(cache) == 1 and all(isinstance(f, Rebound) for f in functions)
+
+
 def test_the_fields_left_out_of_the_key_are_read_only_around_the_programs():
     """`LOOP_ONLY` fields (but the seed: initial weights and keys) are read by no module that builds programs, but
     where the host runners make their envs (`verbose`: gymnasium's env checker)."""
