@@ -283,13 +283,59 @@ def _check_step(env: gym.Env) -> None:
         raise ArgumentError("The `info` returned by `step()` must be a python dictionary")
 
 
+#: Spaces SB3's `check_env` warns about (and then checks no further), by gymnasium class
+_WARNED_SPACES = {
+    gym.spaces.Tuple: "use a Dict instead",
+    gym.spaces.Sequence: "its observations have no fixed size",
+    gym.spaces.Graph: "its observations have no fixed size",
+    gym.spaces.OneOf: "its observations have no fixed layout",
+}
+
+
+def _unsupported_spaces(observation_space: gym.spaces.Space, action_space: gym.spaces.Space) -> list[str]:
+    """The warnings SB3's `check_env` gives for spaces it cannot train on: a Tuple, Sequence, Graph or OneOf anywhere
+    in the observation space, a Dict inside a Dict, a Dict or Tuple action space."""
+    found, pending = [], [(observation_space, 0)]
+    while pending:
+        space, dicts = pending.pop()
+        kind = type(space)
+        if kind in _WARNED_SPACES:
+            found.append(
+                f"observation_space: a {kind.__name__} space is not supported by kppo ({_WARNED_SPACES[kind]})"
+            )
+        if isinstance(space, gym.spaces.Dict) and dicts:
+            found.append("observation_space: a Dict space inside a Dict is not supported by kppo (flatten it)")
+        children = getattr(space, "spaces", None)
+        children = children.values() if isinstance(children, dict) else children or ()
+        feature = getattr(space, "feature_space", None)  # a Sequence's elements
+        pending += [
+            (child, dicts + isinstance(space, gym.spaces.Dict)) for child in (*children, *filter(None, [feature]))
+        ]
+    if isinstance(action_space, (gym.spaces.Dict, gym.spaces.Tuple)):
+        found.append(
+            f"action_space: a {type(action_space).__name__} space is not supported by kppo (flatten it into a Box or a "
+            f"MultiDiscrete)"
+        )
+    return found
+
+
 def check_env(env: gym.Env, warn: bool = True, skip_render_check: bool = True) -> None:
     """SB3's `check_env`: the env is a `gymnasium.Env`, `reset` takes a `seed`, `reset` and `step` return gymnasium's
     values with observations in the space (AssertionErrors, as SB3's asserts), and, with `warn`, gymnasium's advice
     on the spaces (unbounded or odd Boxes: warnings). Like SB3's it does not test determinism or the env's use of
-    `np_random` (envs that ignore their seed train). kppo adds one-line errors for spaces it cannot train on."""
+    `np_random` (envs that ignore their seed train). With `warn`, a space SB3 warns about (a Tuple, Sequence, Graph or
+    OneOf observation, a nested Dict, a Dict or Tuple action) gets SB3's warning and ends the check, as SB3's does;
+    other spaces kppo cannot train on get one-line errors."""
     if not isinstance(env, gym.Env):
         raise ArgumentError(f"env: expected a gymnasium.Env, got {type(env).__name__} (check_env checks one env)")
+    unsupported = _unsupported_spaces(env.observation_space, env.action_space) if warn else []
+    for message in unsupported:
+        warnings.warn(message, UserWarning, stacklevel=2)
+    if unsupported:
+        warnings.warn(
+            "check_env: the env's spaces are not supported, so it checks no further", UserWarning, stacklevel=2
+        )
+        return
     check_observation_space(env.observation_space)
     check_action_space(env.action_space)
     try:

@@ -2,6 +2,9 @@
 its source: stable_baselines3/common/utils.py, preprocessing.py, env_util.py, vec_env/__init__.py, env_checker.py;
 sb3_contrib/common/maskable/utils.py)."""
 
+import re
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -64,6 +67,53 @@ def test_check_env_runs_gymnasiums_checker_and_names_spaces_kppo_cannot_train_on
 
     with pytest.raises(ValueError, match=r"^observation_space: "):
         kppo.check_env(Text())
+
+
+class SpacesEnv(gym.Env):
+    """An env of the given spaces whose observations are their samples (SB3's test_env_checker envs)."""
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 1.0, False, False, {}
+
+
+BOX = gym.spaces.Box(-1, 1, (2,), np.float32)
+GRAPH = gym.spaces.Graph(node_space=BOX, edge_space=None)
+
+
+@pytest.mark.parametrize(
+    "observation_space, action_space, warned",
+    [
+        (gym.spaces.Sequence(gym.spaces.Discrete(8)), gym.spaces.Discrete(4), ["Sequence"]),
+        (gym.spaces.Dict({"seq": gym.spaces.Sequence(BOX)}), gym.spaces.Discrete(2), ["Sequence"]),
+        (gym.spaces.Tuple([gym.spaces.Sequence(BOX), BOX]), gym.spaces.Discrete(2), ["Tuple", "Sequence"]),
+        (gym.spaces.OneOf([BOX, gym.spaces.Discrete(3)]), gym.spaces.Discrete(2), ["OneOf"]),
+        (GRAPH, gym.spaces.Discrete(2), ["Graph"]),
+        (gym.spaces.Dict({"graph": GRAPH, "x": BOX}), gym.spaces.Discrete(2), ["Graph"]),
+        (gym.spaces.Dict({"inner": gym.spaces.Dict({"x": BOX})}), gym.spaces.Discrete(2), ["Dict space inside"]),
+        (BOX, gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), ["action_space: a Dict"]),
+    ],
+)
+def test_check_env_warns_about_the_spaces_sb3_warns_about_and_checks_no_further(
+    observation_space, action_space, warned
+):
+    """SB3 2.9's test_env_checker: `check_env(env, warn=True)` warns "<space> ... not supported" for these spaces and
+    stops; without `warn` the space is refused in one line."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        kppo.check_env(SpacesEnv(observation_space, action_space), warn=True)
+    messages = [str(w.message) for w in record]
+    for name in warned:
+        assert any(re.search(f"{name}.*not supported", m) for m in messages), (name, messages)
+    assert "check_env: the env's spaces are not supported, so it checks no further" in messages
+    with pytest.raises(ValueError, match=r"^(observation|action)_space: expected"):
+        kppo.check_env(SpacesEnv(observation_space, action_space), warn=False)
 
 
 def test_action_masks_are_read_from_envs_and_vec_envs_as_sb3_contrib_reads_them():
