@@ -33,18 +33,22 @@ def pytest_sessionfinish(session):
 #: (pytest-xdist's `--dist loadfile` hands out files in collection order with `--no-loadscope-reorder`). A stale
 #: list only costs time.
 LONGEST_FIRST = (
+    "tests/exporter/test_artifact.py",
     "tests/docs/test_readme.py",
     "tests/training/test_recurrent.py",
-    "tests/exporter/test_artifact.py",
-    "tests/training/test_train.py",
-    "tests/tuning/test_workers.py",
     "tests/core/test_distribute.py",
-    "tests/docs/test_guides.py",
     "tests/sb3/test_recurrent_ppo.py",
+    "tests/cli/test_main.py",
     "tests/training/test_capabilities.py",
-    "tests/training/runners/test_population.py",
+    "tests/sb3/test_sb3_saves.py",
+    "tests/docs/test_guides.py",
     "tests/test_deployment_kit.py",
-    "tests/training/test_member_is_single_run.py",
+    "tests/tuning/test_workers.py",
+    "tests/envs/test_minatar.py",
+    "tests/training/runners/test_population.py",
+    "tests/training/test_train.py",
+    "tests/training/runners/test_host_population.py",
+    "tests/docs/test_site.py",
 )
 
 

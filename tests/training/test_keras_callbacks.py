@@ -192,5 +192,5 @@ def test_an_error_in_a_keras_callback_is_one_line_naming_it():
         RuntimeError,
         match=r"^callback: LambdaCallback.on_epoch_end raised ZeroDivisionError: division by zero; training stopped",
     ) as info:
-        kppo.train("cartpole", tiny(1), callback=broken)
+        kppo.train("cartpole", tiny(6), callback=broken)
     assert "\n" not in str(info.value)
