@@ -54,11 +54,13 @@ def _sub_envs_have_method(vec_env: gym.vector.VectorEnv) -> bool:
     envs = getattr(vec_env, "envs", None)
     if envs is not None:  # SyncVectorEnv: ask the first sub-env without calling anything
         return envs[0].has_wrapper_attr(METHOD)
-    try:
-        cast(Any, vec_env).call(METHOD)  # a VectorEnv without `call` raises AttributeError too
-    except AttributeError:
+    call = getattr(vec_env, "call", None)
+    if call is None:
         return False
-    return True
+    try:  # gymnasium's `has_wrapper_attr`: an AsyncVectorEnv whose worker is asked for a missing method closes
+        return all(call("has_wrapper_attr", METHOD))
+    except AttributeError:  # sub-envs without gymnasium's Env methods
+        return False
 
 
 def mask_source(vec_env: gym.vector.VectorEnv, reset_infos: dict) -> str | None:
@@ -74,10 +76,11 @@ def mask_source(vec_env: gym.vector.VectorEnv, reset_infos: dict) -> str | None:
 
 class MaskReader:
     """Reads and checks the masks of one vector env after each `reset` and `step` (one-line ValueErrors naming the
-    env and the step since the reset); the source is found at the first reset."""
+    env and the step since the reset); the source is found at the first reset. Not `enabled` (sb3-contrib's
+    `use_masking=False`), it reads nothing and allows every action, so an env without masks runs too."""
 
-    def __init__(self, vec_env: gym.vector.VectorEnv, action_space: gym.spaces.Space):
-        self.vec_env = vec_env
+    def __init__(self, vec_env: gym.vector.VectorEnv, action_space: gym.spaces.Space, enabled: bool = True):
+        self.vec_env, self.enabled = vec_env, enabled
         self.source: str | None = None
         self.sizes = mask_sizes(action_space)
         self.width, self.num_envs = int(sum(self.sizes)), int(vec_env.num_envs)
@@ -85,6 +88,9 @@ class MaskReader:
 
     def reset(self, infos: dict) -> np.ndarray:
         """The masks of the first observations (`infos`: what the vector env's reset returned)."""
+        self.steps = 0
+        if not self.enabled:
+            return np.ones((self.num_envs, self.width), bool)
         if self.source is None:
             self.source = mask_source(self.vec_env, infos)
         if self.source is None:
@@ -99,7 +105,7 @@ class MaskReader:
     def step(self, infos: dict) -> np.ndarray:
         """The masks of the observations a step returned (`infos`: that step's vector info)."""
         self.steps += 1
-        return self._read(infos)
+        return self._read(infos) if self.enabled else np.ones((self.num_envs, self.width), bool)
 
     def _read(self, infos: dict) -> np.ndarray:
         if self.source == "vector":

@@ -35,14 +35,17 @@ class MaskablePPO(PPO):
         progress_bar: bool = False,
         **lightning: Any,
     ) -> MaskablePPO:
-        """`PPO.learn` with the env's action masks. kppo's MaskablePPO always masks (the masks are part of the
-        compiled rollout and update); for unmasked training use `kppo.PPO`. `lightning`: `PPO.learn`'s keyword-only
-        `env`, `log_every_n_steps`, `default_root_dir`."""
-        if not use_masking:
-            raise ValueError(
-                "use_masking: expected True (kppo.MaskablePPO always trains with the env's masks), got "
-                "False; train unmasked with kppo.PPO"
-            )
+        """`PPO.learn` with the env's action masks, or, with `use_masking=False`, with every action allowed (an env
+        without masks trains then, as in sb3-contrib). A change of `use_masking` between calls restarts the env's
+        episodes (the masks are read in the rollout). `lightning`: `PPO.learn`'s keyword-only `env`,
+        `log_every_n_steps`, `default_root_dir`."""
+        if lightning.get("env") is not None:  # the env first: the setting below is its runner's
+            self.set_env(lightning.pop("env"))
+        reader = getattr(self._runner, "masks", None)
+        if reader is not None and reader.enabled != use_masking:
+            self._use_env(self._sb3_env)
+        if self._pending is not None:
+            self._pending = self._pending._replace(use_masking=use_masking)
         return super().learn(
             total_timesteps, callback, log_interval, tb_log_name, reset_num_timesteps, progress_bar, **lightning
         )

@@ -274,14 +274,12 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
 
     def _make_runner(self) -> None:
         """SB3's first reset (`_setup_learn`): the runner of the env, from the networks and statistics the model has
-        now, resetting the env (its observations counted in a training VecNormalize's statistics)."""
+        now, resetting the env (its observations counted in a training VecNormalize's statistics). A failure leaves the
+        env open, as SB3 does: the model holds it, and a later `learn` (with other arguments) uses it."""
         assert self._pending is not None and self._gym_env is not None and self.config is not None  # set by _build
-        try:  # the update reads the schedules `_apply_schedules` set before each rollout
-            with self._device_scope(), fits_in_memory([self.config]):
-                runner = make_runner(self._gym_env, self.config, None, self._pending, lambda it: self._schedules)
-        except BaseException:
-            self._gym_env.close()
-            raise
+        # the update reads the schedules `_apply_schedules` set before each rollout
+        with self._device_scope(), fits_in_memory([self.config]):
+            runner = make_runner(self._gym_env, self.config, None, self._pending, lambda it: self._schedules)
         self._runner, self.runner_state, self._pending = runner, runner.state, None
 
     def learn(

@@ -71,16 +71,33 @@ def test_maskable_eval_callback_evaluates_with_the_env_masks_unless_told_not_to(
     assert (tmp_path / "evaluations.npz").is_file()
 
 
-def test_masks_are_one_line_errors_where_they_do_not_fit():
-    with pytest.raises(
-        ValueError,
-        match=r"use_masking: expected True \(kppo.MaskablePPO always trains with the env's "
-        r"masks\), got False",
-    ):
-        kppo.MaskablePPO("MlpPolicy", _env(), **SMALL).learn(64, use_masking=False)
-    unmasked = kppo.MaskablePPO("MlpPolicy", "CartPole-v1", **SMALL)  # as sb3-contrib's: refused in learn
+@pytest.mark.parametrize("vec_env_cls", [kppo.DummyVecEnv, kppo.SubprocVecEnv])
+def test_learn_without_masking_trains_on_an_env_without_masks_as_sb3_contribs(vec_env_cls):
+    """sb3-contrib's test_disabling_masking / test_supports_multi_envs: learn() on an env without masks is refused,
+    the env stays usable (a SubprocVecEnv's workers too), and learn(use_masking=False) trains on it."""
+    env = kppo.make_vec_env("CartPole-v1", n_envs=2, vec_env_cls=vec_env_cls)
+    model = kppo.MaskablePPO("MlpPolicy", env, **SMALL)
     with pytest.raises(ValueError, match="action_masks: expected the env to give masks"):
-        unmasked.learn(64)
+        model.learn(64)
+    with pytest.raises(ValueError, match="action_masks: expected the env to give masks"):
+        kppo.evaluate_policy(model, env, n_eval_episodes=2, warn=False)
+    model.learn(128, use_masking=False)
+    assert model.num_timesteps == 128
+    kppo.evaluate_policy(model, env, n_eval_episodes=2, warn=False, use_masking=False)
+    env.close()
+
+
+def test_use_masking_false_allows_every_action_and_true_masks_again():
+    model = kppo.MaskablePPO("MlpPolicy", _env(), **SMALL)
+    model.learn(128, use_masking=False)
+    env = model.get_env().envs[0].unwrapped
+    assert env.invalid_actions > 0  # 4 of 6 actions are masked: an untrained policy picks them
+    invalid = env.invalid_actions
+    model.learn(128, use_masking=True, reset_num_timesteps=False)
+    assert model.num_timesteps == 256 and model.get_env().envs[0].unwrapped.invalid_actions == invalid
+
+
+def test_masks_are_one_line_errors_where_they_do_not_fit():
     model = kppo.PPO("MlpPolicy", "Pendulum-v1", **SMALL)
     with pytest.raises(ValueError, match=r"action_masks: expected None for Box"):
         model.predict(np.zeros(3, np.float32), action_masks=np.ones(1, bool))

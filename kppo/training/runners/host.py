@@ -41,7 +41,9 @@ class Start(NamedTuple):
     obs_stats: Moments | None = None  # observation statistics to start from
     return_stats: Moments | None = None
     count_reset: bool = True  # count the reset observations in obs_stats (SB3: VecNormalize(training=False) does not)
-    from_spec: bool = False  # `agent` is `build_agent(agent_spec(config), spaces)` (trained or not): the config's
+    from_spec: bool = False  # `agent` is `build_agent(agent_spec(config), spaces)` (trained or not): the config's kept
+    # programs apply
+    use_masking: bool = True  # read the env's action masks (False: every action allowed, sb3-contrib's learn option)
 
 
 def eval_env_source(env: Any) -> Any:
@@ -110,9 +112,9 @@ class HostEvaluation:
     """A gymnasium runner's evaluation envs, made at its first round (`seed`: their first reset's) and closed with the
     runner, and a round's deterministic episodes (`episodes`)."""
 
-    def __init__(self, source: Any, num_envs: int, vectorization: str, action_space, masks: bool):
+    def __init__(self, source: Any, num_envs: int, vectorization: str, action_space, masks: bool, use_masking=True):
         self.source, self.num_envs, self.vectorization = source, num_envs, vectorization
-        self.action_space, self.masks = action_space, masks
+        self.action_space, self.masks, self.use_masking = action_space, masks, use_masking
         self.env: GymVecEnv | None = None
         self.mask_reader: MaskReader | None = None
 
@@ -120,7 +122,8 @@ class HostEvaluation:
         """One episode per env from `seeds` (an int, or one per env), acted by `actor`: (EvalResult, trajectory)."""
         if self.env is None:
             self.env = gym_vec_env(self.source, self.num_envs, vectorization=self.vectorization, seed=seed)
-            self.mask_reader = MaskReader(self.env.vec_env, self.action_space) if self.masks else None
+            reader = MaskReader(self.env.vec_env, self.action_space, self.use_masking)
+            self.mask_reader = reader if self.masks else None
         steps = self.env.max_episode_steps or 1000
         return evaluation_episodes(self.env, actor, obs_stats, seeds, steps, self.mask_reader)
 
@@ -158,7 +161,9 @@ class HostRunner(Runner):
         start = start or Start()
         strategy = make_strategy(spec.distribute, spec.devices)
         agent = _agent(spec, vec_env, start, strategy)
-        self.masks = MaskReader(vec_env.vec_env, vec_env.action_space) if spec.rollout.action_masks else None
+        self.masks = (
+            MaskReader(vec_env.vec_env, vec_env.action_space, start.use_masking) if spec.rollout.action_masks else None
+        )
         self.eval_source = eval_env_source(env)  # before training touches an Env instance (the reset below)
         super().__init__(
             agent,
@@ -181,7 +186,12 @@ class HostRunner(Runner):
 
         self.update = remembering
         self.evaluation = HostEvaluation(
-            self.eval_source, spec.num_eval_envs, spec.vectorization, self.action_space, self.masks is not None
+            self.eval_source,
+            spec.num_eval_envs,
+            spec.vectorization,
+            self.action_space,
+            self.masks is not None,
+            start.use_masking,
         )
 
     def _programs(self, from_config: bool, strategy) -> tuple[Callable, Callable]:
