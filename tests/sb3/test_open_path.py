@@ -57,7 +57,7 @@ def test_an_open_stream_is_checked_and_returned_as_it_is(tmp_path):
         open_path(file, "randomstuff")
     assert open_path(file, "w") is file
     file.close()
-    with pytest.raises(ValueError, match="^path: expected an open file, got a closed one$"):
+    with pytest.raises(ValueError, match=r"^path: expected an open file, got a closed one$"):
         open_path(file, "w")
     buffer = io.BytesIO()
     assert open_path(buffer, "w") is buffer and open_path(buffer, "r") is buffer
