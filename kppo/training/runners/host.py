@@ -122,8 +122,8 @@ class HostEvaluation:
         """One episode per env from `seeds` (an int, or one per env), acted by `actor`: (EvalResult, trajectory)."""
         if self.env is None:
             self.env = gym_vec_env(self.source, self.num_envs, vectorization=self.vectorization, seed=seed)
-            reader = MaskReader(self.env.vec_env, self.action_space, self.use_masking)
-            self.mask_reader = reader if self.masks else None
+            if self.masks:
+                self.mask_reader = MaskReader(self.env.vec_env, self.action_space, self.use_masking)
         steps = self.env.max_episode_steps or 1000
         return evaluation_episodes(self.env, actor, obs_stats, seeds, steps, self.mask_reader)
 
