@@ -19,12 +19,15 @@ import numpy as np
 from gymnasium import spaces
 
 from kppo.core.errors import ArgumentError, NotSupportedError
+from kppo.agent.extractors import NATURE_CNN_ASSERT
+from kppo.gym_envs.spaces import is_image_space
 
 __all__ = [
     "NESTED_SPACES",
     "StateDictError",
     "TorchShapeError",
     "check_batch_size",
+    "check_cnn_space",
     "check_observation_shape",
     "check_policy_space",
     "check_recurrent_inputs",
@@ -153,6 +156,22 @@ def check_policy_space(policy: str, space: spaces.Space) -> None:
                 f"You must use `{multi}` when working with dict observation space, not {policy}",
                 f"policy: expected {multi!r} for a Dict observation space, got {policy!r}",
             )
+        )
+
+
+def check_cnn_space(policy: str, given: spaces.Space, model_space: spaces.Space, policy_kwargs: dict) -> None:
+    """SB3's NatureCNN reads the observation space of the env it is given: a VecNormalize with `norm_obs` makes its
+    images float32 Boxes, which NatureCNN refuses unless `normalize_images=False` (SB3 asserts). kppo's model reads
+    the images under it (`model_space`), so this is checked here, on the space SB3 would see."""
+    extractor = policy_kwargs.get("features_extractor_class")
+    if policy not in ("CnnPolicy", "CnnLstmPolicy") or (extractor is not None and extractor.__name__ != "NatureCNN"):
+        return
+    if policy_kwargs.get("normalize_images", True) is False or given == model_space:
+        return
+    if is_image_space(model_space) and not is_image_space(given):
+        raise ArgumentError(
+            f"{NATURE_CNN_ASSERT.format(given)} (observation_space: a VecNormalize with norm_obs makes the images "
+            f"float32, {given}; pass policy_kwargs=dict(normalize_images=False), as SB3 asks)"
         )
 
 

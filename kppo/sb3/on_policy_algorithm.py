@@ -35,7 +35,7 @@ from kppo.rollout.gymnasium import StepRecord
 from kppo.sb3.arguments import Schedule, network_fields, split_schedule, user_extractor_factory
 from kppo.sb3.base_class import BaseAlgorithm
 from kppo.sb3.buffers import RolloutBufferView, rollout_view
-from kppo.sb3.contracts import check_policy_space
+from kppo.sb3.contracts import check_cnn_space, check_policy_space
 from kppo.sb3.lightning import LightningSurface, log_every
 from kppo.sb3.logger import Logger, next_run_dir
 from kppo.sb3.utils import set_random_seed
@@ -249,6 +249,8 @@ class OnPolicyAlgorithm(BaseAlgorithm, LightningSurface):
         vec_env = _make_gym_vec_env(env, num_envs=1, seed=seed)
         try:
             check_policy_space(self.policy_class, vec_env.observation_space)  # SB3's refusals, its messages
+            if isinstance(given_space, gym.spaces.Space):
+                check_cnn_space(self.policy_class, given_space, vec_env.observation_space, self.policy_kwargs)
             if start.agent is not None:
                 _check_model_spaces(self._model_spaces(), vec_env)
             normalize = normalization_fields(env, self.config if self.agent is not None else None)

@@ -85,6 +85,16 @@ def test_saved_cnn_models_load_back_and_a_users_extractor_comes_back_through_cus
     assert all(np.array_equal(a, b) for a, b in zip(_weights(back), _weights(mine)))
 
 
+def test_cnn_policy_under_vec_normalize_needs_normalize_images_false_as_in_sb3():
+    """SB3's test_image_like_input: VecNormalize(norm_obs=True) makes the images float32, and NatureCNN asserts
+    unless normalize_images=False."""
+    env = kppo.VecNormalize(kppo.make_vec_env(BrightHalfEnv, n_envs=1))
+    assert env.observation_space.dtype == np.float32
+    with pytest.raises(AssertionError, match=r"^You should use NatureCNN only with images not with Box\(-10\.0, 10\.0"):
+        kppo.PPO("CnnPolicy", env)
+    kppo.PPO("CnnPolicy", env, n_steps=16, batch_size=16, policy_kwargs=dict(normalize_images=False)).learn(16)
+
+
 def test_a_float_image_needs_normalize_images_false_as_in_sb3():
     class FloatImages(BrightHalfEnv):
         def __init__(self):
