@@ -88,26 +88,25 @@ class MaskReader:
 
     def reset(self, infos: dict) -> np.ndarray:
         """The masks of the first observations (`infos`: what the vector env's reset returned)."""
-        self.steps = 0
-        if not self.enabled:
-            return np.ones((self.num_envs, self.width), bool)
-        if self.source is None:
+        if self.enabled and self.source is None:
             self.source = mask_source(self.vec_env, infos)
-        if self.source is None:
-            raise ValueError(
-                f"action_masks: expected the env to give masks (an action_masks() method, e.g. "
-                f"kppo.ActionMasker(env, fn), or info['{INFO_KEY}']), got none from "
-                f"{type(self.vec_env.unwrapped).__name__}"
-            )
+            if self.source is None:
+                raise ValueError(
+                    f"action_masks: expected the env to give masks (an action_masks() method, e.g. "
+                    f"kppo.ActionMasker(env, fn), or info['{INFO_KEY}']), got none from "
+                    f"{type(self.vec_env.unwrapped).__name__}"
+                )
         self.steps = 0
         return self._read(infos)
 
     def step(self, infos: dict) -> np.ndarray:
         """The masks of the observations a step returned (`infos`: that step's vector info)."""
         self.steps += 1
-        return self._read(infos) if self.enabled else np.ones((self.num_envs, self.width), bool)
+        return self._read(infos)
 
     def _read(self, infos: dict) -> np.ndarray:
+        if not self.enabled:
+            return np.ones((self.num_envs, self.width), bool)
         if self.source == "vector":
             raw = getattr(self.vec_env, METHOD)()
         elif self.source == "sub_envs":

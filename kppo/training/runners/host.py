@@ -41,8 +41,7 @@ class Start(NamedTuple):
     obs_stats: Moments | None = None  # observation statistics to start from
     return_stats: Moments | None = None
     count_reset: bool = True  # count the reset observations in obs_stats (SB3: VecNormalize(training=False) does not)
-    from_spec: bool = False  # `agent` is `build_agent(agent_spec(config), spaces)` (trained or not): the config's kept
-    # programs apply
+    from_spec: bool = False  # `agent` is built from the config's spec (trained or not): the config's kept programs fit
     use_masking: bool = True  # read the env's action masks (False: every action allowed, sb3-contrib's learn option)
 
 
